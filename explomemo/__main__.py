@@ -1,0 +1,3 @@
+from explomemo.cli import main
+
+raise SystemExit(main())

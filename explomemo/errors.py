@@ -1,0 +1,36 @@
+"""The one exception family of explomemo.
+
+Every error a user or an agent can cause is an :class:`ExplomemoError` whose
+message says what was wrong, with which input, and what to do. The CLI turns
+them into exit code 2 and one line on stderr; the MCP server into a tool error.
+"""
+
+from __future__ import annotations
+
+
+class ExplomemoError(Exception):
+    """Base class of every error explomemo reports to its caller."""
+
+
+class InputError(ExplomemoError):
+    """A parameter broke one of the rules of SPEC.md (length, count, range)."""
+
+
+class PathError(InputError):
+    """A file or root was refused: outside root, missing, not a regular file, too large."""
+
+
+class NotFoundError(ExplomemoError):
+    """A memo id that does not exist (in that project)."""
+
+
+class StoreError(ExplomemoError):
+    """The database cannot be opened, read or written."""
+
+
+class ExportFileError(ExplomemoError):
+    """An export file (JSON Lines) cannot be read or is malformed."""
+
+
+class ModelError(ExplomemoError):
+    """The embedding model named by the environment cannot be loaded."""

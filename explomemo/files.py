@@ -1,0 +1,177 @@
+"""Files inside a root: resolving the paths an agent names, and opening them safely.
+
+Paths come from a model that can be wrong or manipulated. A path is accepted
+only when it stays inside root lexically (no ``..`` out of it) and after every
+symbolic link on the way is resolved. Opening walks the resolved path one
+component at a time from a descriptor of root with ``O_NOFOLLOW``, so a file
+or folder swapped for a link after the check is never followed; anything that
+is not a regular file is refused from its ``lstat`` before it is opened, and
+``O_NONBLOCK`` keeps even a FIFO swapped in at the last moment from hanging.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from dataclasses import dataclass
+
+from explomemo.errors import PathError
+
+MAX_ROOT_CHARS = 1024
+
+_OPEN_FLAGS = (
+    os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | getattr(os, "O_CLOEXEC", 0)
+)
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+
+
+@dataclass(frozen=True)
+class Root:
+    """A project root: the absolute path as given and its real path."""
+
+    path: str
+    real: str
+
+    def absolute(self, rel: str) -> str:
+        """The absolute path of a stored relative path, under the real root."""
+        return self.real + "/" + rel if self.real != "/" else "/" + rel
+
+
+def check_text_path(value: str, what: str) -> None:
+    """Refuse NUL bytes and names that are not valid UTF-8 (lone surrogates)."""
+    if "\x00" in value:
+        raise PathError(f"{what} {value!r} contains a NUL byte: pass a real file path")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise PathError(
+            f"{what} {value.encode('utf-8', 'backslashreplace').decode()!r} is not valid"
+            " UTF-8: explomemo stores paths as UTF-8; rename the file"
+        ) from None
+
+
+def resolve_root(root: str | None) -> Root:
+    """Check a root (absolute, existing directory) and resolve it; None is the cwd."""
+    if root is None:
+        given = os.getcwd()
+    else:
+        check_text_path(root, "root")
+        if len(root) > MAX_ROOT_CHARS:
+            raise PathError(
+                f"root is {len(root)} characters long, over the limit of {MAX_ROOT_CHARS}:"
+                " pass a shorter absolute directory"
+            )
+        if not root:
+            raise PathError("root is empty: pass an absolute directory, or leave it out")
+        if not os.path.isabs(root):
+            raise PathError(f"root {root!r} is not an absolute path: pass an absolute directory")
+        given = root
+    given = os.path.normpath(given)
+    if not os.path.exists(given):
+        raise PathError(f"root {given!r} does not exist: pass an existing directory")
+    if not os.path.isdir(given):
+        raise PathError(f"root {given!r} is not a directory: pass the project's directory")
+    return Root(path=given, real=os.path.realpath(given))
+
+
+def relative_path(root: Root, given: str, what: str) -> str:
+    """The normalised root-relative ``/`` path of ``given``, refusing any way out of root."""
+    check_text_path(given, what)
+    if not given:
+        raise PathError(f"{what} is empty: pass a file path relative to root")
+    if os.path.isabs(given):
+        base = root.path
+        candidate = os.path.normpath(given)
+        if not _inside(candidate, root.path) and _inside(candidate, root.real):
+            base = root.real
+        lexical = os.path.relpath(candidate, base)
+    else:
+        lexical = os.path.normpath(given)
+    if lexical == "." or lexical == ".." or lexical.startswith("../") or os.path.isabs(lexical):
+        raise PathError(
+            f"{what} {given!r} is outside root {root.path!r}: record only files inside root,"
+            " or pass a root that contains them"
+        )
+    real = os.path.realpath(os.path.join(root.real, lexical))
+    if not _inside(real, root.real) or real == root.real:
+        raise PathError(
+            f"{what} {given!r} leads outside root {root.path!r} through a symbolic link:"
+            " record the file it points to inside root, or pass a root that contains it"
+        )
+    return lexical.replace(os.sep, "/")
+
+
+def _inside(path: str, folder: str) -> bool:
+    if folder == "/":
+        return path.startswith("/")
+    return path == folder or path.startswith(folder + "/")
+
+
+class Refused(Exception):
+    """An open that must not happen; ``reason`` says why, for a message or a state."""
+
+    def __init__(self, reason: str, missing: bool = False) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.missing = missing
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    if stat.S_ISLNK(mode):
+        return "a symbolic link"
+    return "not a regular file"
+
+
+def open_regular(root: Root, rel: str) -> int:
+    """Open ``rel`` under root for reading without following any link; returns a descriptor.
+
+    Raises :class:`Refused` when the file is missing, leaves root, or is not a
+    regular file. Nothing but a regular file inside root is ever opened.
+    """
+    real = os.path.realpath(os.path.join(root.real, rel))
+    if not _inside(real, root.real) or real == root.real:
+        raise Refused("leads outside root through a symbolic link")
+    parts = os.path.relpath(real, root.real).split(os.sep)
+    try:
+        dir_fd = os.open(root.real, _DIR_FLAGS)
+    except OSError as exc:
+        raise Refused(f"root cannot be opened ({exc.strerror})", missing=True) from exc
+    try:
+        for part in parts[:-1]:
+            try:
+                next_fd = os.open(part, _DIR_FLAGS, dir_fd=dir_fd)
+            except OSError as exc:
+                raise Refused(
+                    f"a folder on the way cannot be opened ({exc.strerror})", missing=True
+                ) from exc
+            os.close(dir_fd)
+            dir_fd = next_fd
+        name = parts[-1]
+        try:
+            before = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+        except OSError as exc:
+            raise Refused(f"does not exist ({exc.strerror})", missing=True) from exc
+        if not stat.S_ISREG(before.st_mode):
+            raise Refused(f"is {_kind(before.st_mode)}, not a regular file")
+        try:
+            fd = os.open(name, _OPEN_FLAGS, dir_fd=dir_fd)
+        except OSError as exc:
+            raise Refused(f"cannot be opened ({exc.strerror})", missing=True) from exc
+        opened = os.fstat(fd)
+        if not stat.S_ISREG(opened.st_mode) or (opened.st_dev, opened.st_ino) != (
+            before.st_dev,
+            before.st_ino,
+        ):
+            os.close(fd)
+            raise Refused("was replaced while it was being opened")
+        return fd
+    finally:
+        os.close(dir_fd)

@@ -1,0 +1,61 @@
+"""The input rules of SPEC.md: lengths, counts, ranges, and "the same question"."""
+
+from __future__ import annotations
+
+from explomemo.errors import InputError
+
+MAX_QUESTION = 2_000
+MAX_CONCLUSION = 20_000
+MAX_PROJECT = 200
+MAX_QUERY = 2_000
+MAX_FILES = 64
+MAX_FILE_BYTES = 32 * 1024 * 1024
+MAX_LIMIT = 20
+DEFAULT_LIMIT = 5
+
+
+def check_text(name: str, value: str, maximum: int) -> str:
+    """Refuse a string that is empty, too long, holds NUL bytes or is not valid UTF-8."""
+    if not isinstance(value, str):
+        raise InputError(f"{name} must be a string of 1 to {maximum:,} characters")
+    if not value.strip():
+        raise InputError(f"{name} is empty: pass 1 to {maximum:,} characters")
+    if len(value) > maximum:
+        raise InputError(
+            f"{name} is {len(value):,} characters long, over the limit of {maximum:,}:"
+            " shorten it"
+        )
+    if "\x00" in value:
+        raise InputError(f"{name} contains a NUL byte: remove it")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InputError(
+            f"{name} is not valid Unicode text (it holds a lone surrogate): send UTF-8 text"
+        ) from None
+    return value
+
+
+def question_key(question: str) -> str:
+    """The normalised question: trimmed, white space collapsed, case-folded."""
+    return " ".join(question.split()).casefold()
+
+
+def check_limit(limit: int) -> int:
+    """Refuse a recall limit outside 1..20."""
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:
+        raise InputError(f"limit {limit!r} is out of range: pass a whole number from 1 to 20")
+    return limit
+
+
+def check_files(files: list[str]) -> list[str]:
+    """Refuse an empty list or more than 64 distinct entries; drops exact duplicates."""
+    if not isinstance(files, list) or not files:
+        raise InputError("files is empty: pass 1 to 64 paths of the files you read")
+    unique = list(dict.fromkeys(files))
+    if len(unique) > MAX_FILES:
+        raise InputError(
+            f"files has {len(unique)} distinct entries, over the limit of {MAX_FILES}:"
+            " record the files the conclusion rests on most"
+        )
+    return unique

@@ -1,0 +1,529 @@
+"""The memo cache: record, recall, check and forget memos. The one library the CLI and server call.
+
+A :class:`MemoCache` holds an open :class:`~explomemo.store.Store`, a
+:class:`~explomemo.validity.Validator` (its stat cache stays warm for as long
+as the cache lives), the embedding model source, and the in-memory vector
+indexes of the projects it has searched.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
+
+import xxhash
+
+from explomemo import inputs
+from explomemo.errors import NotFoundError, PathError
+from explomemo.files import Refused, Root, open_regular, relative_path, resolve_root
+from explomemo.hashing import hash_fd
+from explomemo.models import (
+    CheckedFile,
+    ForgetResult,
+    Match,
+    MemoDetail,
+    MemoSummary,
+    RecallResult,
+    RecordedFile,
+    RecordResult,
+    StaleEntry,
+    StaleMemo,
+    StaleReport,
+    StaleResult,
+)
+from explomemo.store import FileRow, MemoRow, Store
+from explomemo.validity import Observed, Validator, state_of
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+    from explomemo.embeddings import Embedder
+    from explomemo.search import VectorIndex
+
+#: At similar relevance a fresh memo ranks above a stale one: this much score.
+STALE_PENALTY = 0.05
+#: How long a recall waits for a model that is still loading before it answers by words.
+MODEL_WAIT_SECONDS = 20.0
+
+
+class ModelSource(Protocol):
+    """Where the embedder comes from: loaded in the background, or given."""
+
+    @property
+    def enabled(self) -> bool:
+        """False when embeddings are off."""
+        ...
+
+    def ready(self) -> Embedder | None:
+        """The embedder if available now."""
+        ...
+
+    def wait(self, timeout: float | None) -> Embedder | None:
+        """The embedder, waiting up to ``timeout`` seconds."""
+        ...
+
+
+@dataclass
+class FixedModel:
+    """A ModelSource for an embedder already in hand (or None: words only)."""
+
+    embedder: Embedder | None
+
+    @property
+    def enabled(self) -> bool:
+        """True when there is an embedder."""
+        return self.embedder is not None
+
+    def ready(self) -> Embedder | None:
+        """The embedder."""
+        return self.embedder
+
+    def wait(self, timeout: float | None) -> Embedder | None:
+        """The embedder, at once."""
+        return self.embedder
+
+
+def now_iso() -> str:
+    """The current UTC time as SPEC.md writes it: 2026-11-30T10:00:00Z."""
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def embedding_text(question: str, conclusion: str, paths: Sequence[str]) -> str:
+    """What a memo's vector is computed from: question, file paths, conclusion."""
+    return f"{question}\n{' '.join(paths)}\n{conclusion}"
+
+
+def text_hash(model_id: str, text: str) -> str:
+    """The embedding-cache key of a text for a model."""
+    return xxhash.xxh3_128_hexdigest(model_id.encode() + b"\x00" + text.encode())
+
+
+class MemoCache:
+    """The exploration-memo cache over one database."""
+
+    def __init__(self, store: Store, model: ModelSource | None = None) -> None:
+        self.store = store
+        self.model: ModelSource = model if model is not None else FixedModel(None)
+        self.validator = Validator(store)
+        self._indexes: dict[str, VectorIndex] = {}
+        self._index_lock = threading.Lock()
+
+    @classmethod
+    def open(cls, db_path: Path | None = None, model: ModelSource | None = None) -> MemoCache:
+        """Open the database at ``db_path`` (default: EXPLOMEMO_DB or the user data dir)."""
+        return cls(Store.open(db_path), model)
+
+    def close(self) -> None:
+        """Release the database and the hashing threads."""
+        self.validator.close()
+        self.store.close()
+
+    # Record --------------------------------------------------------------
+
+    def record(
+        self,
+        *,
+        question: str,
+        conclusion: str,
+        files: list[str],
+        project: str,
+        root: str | None = None,
+    ) -> RecordResult:
+        """Record a conclusion with the SHA-256 of every file it rests on.
+
+        Every rule of SPEC.md is checked and every file hashed before anything
+        is written; the memo, its files and its vector land in one transaction.
+        """
+        inputs.check_text("question", question, inputs.MAX_QUESTION)
+        inputs.check_text("conclusion", conclusion, inputs.MAX_CONCLUSION)
+        inputs.check_text("project", project, inputs.MAX_PROJECT)
+        where = resolve_root(root)
+        rels = self._relative_files(where, inputs.check_files(files))
+        recorded = [self._hash_for_record(where, rel, given) for rel, given in rels.items()]
+        embedder = self.model.ready()
+        vector: tuple[bytes, str, str] | None = None
+        if embedder is not None:
+            text = embedding_text(question, conclusion, [f.path for f in recorded])
+            vector = (self._vectors(embedder, [text])[0], embedder.model_id, text_hash(embedder.model_id, text))
+        key = inputs.question_key(question)
+        with self.store.errors(), self.store.write() as conn:
+            existing = self.store.find_by_question(conn, project, key)
+            memo_id = self.store.save_memo(
+                conn,
+                memo_id=existing,
+                project=project,
+                question=question,
+                question_key=key,
+                conclusion=conclusion,
+                root=where.path,
+                recorded_at=now_iso(),
+                files=recorded,
+            )
+            if vector is not None:
+                self.store.set_embedding(conn, memo_id, *vector)
+        self._forget_index(project)
+        return RecordResult(
+            id=memo_id,
+            project=project,
+            root=where.path,
+            replaced=existing is not None,
+            semantic_index=vector is not None,
+            files=[RecordedFile(path=f.path, sha256=f.sha256, size=f.size) for f in recorded],
+        )
+
+    def _relative_files(self, root: Root, files: list[str]) -> dict[str, str]:
+        rels: dict[str, str] = {}
+        for index, given in enumerate(files):
+            if not isinstance(given, str):
+                raise PathError(f"files[{index}] is not a string: pass file paths as strings")
+            rel = relative_path(root, given, f"files[{index}]")
+            rels.setdefault(rel, given)
+            if len(rels) > inputs.MAX_FILES:
+                raise PathError(
+                    f"files names more than {inputs.MAX_FILES} distinct files: record the"
+                    f" {inputs.MAX_FILES} the conclusion rests on most"
+                )
+        return rels
+
+    def _hash_for_record(self, root: Root, rel: str, given: str) -> FileRow:
+        try:
+            fd = open_regular(root, rel)
+        except Refused as exc:
+            raise PathError(
+                f"file {given!r} {exc.reason}: record only regular files inside root"
+                f" {root.path!r}"
+            ) from None
+        try:
+            digest = hash_fd(fd, sha256=True, limit=inputs.MAX_FILE_BYTES)
+        finally:
+            os.close(fd)
+        if digest.size > inputs.MAX_FILE_BYTES:
+            raise PathError(
+                f"file {given!r} is larger than 32 MiB ({inputs.MAX_FILE_BYTES:,} bytes):"
+                " record the smaller files the conclusion rests on"
+            )
+        assert digest.sha256 is not None
+        return FileRow(rel, digest.sha256, digest.xxh3, digest.size)
+
+    # Embeddings ------------------------------------------------------------
+
+    def _vectors(self, embedder: Embedder, texts: Sequence[str]) -> list[bytes]:
+        """float32 bytes of each text, through the embedding cache."""
+        keys = [text_hash(embedder.model_id, t) for t in texts]
+        with self.store.errors(), self.store.read() as conn:
+            cached = self.store.cached_vectors(conn, keys)
+        missing = [i for i, k in enumerate(keys) if k not in cached]
+        if missing:
+            rows = embedder.embed([texts[i] for i in missing])
+            fresh = {keys[i]: rows[n].tobytes() for n, i in enumerate(missing)}
+            with self.store.errors(), self.store.write() as conn:
+                self.store.cache_vectors(conn, fresh)
+            cached.update(fresh)
+        return [cached[k] for k in keys]
+
+    def fill_embeddings(self, embedder: Embedder, batch: int = 64) -> int:
+        """Give a vector of ``embedder``'s model to every memo without one; returns how many."""
+        with self.store.errors(), self.store.read() as conn:
+            ids = self.store.memos_needing_embedding(conn, embedder.model_id)
+        for start in range(0, len(ids), batch):
+            chunk = ids[start : start + batch]
+            with self.store.errors(), self.store.read() as conn:
+                memos = self.store.memos(conn, ids=chunk)
+                files = self.store.files_of(conn, chunk)
+            texts = [
+                embedding_text(m.question, m.conclusion, [f.path for f in files[m.id]])
+                for m in memos
+            ]
+            vectors = self._vectors(embedder, texts)
+            with self.store.errors(), self.store.write() as conn:
+                for memo, text, vector in zip(memos, texts, vectors, strict=True):
+                    self.store.set_embedding(
+                        conn, memo.id, vector, embedder.model_id, text_hash(embedder.model_id, text)
+                    )
+        if ids:
+            self.invalidate_indexes()
+        return len(ids)
+
+    def _index(self, embedder: Embedder, project: str, dim: int) -> VectorIndex:
+        from explomemo.search import build_vector_index
+
+        version = self.store.data_version()
+        with self._index_lock:
+            index = self._indexes.get(project)
+            if index is not None and index.version == version:
+                return index
+        with self.store.errors(), self.store.read() as conn:
+            index = build_vector_index(self.store, conn, project, embedder.model_id, dim, version)
+        with self._index_lock:
+            self._indexes[project] = index
+        return index
+
+    def _forget_index(self, project: str) -> None:
+        with self._index_lock:
+            self._indexes.pop(project, None)
+
+    def invalidate_indexes(self) -> None:
+        """Drop every in-memory vector index (after a bulk change such as an import)."""
+        with self._index_lock:
+            self._indexes.clear()
+
+    # Recall ----------------------------------------------------------------
+
+    def recall(
+        self,
+        *,
+        query: str,
+        project: str,
+        root: str | None = None,
+        limit: int = inputs.DEFAULT_LIMIT,
+        include_stale: bool = True,
+    ) -> RecallResult:
+        """Memos of a project relevant to ``query``, each marked fresh or stale.
+
+        Only memos above the relevance cut-off come back; at similar relevance
+        fresh ones rank first. Only the files of those memos are re-checked.
+        """
+        from explomemo.search import CANDIDATES, fts_query, fuse
+
+        inputs.check_text("query", query, inputs.MAX_QUERY)
+        inputs.check_text("project", project, inputs.MAX_PROJECT)
+        inputs.check_limit(limit)
+        where = resolve_root(root)
+        embedder = self.model.wait(MODEL_WAIT_SECONDS) if self.model.enabled else None
+        vector_hits: list[tuple[int, float]] | None = None
+        if embedder is not None:
+            if self._needs_embeddings(embedder, project):
+                self.fill_embeddings(embedder)
+            query_vector = _query_vector(embedder, query)
+            vector_hits = self._index(embedder, project, len(query_vector)).top(
+                query_vector, CANDIDATES
+            )
+        match = fts_query(query)
+        with self.store.errors(), self.store.read() as conn:
+            word_hits = (
+                [] if match is None else self.store.word_matches(conn, project, match, CANDIDATES)
+            )
+        candidates = fuse(vector_hits, word_hits)[: max(limit * 3, limit + 10)]
+        ids = [c.id for c in candidates]
+        with self.store.errors(), self.store.read() as conn:
+            memos = {m.id: m for m in self.store.memos(conn, ids=ids)}
+            files = self.store.files_of(conn, ids)
+        observed = self._observe(where, [f for i in ids for f in files.get(i, [])])
+        ranked: list[tuple[float, Match]] = []
+        for candidate in candidates:
+            memo = memos.get(candidate.id)
+            if memo is None:
+                continue
+            checked = _checked(files[memo.id], observed)
+            stale = any(f.state != "unchanged" for f in checked)
+            if stale and not include_stale:
+                continue
+            match_out = Match(
+                id=memo.id,
+                question=memo.question,
+                conclusion=memo.conclusion,
+                score=candidate.score,
+                matched_by=candidate.matched_by,
+                status="stale" if stale else "fresh",
+                recorded_at=memo.recorded_at,
+                files=checked,
+            )
+            ranked.append((candidate.score - (STALE_PENALTY if stale else 0.0), match_out))
+        ranked.sort(key=lambda pair: (-pair[0], pair[1].id))
+        return RecallResult(
+            project=project,
+            root=where.path,
+            query=query,
+            semantic_index=embedder is not None,
+            matches=[m for _, m in ranked[:limit]],
+        )
+
+    def _needs_embeddings(self, embedder: Embedder, project: str) -> bool:
+        with self.store.errors(), self.store.read() as conn:
+            row = conn.execute(
+                "SELECT 1 FROM memos WHERE project = ? AND (embedding IS NULL"
+                " OR embedding_model IS NOT ?) LIMIT 1",
+                (project, embedder.model_id),
+            ).fetchone()
+        return row is not None
+
+    def _observe(self, root: Root, files: Iterable[FileRow]) -> dict[str, Observed]:
+        sizes: dict[str, set[int]] = {}
+        for f in files:
+            sizes.setdefault(f.path, set()).add(f.size)
+        return self.validator.observe(root, sizes)
+
+    # Stale ---------------------------------------------------------------
+
+    def stale(self, *, project: str, root: str | None = None) -> StaleResult:
+        """Check every memo of a project against ``root``; list the stale ones."""
+        inputs.check_text("project", project, inputs.MAX_PROJECT)
+        where = resolve_root(root)
+        with self.store.errors(), self.store.read() as conn:
+            memos = self.store.memos(conn, project=project)
+            files = self.store.all_files(conn, project)
+        entries = self._stale_entries(memos, files, lambda _memo: where)
+        return StaleResult(
+            project=project,
+            root=where.path,
+            checked=len(memos),
+            stale=[StaleMemo(id=e.id, question=e.question, changed=e.changed, missing=e.missing) for e in entries],
+        )
+
+    def stale_report(self, *, project: str | None = None, root: str | None = None) -> StaleReport:
+        """Check every memo (of a project, or all) for ``explomemo stale``.
+
+        With ``root`` every memo is checked against it; without, each memo
+        against the root it was recorded in.
+        """
+        if project is not None:
+            inputs.check_text("project", project, inputs.MAX_PROJECT)
+        fixed = resolve_root(root) if root is not None else None
+        with self.store.errors(), self.store.read() as conn:
+            memos = self.store.memos(conn, project=project)
+            files = self.store.all_files(conn, project)
+        roots: dict[str, Root | None] = {}
+
+        def root_of(memo: MemoRow) -> Root | None:
+            if fixed is not None:
+                return fixed
+            if memo.root not in roots:
+                roots[memo.root] = _recorded_root(memo.root)
+            return roots[memo.root]
+
+        entries = self._stale_entries(memos, files, root_of)
+        return StaleReport(checked=len(memos), stale=entries)
+
+    def _stale_entries(
+        self,
+        memos: Sequence[MemoRow],
+        files: dict[int, list[FileRow]],
+        root_of: _RootOf,
+    ) -> list[StaleEntry]:
+        by_root: dict[Root | None, list[MemoRow]] = {}
+        for memo in memos:
+            by_root.setdefault(root_of(memo), []).append(memo)
+        entries: list[StaleEntry] = []
+        for where, group in by_root.items():
+            group_files = [f for m in group for f in files.get(m.id, [])]
+            observed = (
+                {f.path: Observed(missing=True) for f in group_files}
+                if where is None
+                else self._observe(where, group_files)
+            )
+            for memo in group:
+                checked = _checked(files.get(memo.id, []), observed)
+                changed = [f.path for f in checked if f.state == "changed"]
+                missing = [f.path for f in checked if f.state == "missing"]
+                if changed or missing:
+                    entries.append(
+                        StaleEntry(
+                            id=memo.id,
+                            project=memo.project,
+                            question=memo.question,
+                            changed=changed,
+                            missing=missing,
+                        )
+                    )
+        entries.sort(key=lambda e: (e.project, e.id))
+        return entries
+
+    # Forget, list, show --------------------------------------------------
+
+    def forget(self, *, project: str | None, memo_id: int) -> ForgetResult:
+        """Delete one memo (of ``project``, when given)."""
+        if project is not None:
+            inputs.check_text("project", project, inputs.MAX_PROJECT)
+        with self.store.errors(), self.store.write() as conn:
+            found = self.store.delete_memo(conn, project, memo_id)
+        if not found:
+            of = f" in project {project!r}" if project is not None else ""
+            raise NotFoundError(
+                f"no memo with id {memo_id}{of}: list the ids with explomemo list"
+                " (or recall first)"
+            )
+        self.invalidate_indexes()
+        return ForgetResult(id=memo_id)
+
+    def list(self, *, project: str | None = None) -> list[MemoSummary]:
+        """Every memo (of a project, or all), without re-hashing."""
+        with self.store.errors(), self.store.read() as conn:
+            memos = self.store.memos(conn, project=project)
+            counts = dict(
+                conn.execute("SELECT memo_id, count(*) FROM memo_files GROUP BY memo_id").fetchall()
+            )
+        return [
+            MemoSummary(
+                id=m.id,
+                project=m.project,
+                question=m.question,
+                root=m.root,
+                recorded_at=m.recorded_at,
+                files=counts.get(m.id, 0),
+            )
+            for m in memos
+        ]
+
+    def show(self, memo_id: int, root: str | None = None) -> MemoDetail:
+        """One memo in full, its files checked against ``root`` (default: its recorded root)."""
+        with self.store.errors(), self.store.read() as conn:
+            found = self.store.memos(conn, ids=[memo_id])
+            files = self.store.files_of(conn, [memo_id])[memo_id]
+        if not found:
+            raise NotFoundError(f"no memo with id {memo_id}: list the ids with explomemo list")
+        memo = found[0]
+        where = resolve_root(root) if root is not None else _recorded_root(memo.root)
+        observed = (
+            {f.path: Observed(missing=True) for f in files}
+            if where is None
+            else self._observe(where, files)
+        )
+        checked = _checked(files, observed)
+        return MemoDetail(
+            id=memo.id,
+            project=memo.project,
+            question=memo.question,
+            conclusion=memo.conclusion,
+            root=memo.root,
+            recorded_at=memo.recorded_at,
+            status="fresh" if all(f.state == "unchanged" for f in checked) else "stale",
+            files=checked,
+        )
+
+
+class _RootOf(Protocol):
+    def __call__(self, memo: MemoRow, /) -> Root | None: ...
+
+
+def _recorded_root(path: str) -> Root | None:
+    try:
+        return resolve_root(path)
+    except PathError:
+        return None
+
+
+def _checked(files: Sequence[FileRow], observed: dict[str, Observed]) -> list[CheckedFile]:
+    return [
+        CheckedFile(path=f.path, sha256=f.sha256, size=f.size, state=state_of(observed[f.path], f))
+        for f in files
+    ]
+
+
+_query_cache: dict[tuple[str, str], npt.NDArray[np.float32]] = {}
+
+
+def _query_vector(embedder: Embedder, query: str) -> npt.NDArray[np.float32]:
+    key = (embedder.model_id, query)
+    vector = _query_cache.get(key)
+    if vector is None:
+        vector = embedder.embed([query])[0]
+        if len(_query_cache) > 256:
+            _query_cache.clear()
+        _query_cache[key] = vector
+    return vector

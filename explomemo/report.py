@@ -1,0 +1,201 @@
+"""How results look to people and CI: tables, Markdown, GitHub annotations, progress.
+
+Pure functions from result models to text, and a progress bar that appears
+on a terminal's stderr only when a check takes longer than a moment. Rich is
+imported only where a table or a bar is drawn.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import sys
+import time
+from collections.abc import Sequence
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+from explomemo.models import MemoDetail, MemoSummary, RecallResult, StaleReport
+
+if TYPE_CHECKING:
+    from rich.progress import Progress, TaskID
+
+STALE_FORMATS = ("table", "json", "github", "markdown")
+
+
+def to_json(model: Any) -> str:
+    """A result model (or list of them) as indented JSON."""
+    if isinstance(model, list):
+        return json.dumps([m.model_dump() for m in model], indent=2, ensure_ascii=False)
+    return json.dumps(model.model_dump(), indent=2, ensure_ascii=False)
+
+
+def _render(renderable: Any, width: int | None = None) -> str:
+    from rich.console import Console
+
+    buffer = io.StringIO()
+    console = Console(
+        file=buffer, width=width or 100, force_terminal=False, color_system=None,
+        highlight=False, soft_wrap=False,
+    )
+    console.print(renderable)
+    return buffer.getvalue().rstrip("\n")
+
+
+def stale_table(report: StaleReport) -> str:
+    """The stale report as a plain-text table, with a summary line."""
+    if not report.stale:
+        return f"All {report.checked} memos are fresh."
+    from rich.table import Table
+
+    table = Table(box=None, pad_edge=False, show_edge=False)
+    for column in ("id", "project", "question", "changed", "missing"):
+        table.add_column(column, overflow="fold")
+    for entry in report.stale:
+        table.add_row(
+            str(entry.id), entry.project, entry.question,
+            "\n".join(entry.changed), "\n".join(entry.missing),
+        )
+    summary = f"{len(report.stale)} of {report.checked} memos are stale."
+    return _render(table, width=120) + "\n" + summary
+
+
+def stale_json(report: StaleReport) -> str:
+    """The stale report as SPEC.md's JSON (each entry with its project)."""
+    return to_json(report)
+
+
+def _escape_data(text: str) -> str:
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def _escape_property(text: str) -> str:
+    return _escape_data(text).replace(":", "%3A").replace(",", "%2C")
+
+
+def stale_github(report: StaleReport) -> str:
+    """GitHub Actions workflow commands: a warning on each changed file of a stale memo."""
+    lines: list[str] = []
+    for entry in report.stale:
+        title = _escape_property(f"explomemo: memo {entry.id} is stale")
+        about = f"memo {entry.id} ({entry.project}) \"{entry.question}\""
+        for path in entry.changed:
+            lines.append(
+                f"::warning file={_escape_property(path)},title={title}::"
+                + _escape_data(f"{path} changed since {about} was recorded: re-read it"
+                               " and record the memo again, or forget it")
+            )
+        for path in entry.missing:
+            lines.append(
+                f"::warning title={title}::"
+                + _escape_data(f"{path} is missing; {about} rests on it: record the memo"
+                               " again, or forget it")
+            )
+    lines.append(f"{len(report.stale)} of {report.checked} memos are stale.")
+    return "\n".join(lines)
+
+
+def _md_cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def stale_markdown(report: StaleReport) -> str:
+    """The stale report as a Markdown table (for a PR comment or a job summary)."""
+    if not report.stale:
+        return f"All {report.checked} explomemo memos are fresh."
+    lines = [
+        f"**{len(report.stale)} of {report.checked} explomemo memos are stale.**",
+        "",
+        "| id | project | question | changed | missing |",
+        "|---:|---|---|---|---|",
+    ]
+    for e in report.stale:
+        changed = "<br>".join(f"`{_md_cell(p)}`" for p in e.changed)
+        missing = "<br>".join(f"`{_md_cell(p)}`" for p in e.missing)
+        lines.append(
+            f"| {e.id} | {_md_cell(e.project)} | {_md_cell(e.question)} | {changed} | {missing} |"
+        )
+    return "\n".join(lines)
+
+
+def format_stale(report: StaleReport, fmt: str) -> str:
+    """The stale report in one of STALE_FORMATS."""
+    return {
+        "table": stale_table,
+        "json": stale_json,
+        "github": stale_github,
+        "markdown": stale_markdown,
+    }[fmt](report)
+
+
+def recall_text(result: RecallResult) -> str:
+    """Recalled memos as a readable list."""
+    if not result.matches:
+        return f"No memo of {result.project!r} matches {result.query!r}."
+    blocks: list[str] = []
+    for m in result.matches:
+        head = f"#{m.id} [{m.status}] {m.question}  (score {m.score:.2f}, by {m.matched_by})"
+        files = "\n".join(f"    {f.state:<9} {f.path}" for f in m.files)
+        blocks.append(f"{head}\n  {m.conclusion}\n  files:\n{files}")
+    note = "" if result.semantic_index else "\n(found by words only: no embedding model)"
+    return "\n\n".join(blocks) + note
+
+
+def list_table(memos: Sequence[MemoSummary]) -> str:
+    """Memos as a plain-text table."""
+    if not memos:
+        return "No memos."
+    from rich.table import Table
+
+    table = Table(box=None, pad_edge=False, show_edge=False)
+    for column in ("id", "project", "question", "files", "recorded_at"):
+        table.add_column(column, overflow="fold")
+    for m in memos:
+        table.add_row(str(m.id), m.project, m.question, str(m.files), m.recorded_at)
+    return _render(table, width=120)
+
+
+def show_text(memo: MemoDetail) -> str:
+    """One memo in full."""
+    files = "\n".join(f"  {f.state:<9} {f.path}  sha256 {f.sha256}  {f.size} B" for f in memo.files)
+    return (
+        f"memo {memo.id} [{memo.status}]  project {memo.project}\n"
+        f"question: {memo.question}\n"
+        f"recorded: {memo.recorded_at} in {memo.root}\n\n"
+        f"{memo.conclusion}\n\nfiles:\n{files}"
+    )
+
+
+class StderrProgress:
+    """A Rich progress bar on stderr, shown only on a terminal and only after ``delay`` s."""
+
+    def __init__(self, description: str, delay: float = 0.5) -> None:
+        self._description = description
+        self._delay = delay
+        self._start = time.monotonic()
+        self._progress: Progress | None = None
+        self._task: TaskID | None = None
+        self._enabled = sys.stderr.isatty()
+
+    def __call__(self, done: int, total: int) -> None:
+        """Report ``done`` of ``total`` files read."""
+        if not self._enabled or time.monotonic() - self._start < self._delay:
+            return
+        if self._progress is None:
+            from rich.console import Console
+            from rich.progress import Progress
+
+            self._progress = Progress(console=Console(stderr=True), transient=True)
+            self._progress.start()
+            self._task = self._progress.add_task(self._description, total=total)
+        assert self._task is not None
+        self._progress.update(self._task, completed=done, total=total)
+
+    def __enter__(self) -> StderrProgress:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if self._progress is not None:
+            self._progress.stop()

@@ -1,0 +1,176 @@
+"""Search by meaning and by words, fused, with a relevance cut-off.
+
+Vectors of a project's memos are kept in one contiguous float32 matrix in
+memory, built once from the store and rebuilt only when the database changed.
+Word overlap is SQLite FTS5 (BM25, Porter stemming) over question,
+conclusion and file paths; the query keeps only its content words, so "how is
+X wired?" does not match every memo through "how" and "is".
+
+Scores are in [0, 1]. With a model, a memo's score is a blend of its cosine
+similarity (rescaled from the range where MiniLM's unrelated texts fall) and
+its word score; without one, the word score alone. A memo below the cut-off
+is not returned, so an unrelated query gets nothing.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import sqlite3
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
+
+from explomemo.store import Store
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+#: Cosine similarity at or below which a memo counts as unrelated (MiniLM).
+COSINE_FLOOR = 0.20
+#: Cosine similarity that counts as a certain match.
+COSINE_CEILING = 0.70
+#: Cosine similarity a memo needs to be matched by its embedding.
+EMBEDDING_CUTOFF = 0.38
+#: BM25 at which the word score is 1 - 1/e.
+BM25_SCALE = 8.0
+#: Word score a memo needs to be matched by words.
+WORDS_CUTOFF = 0.25
+#: Weight of the word score in the fused score when a model is present.
+WORDS_WEIGHT = 0.25
+#: How many candidates each side hands to the fusion.
+CANDIDATES = 60
+
+STOP_WORDS = frozenset(
+    """
+    a about above after again against all also am an and any are aren as at be because been
+    before being below between both but by can cannot could did didn do does doesn doing don
+    down during each else ever every few for from further get gets got had has have having he
+    her here hers him his how i if in into is isn it its itself just let lets like may me
+    might more most must my no nor not now of off on once only or other ought our ours out
+    over own same shall she should so some such than that the their theirs them then there
+    these they this those through to too under until up upon us very was wasn we were what
+    whats when where which while who whom whose why will with within without would you your
+    yours thing things stuff way ways happen happens happening work works done make makes
+    code file files find tell show explain
+    """.split()
+)
+
+_WORD = re.compile(r"[^\W_]+", re.UNICODE)
+
+
+def content_words(text: str) -> list[str]:
+    """The query's words that carry meaning: lower-cased, no stop words, no duplicates."""
+    words = [w for w in _WORD.findall(text.lower()) if w not in STOP_WORDS and len(w) > 1]
+    return list(dict.fromkeys(words))
+
+
+def fts_query(text: str) -> str | None:
+    """An FTS5 MATCH expression (any content word), or None when there is none."""
+    words = content_words(text)
+    if not words:
+        return None
+    return " OR ".join('"' + w.replace('"', '""') + '"' for w in words[:64])
+
+
+@dataclass
+class Candidate:
+    """A memo that passed the cut-off, with how it matched."""
+
+    id: int
+    score: float
+    matched_by: Literal["embedding", "words", "both"]
+
+
+class VectorIndex:
+    """The vectors of one project's memos for one model: ids and a contiguous matrix."""
+
+    def __init__(
+        self, ids: npt.NDArray[np.int64], matrix: npt.NDArray[np.float32], version: int
+    ) -> None:
+        self.ids = ids
+        self.matrix = matrix
+        self.version = version
+
+    def top(self, query: npt.NDArray[np.float32], n: int) -> list[tuple[int, float]]:
+        """The ``n`` most similar memos as (id, cosine)."""
+        import numpy as np
+
+        if len(self.ids) == 0:
+            return []
+        sims = self.matrix @ query
+        n = min(n, len(sims))
+        best = np.argpartition(-sims, n - 1)[:n]
+        best = best[np.argsort(-sims[best])]
+        return [(int(self.ids[i]), float(sims[i])) for i in best]
+
+
+def build_vector_index(
+    store: Store, conn: sqlite3.Connection, project: str, model_id: str, dim: int, version: int
+) -> VectorIndex:
+    """Read a project's vectors of ``model_id`` into one matrix, row by row."""
+    import numpy as np
+
+    count = conn.execute(
+        "SELECT count(*) FROM memos WHERE project = ? AND embedding_model = ?",
+        (project, model_id),
+    ).fetchone()[0]
+    ids = np.empty(count, dtype=np.int64)
+    matrix = np.empty((count, dim), dtype=np.float32)
+    filled = 0
+    for memo_id, blob in conn.execute(
+        "SELECT id, embedding FROM memos WHERE project = ? AND embedding_model = ? ORDER BY id",
+        (project, model_id),
+    ):
+        if filled == count or blob is None or len(blob) != dim * 4:
+            continue
+        ids[filled] = memo_id
+        matrix[filled] = np.frombuffer(blob, dtype=np.float32)
+        filled += 1
+    return VectorIndex(ids[:filled], matrix[:filled], version)
+
+
+def word_score(rank: float) -> float:
+    """BM25 rank (negative, lower is better) to a score in [0, 1)."""
+    return 1.0 - math.exp(-max(0.0, -rank) / BM25_SCALE)
+
+
+def cosine_score(cosine: float) -> float:
+    """Cosine similarity rescaled to [0, 1] over the range where relevance is decided."""
+    return min(1.0, max(0.0, (cosine - COSINE_FLOOR) / (COSINE_CEILING - COSINE_FLOOR)))
+
+
+def fuse(
+    vector_hits: list[tuple[int, float]] | None, word_hits: list[tuple[int, float]]
+) -> list[Candidate]:
+    """Blend both sides into candidates above the cut-off, best first.
+
+    ``vector_hits`` is None when no model is available: words decide alone.
+    """
+    words = {memo_id: word_score(rank) for memo_id, rank in word_hits}
+    found: list[Candidate] = []
+    if vector_hits is None:
+        for memo_id, score in words.items():
+            if score >= WORDS_CUTOFF:
+                found.append(Candidate(memo_id, round(score, 4), "words"))
+    else:
+        cosines = dict(vector_hits)
+        for memo_id in cosines.keys() | words.keys():
+            cosine = cosines.get(memo_id)
+            by_embedding = cosine is not None and cosine >= EMBEDDING_CUTOFF
+            by_words = words.get(memo_id, 0.0) >= WORDS_CUTOFF
+            if not (by_embedding or by_words):
+                continue
+            if cosine is None:
+                # Found by words only and not among the nearest vectors: its
+                # cosine is below every vector candidate's.
+                cosine = min(cosines.values(), default=COSINE_FLOOR)
+            score = (1 - WORDS_WEIGHT) * cosine_score(cosine) + WORDS_WEIGHT * words.get(
+                memo_id, 0.0
+            )
+            matched: Literal["embedding", "words", "both"] = (
+                "both" if by_embedding and by_words else "embedding" if by_embedding else "words"
+            )
+            found.append(Candidate(memo_id, round(score, 4), matched))
+    found.sort(key=lambda c: (-c.score, c.id))
+    return found

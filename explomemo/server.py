@@ -1,0 +1,283 @@
+"""The MCP server (stdio): four tools over :class:`~explomemo.memos.MemoCache`.
+
+The tools only parse, call the library and return its Pydantic result. The
+lifespan opens the database once and starts loading the embedding model in a
+background thread, so tools/list and record answer at once while the model
+warms up; once it is loaded, memos recorded without a vector get one.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp_types import ToolAnnotations
+from pydantic import Field, ValidationError
+
+from explomemo import inputs
+from explomemo.embeddings import ModelLoader
+from explomemo.errors import ExplomemoError
+from explomemo.memos import MemoCache
+from explomemo.models import ForgetResult, RecallResult, RecordResult, StaleResult
+
+logger = logging.getLogger("explomemo")
+
+INSTRUCTIONS = (
+    "explomemo remembers conclusions about this codebase, keyed by the SHA-256 of the files"
+    " they rest on. Before exploring files to answer a structural question (how X is wired,"
+    " where Y is decided), call memory_exploration_recall. A fresh memo can be reused"
+    " without re-reading its files; for a stale one re-read only its changed or missing"
+    " files. After answering such a question by reading files, call"
+    " memory_exploration_record with the question, your conclusion and every file you read."
+)
+
+RECORD_DESCRIPTION = (
+    "Record the conclusion of a codebase exploration together with the SHA-256 of every file"
+    " read to reach it. Call it after answering a structural question by reading files (how X"
+    " is wired, where Y is decided). Paths are stored relative to `root` (default: the"
+    " server's working directory); files outside root are refused. Up to 64 files of at most"
+    " 32 MB each. Recording the same question again for the project replaces the earlier memo."
+)
+RECALL_DESCRIPTION = (
+    "Find earlier memos of a project by meaning (with a word-overlap fallback) before"
+    " exploring. Each match is `fresh` (every file byte-identical: reuse it without"
+    " re-reading) or `stale` (re-read only the files whose state is `changed` or `missing`)."
+    " Unrelated queries return no matches."
+)
+STALE_DESCRIPTION = (
+    "Check every memo of a project against the files on disk and list the stale ones with"
+    " their changed and missing files."
+)
+FORGET_DESCRIPTION = "Delete one memo of a project by id (a wrong or obsolete conclusion)."
+
+Project = Annotated[
+    str,
+    Field(
+        description="Project name, the same for every session on this codebase.",
+        min_length=1,
+        max_length=inputs.MAX_PROJECT,
+    ),
+]
+RootParam = Annotated[
+    str | None,
+    Field(
+        description="Absolute project directory; default: the server's working directory.",
+        max_length=1024,
+    ),
+]
+
+
+@dataclass
+class ServerState:
+    """What the lifespan shares with every tool call."""
+
+    cache: MemoCache
+    loader: ModelLoader
+
+
+def _warm_up(cache: MemoCache, loader: ModelLoader) -> None:
+    embedder = loader.wait(None)
+    if embedder is None:
+        if loader.error is not None:
+            logger.warning("%s", loader.error)
+        return
+    try:
+        filled = cache.fill_embeddings(embedder)
+    except ExplomemoError as exc:
+        logger.warning("could not embed memos recorded without a model: %s", exc)
+        return
+    if filled:
+        logger.info("embedded %d memos recorded without a model", filled)
+
+
+def create_server(db_path: Path | None = None, env: dict[str, str] | None = None) -> MCPServer:
+    """The explomemo MCP server over the database at ``db_path``."""
+    environment = dict(os.environ if env is None else env)
+
+    @asynccontextmanager
+    async def lifespan(_server: MCPServer[Any]) -> AsyncIterator[ServerState]:
+        import threading
+
+        loader = ModelLoader(environment)
+        cache = MemoCache.open(db_path, loader)
+        if loader.enabled:
+            loader.start()
+            threading.Thread(
+                target=_warm_up, args=(cache, loader), name="explomemo-warm-up", daemon=True
+            ).start()
+        try:
+            yield ServerState(cache, loader)
+        finally:
+            cache.close()
+
+    server = ExplomemoServer(
+        "explomemo", instructions=INSTRUCTIONS, lifespan=lifespan, log_level="WARNING"
+    )
+
+    def state(ctx: Context[Any]) -> MemoCache:
+        result: ServerState = ctx.request_context.lifespan_context
+        return result.cache
+
+    @server.tool(
+        name="memory_exploration_record",
+        description=RECORD_DESCRIPTION,
+        annotations=ToolAnnotations(
+            title="Record exploration memo", read_only_hint=False, destructive_hint=False,
+            idempotent_hint=True, open_world_hint=False,
+        ),
+    )
+    def record(
+        question: Annotated[
+            str,
+            Field(description="The structural question answered.", min_length=1,
+                  max_length=inputs.MAX_QUESTION),
+        ],
+        conclusion: Annotated[
+            str,
+            Field(description="The answer, with the names an agent needs to act on it.",
+                  min_length=1, max_length=inputs.MAX_CONCLUSION),
+        ],
+        files: Annotated[
+            list[str],
+            Field(description="Every file read to reach the conclusion: relative to root,"
+                  " or absolute inside root. 1 to 64 after duplicates are removed.",
+                  min_length=1),
+        ],
+        project: Project,
+        ctx: Context[Any],
+        root: RootParam = None,
+    ) -> RecordResult:
+        return _call(lambda: state(ctx).record(
+            question=question, conclusion=conclusion, files=files, project=project, root=root
+        ))
+
+    @server.tool(
+        name="memory_exploration_recall",
+        description=RECALL_DESCRIPTION,
+        annotations=ToolAnnotations(
+            title="Recall exploration memos", read_only_hint=True, open_world_hint=False
+        ),
+    )
+    def recall(
+        query: Annotated[
+            str,
+            Field(description="What you want to know, in your own words.", min_length=1,
+                  max_length=inputs.MAX_QUERY),
+        ],
+        project: Project,
+        ctx: Context[Any],
+        root: RootParam = None,
+        limit: Annotated[
+            int, Field(description="Most matches to return.", ge=1, le=inputs.MAX_LIMIT)
+        ] = inputs.DEFAULT_LIMIT,
+        include_stale: Annotated[
+            bool, Field(description="Also return stale memos (marked stale).")
+        ] = True,
+    ) -> RecallResult:
+        return _call(lambda: state(ctx).recall(
+            query=query, project=project, root=root, limit=limit, include_stale=include_stale
+        ))
+
+    @server.tool(
+        name="memory_exploration_stale",
+        description=STALE_DESCRIPTION,
+        annotations=ToolAnnotations(
+            title="List stale memos", read_only_hint=True, open_world_hint=False
+        ),
+    )
+    def stale(project: Project, ctx: Context[Any], root: RootParam = None) -> StaleResult:
+        return _call(lambda: state(ctx).stale(project=project, root=root))
+
+    @server.tool(
+        name="memory_exploration_forget",
+        description=FORGET_DESCRIPTION,
+        annotations=ToolAnnotations(
+            title="Forget a memo", read_only_hint=False, destructive_hint=True,
+            idempotent_hint=False, open_world_hint=False,
+        ),
+    )
+    def forget(
+        project: Project,
+        id: Annotated[int, Field(description="The memo's id, as recall or stale gave it.")],
+        ctx: Context[Any],
+    ) -> ForgetResult:
+        return _call(lambda: state(ctx).forget(project=project, memo_id=id))
+
+    for tool in server._tool_manager.list_tools():
+        # Agents pay for every byte of tools/list in every session: the
+        # generated "title" keys only repeat the property names.
+        _drop_titles(tool.parameters)
+        if tool.output_schema is not None:
+            _drop_titles(tool.output_schema)
+    return server
+
+
+def _drop_titles(schema: Any) -> None:
+    if isinstance(schema, dict):
+        title = schema.get("title")
+        if isinstance(title, str):
+            del schema["title"]
+        for key, value in schema.items():
+            if key != "properties" or not isinstance(value, dict):
+                _drop_titles(value)
+            else:
+                for child in value.values():
+                    _drop_titles(child)
+    elif isinstance(schema, list):
+        for item in schema:
+            _drop_titles(item)
+
+
+T = TypeVar("T")
+
+
+def _call(action: Callable[[], T]) -> T:
+    try:
+        return action()
+    except ExplomemoError as exc:
+        raise ToolError(str(exc)) from None
+
+
+class ExplomemoServer(MCPServer[Any]):
+    """MCPServer whose argument errors are one plain sentence, as SPEC.md asks."""
+
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], context: Context[Any] | None = None
+    ) -> Any:
+        """Call a tool; argument validation errors are reworded into one sentence."""
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            cause = exc.__cause__
+            if not isinstance(cause, ValidationError):
+                raise
+            raise ToolError(_describe(name, cause)) from None
+
+
+def _describe(tool: str, error: ValidationError) -> str:
+    problems = []
+    for item in error.errors(include_url=False, include_input=False):
+        where = ".".join(str(part) for part in item["loc"]) or "arguments"
+        problems.append(f"{where}: {item['msg'].rstrip('.')}")
+    return (
+        f"invalid arguments for {tool}: {'; '.join(problems)}; fix them as the input schema"
+        " describes and call again"
+    )
+
+
+def run(db_path: Path | None = None) -> None:
+    """Serve on stdio until the client disconnects."""
+    from explomemo.store import Store
+
+    # Open (and migrate) once before serving, so a bad database is one clear
+    # line on stderr and exit code 2, not a server that dies on its first call.
+    Store.open(db_path).close()
+    logging.basicConfig(level=logging.WARNING, format="explomemo: %(message)s")
+    create_server(db_path).run("stdio")

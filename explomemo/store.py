@@ -1,0 +1,509 @@
+"""The SQLite store: opening, migrations, and every read and write of memos.
+
+One database holds every project's memos. It runs in WAL mode with a busy
+timeout, so several agents' servers and CLIs can use it at once; every record
+is one transaction, so a failed or killed writer leaves nothing half written.
+The connection may be used from any thread (the MCP server runs sync tools in
+worker threads); a lock serialises its use.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+from explomemo.errors import StoreError
+
+BUSY_TIMEOUT_MS = 30_000
+_BATCH = 500
+
+
+@dataclass(frozen=True)
+class FileRow:
+    """One file of a memo as recorded."""
+
+    path: str
+    sha256: str
+    xxh3: str
+    size: int
+
+
+@dataclass(frozen=True)
+class MemoRow:
+    """One memo as stored, without its files."""
+
+    id: int
+    project: str
+    question: str
+    conclusion: str
+    root: str
+    recorded_at: str
+
+
+@dataclass(frozen=True)
+class StatRow:
+    """One entry of the stat cache: a file's identity and content digest when seen."""
+
+    dev: int
+    ino: int
+    size: int
+    mtime_ns: int
+    ctime_ns: int
+    xxh3: str
+    cached_at_ns: int
+
+
+@dataclass(frozen=True)
+class Migration:
+    """A numbered SQL file of ``migrations/``."""
+
+    number: int
+    name: str
+    sql: str
+
+
+def default_db_path() -> Path:
+    """``explomemo.db`` in the platform's user data directory (or ``$EXPLOMEMO_DB``)."""
+    env = os.environ.get("EXPLOMEMO_DB")
+    if env:
+        return Path(env)
+    import platformdirs
+
+    return Path(platformdirs.user_data_dir("explomemo", appauthor=False)) / "explomemo.db"
+
+
+def load_migrations() -> list[Migration]:
+    """The migrations shipped with the package, in order.
+
+    In a wheel they live in ``explomemo/migrations``; in a source checkout
+    (editable install) in the top-level ``migrations/`` folder.
+    """
+    packaged = resources.files("explomemo").joinpath("migrations")
+    folder: Path
+    if packaged.is_dir():
+        folder = Path(str(packaged))
+    else:
+        folder = Path(__file__).resolve().parent.parent / "migrations"
+    found: list[Migration] = []
+    for sql_file in sorted(folder.glob("*.sql")):
+        number = int(sql_file.name.split("_", 1)[0])
+        found.append(Migration(number, sql_file.stem, sql_file.read_text(encoding="utf-8")))
+    if not found:
+        raise StoreError(
+            f"no schema migrations found in {folder}: the explomemo install is incomplete;"
+            " reinstall it with pip install --force-reinstall explomemo"
+        )
+    return found
+
+
+def _statements(sql: str) -> Iterator[str]:
+    # executescript() would commit the surrounding transaction, so a migration
+    # is run statement by statement inside it.
+    pending = ""
+    for line in sql.splitlines(keepends=True):
+        pending += line
+        if sqlite3.complete_statement(pending):
+            yield pending
+            pending = ""
+    if pending.strip() and not pending.strip().startswith("--"):
+        yield pending
+
+
+def describe_sqlite_error(path: Path, exc: sqlite3.Error) -> StoreError:
+    """Turn a sqlite3 error into a StoreError naming the path and what to do."""
+    text = str(exc)
+    lowered = text.lower()
+    if "not a database" in lowered or "malformed" in lowered or "corrupt" in lowered:
+        return StoreError(
+            f"database {path} is damaged or is not an explomemo database ({text}):"
+            " move it aside and run again to start a new one, or pass another --db"
+        )
+    if "readonly" in lowered or "read-only" in lowered:
+        return StoreError(
+            f"database {path} is read-only ({text}): make it and its folder writable,"
+            " or pass another --db / EXPLOMEMO_DB"
+        )
+    if "disk is full" in lowered or "disk i/o" in lowered:
+        return StoreError(
+            f"cannot write to database {path} ({text}): free disk space on its drive,"
+            " or pass another --db / EXPLOMEMO_DB"
+        )
+    if "unable to open" in lowered:
+        return StoreError(
+            f"cannot open database {path} ({text}): check that its folder exists and is"
+            " writable, or pass another --db / EXPLOMEMO_DB"
+        )
+    if "locked" in lowered or "busy" in lowered:
+        return StoreError(
+            f"database {path} stayed locked by another process for"
+            f" {BUSY_TIMEOUT_MS // 1000} s ({text}): try again when it is done"
+        )
+    return StoreError(f"database {path} failed ({text}): check the file, or pass another --db")
+
+
+class Store:
+    """An open explomemo database. Use :meth:`open`; close with :meth:`close`."""
+
+    def __init__(self, path: Path, conn: sqlite3.Connection) -> None:
+        self.path = path
+        self.conn = conn
+        self.lock = threading.RLock()
+
+    @classmethod
+    def open(cls, path: Path | None = None) -> Store:
+        """Open (creating it and its parent folders if needed) and migrate a database."""
+        db_path = Path(path) if path is not None else default_db_path()
+        if db_path.exists() and db_path.is_dir():
+            raise StoreError(
+                f"database path {db_path} is a directory: pass a file path with --db or"
+                " EXPLOMEMO_DB"
+            )
+        try:
+            db_path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StoreError(
+                f"cannot create the folder of database {db_path} ({exc.strerror}):"
+                " pass a writable --db or EXPLOMEMO_DB"
+            ) from exc
+        try:
+            conn = sqlite3.connect(
+                db_path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None,
+                check_same_thread=False,
+            )
+        except sqlite3.Error as exc:
+            raise describe_sqlite_error(db_path, exc) from exc
+        store = cls(db_path, conn)
+        try:
+            store._configure()
+            store._migrate()
+        except sqlite3.Error as exc:
+            conn.close()
+            raise describe_sqlite_error(db_path, exc) from exc
+        except BaseException:
+            conn.close()
+            raise
+        return store
+
+    def close(self) -> None:
+        """Close the connection."""
+        with self.lock:
+            self.conn.close()
+
+    def _configure(self) -> None:
+        self.conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        self.conn.execute("PRAGMA foreign_keys = ON")
+        mode = self.conn.execute("PRAGMA journal_mode").fetchone()[0]
+        if mode != "wal":
+            self.conn.execute("PRAGMA journal_mode = WAL")
+        self.conn.execute("PRAGMA synchronous = NORMAL")
+
+    def _migrate(self) -> None:
+        migrations = load_migrations()
+        latest = migrations[-1].number
+        version = self.schema_version()
+        if version > latest:
+            raise StoreError(
+                f"database {self.path} has schema version {version}, newer than this"
+                f" explomemo knows ({latest}): upgrade explomemo (pip install -U explomemo);"
+                " the database was left as it is"
+            )
+        if version == latest:
+            return
+        # sqlite-utils is imported only when there is something to migrate: it
+        # costs a quarter of a second, and the CLI must start fast.
+        from sqlite_utils import Database
+        from sqlite_utils.migrations import Migrations
+
+        steps = Migrations("explomemo")
+        for migration in migrations:
+            steps(name=migration.name)(_migration_function(migration))
+        with self.write():
+            # Re-read under the write lock: another process may have migrated.
+            version = self.schema_version()
+            if version < latest:
+                steps.apply(Database(self.conn))
+                self.conn.execute(f"PRAGMA user_version = {latest}")
+
+    def schema_version(self) -> int:
+        """The database's schema version (the number of its newest migration)."""
+        return int(self.conn.execute("PRAGMA user_version").fetchone()[0])
+
+    @contextmanager
+    def write(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction (BEGIN IMMEDIATE): all of it lands, or none of it."""
+        with self.lock:
+            self.conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield self.conn
+            except BaseException:
+                if self.conn.in_transaction:
+                    self.conn.execute("ROLLBACK")
+                raise
+            self.conn.execute("COMMIT")
+
+    @contextmanager
+    def read(self) -> Iterator[sqlite3.Connection]:
+        """A consistent read (one snapshot) under the connection lock."""
+        with self.lock:
+            if self.conn.in_transaction:
+                yield self.conn
+                return
+            self.conn.execute("BEGIN")
+            try:
+                yield self.conn
+            finally:
+                if self.conn.in_transaction:
+                    self.conn.execute("COMMIT")
+
+    def data_version(self) -> int:
+        """Changes whenever another connection commits (PRAGMA data_version)."""
+        with self.lock:
+            return int(self.conn.execute("PRAGMA data_version").fetchone()[0])
+
+    @contextmanager
+    def errors(self) -> Iterator[None]:
+        """Translate sqlite3 errors raised inside into StoreError naming the database."""
+        try:
+            yield
+        except sqlite3.Error as exc:
+            raise describe_sqlite_error(self.path, exc) from exc
+
+    # Memos -------------------------------------------------------------
+
+    def find_by_question(self, conn: sqlite3.Connection, project: str, key: str) -> int | None:
+        """The id of the project's memo with this normalised question, if any."""
+        row = conn.execute(
+            "SELECT id FROM memos WHERE project = ? AND question_key = ?", (project, key)
+        ).fetchone()
+        return None if row is None else int(row[0])
+
+    def save_memo(
+        self,
+        conn: sqlite3.Connection,
+        *,
+        memo_id: int | None,
+        project: str,
+        question: str,
+        question_key: str,
+        conclusion: str,
+        root: str,
+        recorded_at: str,
+        files: Sequence[FileRow],
+        wanted_id: int | None = None,
+    ) -> int:
+        """Insert a memo, or replace memo ``memo_id`` keeping its id; returns the id.
+
+        A new memo takes ``wanted_id`` when given and still free (imports keep ids).
+        """
+        if memo_id is None:
+            if wanted_id is not None and conn.execute(
+                "SELECT 1 FROM memos WHERE id = ?", (wanted_id,)
+            ).fetchone():
+                wanted_id = None
+            cursor = conn.execute(
+                "INSERT INTO memos (id, project, question, question_key, conclusion, root,"
+                " recorded_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (wanted_id, project, question, question_key, conclusion, root, recorded_at),
+            )
+            assert cursor.lastrowid is not None
+            memo_id = int(cursor.lastrowid)
+        else:
+            conn.execute(
+                "UPDATE memos SET question = ?, conclusion = ?, root = ?, recorded_at = ?,"
+                " embedding = NULL, embedding_model = NULL, embedding_text_hash = NULL"
+                " WHERE id = ?",
+                (question, conclusion, root, recorded_at, memo_id),
+            )
+            conn.execute("DELETE FROM memo_files WHERE memo_id = ?", (memo_id,))
+            conn.execute("DELETE FROM memos_fts WHERE rowid = ?", (memo_id,))
+        conn.executemany(
+            "INSERT INTO memo_files (memo_id, path, sha256, xxh3, size) VALUES (?, ?, ?, ?, ?)",
+            [(memo_id, f.path, f.sha256, f.xxh3, f.size) for f in files],
+        )
+        conn.execute(
+            "INSERT INTO memos_fts (rowid, question, conclusion, paths, project)"
+            " VALUES (?, ?, ?, ?, ?)",
+            (memo_id, question, conclusion, " ".join(f.path for f in files), project),
+        )
+        return memo_id
+
+    def set_embedding(
+        self, conn: sqlite3.Connection, memo_id: int, vector: bytes, model: str, text_hash: str
+    ) -> None:
+        """Store a memo's vector with the model that made it."""
+        conn.execute(
+            "UPDATE memos SET embedding = ?, embedding_model = ?, embedding_text_hash = ?"
+            " WHERE id = ?",
+            (vector, model, text_hash, memo_id),
+        )
+
+    def delete_memo(self, conn: sqlite3.Connection, project: str | None, memo_id: int) -> bool:
+        """Delete a memo (of ``project``, when given); False when there is none."""
+        if project is None:
+            cursor = conn.execute("DELETE FROM memos WHERE id = ?", (memo_id,))
+        else:
+            cursor = conn.execute(
+                "DELETE FROM memos WHERE id = ? AND project = ?", (memo_id, project)
+            )
+        if cursor.rowcount == 0:
+            return False
+        conn.execute("DELETE FROM memos_fts WHERE rowid = ?", (memo_id,))
+        return True
+
+    def memos(
+        self,
+        conn: sqlite3.Connection,
+        *,
+        project: str | None = None,
+        ids: Iterable[int] | None = None,
+    ) -> list[MemoRow]:
+        """Memos of one project (or all, or the given ids), sorted by project then id."""
+        columns = "id, project, question, conclusion, root, recorded_at"
+        if ids is not None:
+            rows: list[tuple[int, str, str, str, str, str]] = []
+            for chunk in _chunks(list(ids)):
+                marks = ",".join("?" * len(chunk))
+                rows += conn.execute(
+                    f"SELECT {columns} FROM memos WHERE id IN ({marks})", chunk
+                ).fetchall()
+            rows.sort(key=lambda r: (r[1], r[0]))
+        elif project is None:
+            rows = conn.execute(f"SELECT {columns} FROM memos ORDER BY project, id").fetchall()
+        else:
+            rows = conn.execute(
+                f"SELECT {columns} FROM memos WHERE project = ? ORDER BY id", (project,)
+            ).fetchall()
+        return [MemoRow(*row) for row in rows]
+
+    def files_of(self, conn: sqlite3.Connection, memo_ids: Sequence[int]) -> dict[int, list[FileRow]]:
+        """The recorded files of each memo, sorted by path."""
+        found: dict[int, list[FileRow]] = {memo_id: [] for memo_id in memo_ids}
+        for chunk in _chunks(list(memo_ids)):
+            marks = ",".join("?" * len(chunk))
+            for memo_id, path, sha256, xxh3, size in conn.execute(
+                f"SELECT memo_id, path, sha256, xxh3, size FROM memo_files"
+                f" WHERE memo_id IN ({marks}) ORDER BY memo_id, path",
+                chunk,
+            ):
+                found[memo_id].append(FileRow(path, sha256, xxh3, size))
+        return found
+
+    def all_files(
+        self, conn: sqlite3.Connection, project: str | None
+    ) -> dict[int, list[FileRow]]:
+        """The recorded files of every memo of a project (or of all), in one query."""
+        found: dict[int, list[FileRow]] = {}
+        if project is None:
+            cursor = conn.execute(
+                "SELECT memo_id, path, sha256, xxh3, size FROM memo_files ORDER BY memo_id, path"
+            )
+        else:
+            cursor = conn.execute(
+                "SELECT f.memo_id, f.path, f.sha256, f.xxh3, f.size FROM memo_files f"
+                " JOIN memos m ON m.id = f.memo_id WHERE m.project = ?"
+                " ORDER BY f.memo_id, f.path",
+                (project,),
+            )
+        for memo_id, path, sha256, xxh3, size in cursor:
+            found.setdefault(memo_id, []).append(FileRow(path, sha256, xxh3, size))
+        return found
+
+    def embeddings(
+        self, conn: sqlite3.Connection, project: str
+    ) -> list[tuple[int, bytes | None, str | None, str | None]]:
+        """(id, vector, model, text hash) of every memo of a project."""
+        return conn.execute(
+            "SELECT id, embedding, embedding_model, embedding_text_hash FROM memos"
+            " WHERE project = ? ORDER BY id",
+            (project,),
+        ).fetchall()
+
+    def memos_needing_embedding(self, conn: sqlite3.Connection, model: str) -> list[int]:
+        """Ids of memos without a vector from ``model``."""
+        return [
+            int(row[0])
+            for row in conn.execute(
+                "SELECT id FROM memos WHERE embedding IS NULL OR embedding_model IS NOT ?"
+                " ORDER BY id",
+                (model,),
+            )
+        ]
+
+    def projects(self, conn: sqlite3.Connection) -> list[str]:
+        """Every project with at least one memo."""
+        return [row[0] for row in conn.execute("SELECT DISTINCT project FROM memos ORDER BY 1")]
+
+    # Word search -------------------------------------------------------
+
+    def word_matches(
+        self, conn: sqlite3.Connection, project: str, match: str, limit: int
+    ) -> list[tuple[int, float]]:
+        """(memo id, BM25 rank) of the best FTS5 matches; lower rank is better."""
+        return conn.execute(
+            "SELECT rowid, bm25(memos_fts, 4.0, 1.0, 2.0) AS rank FROM memos_fts"
+            " WHERE memos_fts MATCH ? AND project = ? ORDER BY rank LIMIT ?",
+            (match, project, limit),
+        ).fetchall()
+
+    # Stat cache and embedding cache -------------------------------------
+
+    def stat_rows(self, conn: sqlite3.Connection, abs_paths: Sequence[str]) -> dict[str, StatRow]:
+        """The stat-cache entries of these absolute paths."""
+        found: dict[str, StatRow] = {}
+        for chunk in _chunks(list(abs_paths)):
+            marks = ",".join("?" * len(chunk))
+            for path, *values in conn.execute(
+                "SELECT abs_path, dev, ino, size, mtime_ns, ctime_ns, xxh3, cached_at_ns"
+                f" FROM file_stats WHERE abs_path IN ({marks})",
+                chunk,
+            ):
+                found[path] = StatRow(*values)
+        return found
+
+    def save_stat_rows(self, conn: sqlite3.Connection, rows: dict[str, StatRow]) -> None:
+        """Insert or replace stat-cache entries."""
+        conn.executemany(
+            "INSERT OR REPLACE INTO file_stats (abs_path, dev, ino, size, mtime_ns, ctime_ns,"
+            " xxh3, cached_at_ns) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            [
+                (p, r.dev, r.ino, r.size, r.mtime_ns, r.ctime_ns, r.xxh3, r.cached_at_ns)
+                for p, r in rows.items()
+            ],
+        )
+
+    def cached_vectors(self, conn: sqlite3.Connection, keys: Sequence[str]) -> dict[str, bytes]:
+        """Vectors of the embedding cache by key."""
+        found: dict[str, bytes] = {}
+        for chunk in _chunks(list(keys)):
+            marks = ",".join("?" * len(chunk))
+            for key, vector in conn.execute(
+                f"SELECT key, vector FROM embedding_cache WHERE key IN ({marks})", chunk
+            ):
+                found[key] = vector
+        return found
+
+    def cache_vectors(self, conn: sqlite3.Connection, vectors: dict[str, bytes]) -> None:
+        """Add vectors to the embedding cache."""
+        conn.executemany(
+            "INSERT OR REPLACE INTO embedding_cache (key, vector) VALUES (?, ?)",
+            list(vectors.items()),
+        )
+
+
+def _migration_function(migration: Migration):  # type: ignore[no-untyped-def]
+    def apply(db) -> None:  # type: ignore[no-untyped-def]
+        for statement in _statements(migration.sql):
+            db.conn.execute(statement)
+
+    return apply
+
+
+def _chunks(items: list[int] | list[str]) -> Iterator[list[int] | list[str]]:
+    for start in range(0, len(items), _BATCH):
+        yield items[start : start + _BATCH]

@@ -1,0 +1,202 @@
+"""The validity engine: is each recorded file still byte-identical?
+
+A check costs one ``stat`` per distinct file when nothing changed, and one
+read per changed file otherwise, however many memos share it. As git's index
+and ccache's manifests do, a stat cache remembers each file's identity
+(device, inode, size, mtime_ns, ctime_ns) with the xxh3-128 of its content.
+The entry is trusted only when the stat is identical *and* the entry is not
+racy: the file's mtime and ctime are older than the moment the entry was
+taken by more than the coarsest timestamp granularity we allow for. Any other
+file is re-read (only its xxh3; the SHA-256 is what was promised at record
+time and stays with the memo). Putting back size and mtime by hand
+(``os.utime``) cannot fool it: the ctime moves with every change and
+``utime`` cannot set it.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Collection, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Literal
+
+from explomemo.errors import StoreError
+from explomemo.files import Refused, Root, open_regular
+from explomemo.hashing import hash_fd
+from explomemo.store import FileRow, StatRow, Store
+
+FileState = Literal["unchanged", "changed", "missing"]
+#: Called with (files read so far, files to read) while a check reads files.
+Progress = Callable[[int, int], None]
+
+#: An entry taken less than this after the file's last change is racy (2 s: FAT's granularity).
+RACY_NS = 2_000_000_000
+
+
+@dataclass(frozen=True)
+class Observed:
+    """What a file is now: missing, of a size no memo recorded, or with this xxh3."""
+
+    missing: bool
+    xxh3: str | None = None
+
+
+MISSING = Observed(missing=True)
+RESIZED = Observed(missing=False)
+
+
+def state_of(observed: Observed, recorded: FileRow) -> FileState:
+    """A recorded file's state given what is on disk now."""
+    if observed.missing:
+        return "missing"
+    if observed.xxh3 is not None and observed.xxh3 == recorded.xxh3:
+        return "unchanged"
+    return "changed"
+
+
+class Validator:
+    """Observes files for validity checks, with a stat cache kept in memory and in the store.
+
+    One Validator lives as long as its caller: a server keeps it warm across
+    requests; a CLI run loads the entries it needs from the database once.
+    """
+
+    def __init__(
+        self, store: Store | None, workers: int | None = None, progress: Progress | None = None
+    ) -> None:
+        self.progress = progress
+        self._store = store
+        self._workers = workers or os.cpu_count() or 1
+        self._cache: dict[str, StatRow] = {}
+        self._lock = threading.Lock()
+        self._pool: ThreadPoolExecutor | None = None
+
+    def close(self) -> None:
+        """Stop the hashing threads."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
+
+    def observe(
+        self, root: Root, expected: Mapping[str, Collection[int]]
+    ) -> dict[str, Observed]:
+        """Observe each relative path; ``expected`` maps it to the sizes memos recorded.
+
+        A file whose size matches no recorded size is known changed without
+        being read.
+        """
+        paths = {rel: root.absolute(rel) for rel in expected}
+        self._load_entries([p for p in paths.values() if p not in self._cache])
+        observed: dict[str, Observed] = {}
+        to_read: list[str] = []
+        for rel, abs_path in paths.items():
+            try:
+                st = os.stat(abs_path)
+            except (OSError, ValueError):
+                observed[rel] = MISSING
+                continue
+            entry = self._cache.get(abs_path)
+            if entry is not None and _trusted(entry, st):
+                observed[rel] = Observed(missing=False, xxh3=entry.xxh3)
+            elif st.st_size not in expected[rel]:
+                observed[rel] = RESIZED
+            else:
+                to_read.append(rel)
+        fresh_entries: dict[str, StatRow] = {}
+        for rel, result in zip(to_read, self._read_all(root, to_read), strict=True):
+            if isinstance(result, Observed):
+                observed[rel] = result
+            else:
+                observed[rel] = Observed(missing=False, xxh3=result.xxh3)
+                fresh_entries[paths[rel]] = result
+        if fresh_entries:
+            self.remember(fresh_entries)
+        return observed
+
+    def remember(self, entries: dict[str, StatRow]) -> None:
+        """Add stat-cache entries (in memory, and in the store when it is writable)."""
+        with self._lock:
+            self._cache.update(entries)
+        if self._store is None:
+            return
+        try:
+            with self._store.errors(), self._store.write() as conn:
+                self._store.save_stat_rows(conn, entries)
+        except (StoreError, sqlite3.Error):
+            # The stat cache is only a speed-up: a read-only or busy database
+            # costs the next run a re-read, never a wrong answer.
+            pass
+
+    def _load_entries(self, abs_paths: list[str]) -> None:
+        if self._store is None or not abs_paths:
+            return
+        with self._store.errors(), self._store.read() as conn:
+            rows = self._store.stat_rows(conn, abs_paths)
+        with self._lock:
+            self._cache.update(rows)
+
+    def _read_all(self, root: Root, rels: list[str]) -> list[Observed | StatRow]:
+        if len(rels) <= 1:
+            return [read_entry(root, rel) for rel in rels]
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(self._workers, thread_name_prefix="explomemo-hash")
+        results = self._pool.map(lambda rel: read_entry(root, rel), rels)
+        if self.progress is None:
+            return list(results)
+        done: list[Observed | StatRow] = []
+        for result in results:
+            done.append(result)
+            self.progress(len(done), len(rels))
+        return done
+
+
+def _trusted(entry: StatRow, st: os.stat_result) -> bool:
+    return (
+        entry.dev == st.st_dev
+        and entry.ino == st.st_ino
+        and entry.size == st.st_size
+        and entry.mtime_ns == st.st_mtime_ns
+        and entry.ctime_ns == st.st_ctime_ns
+        and entry.cached_at_ns - max(entry.mtime_ns, entry.ctime_ns) > RACY_NS
+    )
+
+
+def read_entry(root: Root, rel: str) -> Observed | StatRow:
+    """Read one file safely and return its new stat-cache entry (or MISSING)."""
+    try:
+        fd = open_regular(root, rel)
+    except Refused:
+        return MISSING
+    try:
+        taken_at = time.time_ns()
+        before = os.fstat(fd)
+        digest = hash_fd(fd, sha256=False)
+        after = os.fstat(fd)
+    except OSError:
+        return MISSING
+    finally:
+        os.close(fd)
+    entry = StatRow(
+        dev=before.st_dev,
+        ino=before.st_ino,
+        size=digest.size,
+        mtime_ns=before.st_mtime_ns,
+        ctime_ns=before.st_ctime_ns,
+        xxh3=digest.xxh3,
+        # A file that changed while it was read gets an entry that is never
+        # trusted, so the next check reads it again.
+        cached_at_ns=taken_at if _same(before, after, digest.size) else 0,
+    )
+    return entry
+
+
+def _same(before: os.stat_result, after: os.stat_result, size: int) -> bool:
+    return (
+        before.st_size == after.st_size == size
+        and before.st_mtime_ns == after.st_mtime_ns
+        and before.st_ctime_ns == after.st_ctime_ns
+    )
