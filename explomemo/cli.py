@@ -12,7 +12,7 @@ import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -50,7 +50,46 @@ def _cache(ctx: click.Context, with_model: bool) -> Iterator[MemoCache]:
         cache.close()
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class ExplomemoGroup(click.Group):
+    """The command group, and the one place where errors become exit codes."""
+
+    def main(  # type: ignore[override]
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        **extra: Any,
+    ) -> int:
+        """Run a command; exit (or, not standalone, return) 0, 1 or 2."""
+        code = self._run(args, prog_name or "explomemo", complete_var, **extra)
+        if standalone_mode:
+            sys.exit(code)
+        return code
+
+    def _run(
+        self, args: Sequence[str] | None, prog_name: str, complete_var: str | None, **extra: Any
+    ) -> int:
+        try:
+            result = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except StaleFound:
+            return EXIT_STALE
+        except ExplomemoError as exc:
+            click.echo(f"explomemo: error: {exc}", err=True)
+            return EXIT_ERROR
+        except click.exceptions.Abort:
+            click.echo("explomemo: error: aborted", err=True)
+            return EXIT_ERROR
+        except click.ClickException as exc:
+            hint = ""
+            if isinstance(exc, click.UsageError) and exc.ctx is not None:
+                hint = f" (see {exc.ctx.command_path} --help)"
+            click.echo(f"explomemo: error: {exc.format_message()}{hint}", err=True)
+            return EXIT_ERROR
+        return result if isinstance(result, int) else EXIT_OK
+
+
+@click.group(cls=ExplomemoGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="explomemo")
 @click.option(
     "--db",
@@ -81,7 +120,11 @@ def serve() -> None:
 @click.argument("files", nargs=-1, required=True)
 @click.pass_context
 def record(
-    ctx: click.Context, project: str, root: str | None, question: str, conclusion: str,
+    ctx: click.Context,
+    project: str,
+    root: str | None,
+    question: str,
+    conclusion: str,
     files: tuple[str, ...],
 ) -> None:
     """Record a conclusion with the SHA-256 of FILES; prints the result JSON."""
@@ -103,8 +146,13 @@ def record(
 @click.argument("query")
 @click.pass_context
 def recall(
-    ctx: click.Context, project: str, root: str | None, limit: int, include_stale: bool,
-    as_json: bool, query: str,
+    ctx: click.Context,
+    project: str,
+    root: str | None,
+    limit: int,
+    include_stale: bool,
+    as_json: bool,
+    query: str,
 ) -> None:
     """Find memos of a project relevant to QUERY, each marked fresh or stale."""
     from explomemo.report import recall_text, to_json
@@ -124,17 +172,26 @@ def recall(
     " with --from, the current directory).",
 )
 @click.option(
-    "--from", "from_file", type=click.Path(dir_okay=False, path_type=Path),
+    "--from",
+    "from_file",
+    type=click.Path(dir_okay=False, path_type=Path),
     help="Check an export file (JSON Lines) instead of the database.",
 )
 @click.option(
-    "--format", "fmt", type=click.Choice(["table", "json", "github", "markdown"]),
-    default="table", show_default=True,
+    "--format",
+    "fmt",
+    type=click.Choice(["table", "json", "github", "markdown"]),
+    default="table",
+    show_default=True,
 )
 @click.option("--check", is_flag=True, help="Exit 1 when any memo is stale.")
 @click.pass_context
 def stale(
-    ctx: click.Context, project: str | None, root: str | None, from_file: Path | None, fmt: str,
+    ctx: click.Context,
+    project: str | None,
+    root: str | None,
+    from_file: Path | None,
+    fmt: str,
     check: bool,
 ) -> None:
     """Report memos whose files changed or vanished."""
@@ -149,7 +206,6 @@ def stale(
                 memos = [m for m in memos if m.project == project]
             report = stale_from_export(memos, root, progress=progress)
         else:
-
             with _cache(ctx, with_model=False) as cache:
                 cache.validator.progress = progress
                 report = cache.stale_report(project=project, root=root)
@@ -199,8 +255,12 @@ def forget(ctx: click.Context, memo_id: int) -> None:
 
 @cli.command()
 @click.option("--project", help="Only this project's memos.")
-@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
-              help="Write to this file instead of stdout.")
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write to this file instead of stdout.",
+)
 @click.pass_context
 def export(ctx: click.Context, project: str | None, output: Path | None) -> None:
     """Write memos as deterministic JSON Lines, sorted by project then id."""
@@ -232,27 +292,8 @@ def import_file(ctx: click.Context, file: Path) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the exit code (0 ok, 1 stale found by --check, 2 error)."""
-    try:
-        cli.main(args=list(argv) if argv is not None else None, prog_name="explomemo",
-                 standalone_mode=False)
-    except StaleFound:
-        return EXIT_STALE
-    except ExplomemoError as exc:
-        click.echo(f"explomemo: error: {exc}", err=True)
-        return EXIT_ERROR
-    except click.exceptions.Abort:
-        click.echo("explomemo: error: aborted", err=True)
-        return EXIT_ERROR
-    except click.ClickException as exc:
-        hint = ""
-        if isinstance(exc, click.UsageError) and exc.ctx is not None:
-            hint = f" (see {exc.ctx.command_path} --help)"
-        click.echo(f"explomemo: error: {exc.format_message()}{hint}", err=True)
-        return EXIT_ERROR
-    except OSError as exc:
-        click.echo(f"explomemo: error: {exc.strerror or exc}: {exc.filename or ''}", err=True)
-        return EXIT_ERROR
-    return EXIT_OK
+    code: int = cli.main(args=list(argv) if argv is not None else None, standalone_mode=False)
+    return code
 
 
 if __name__ == "__main__":

@@ -32,7 +32,12 @@ if TYPE_CHECKING:
 DEFAULT_MODEL_ID = "all-MiniLM-L6-v2-int8"
 DEFAULT_MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
 DEFAULT_ONNX_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "config.json")
+TOKENIZER_FILES = (
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "config.json",
+)
 
 
 class Embedder(Protocol):
@@ -158,9 +163,7 @@ def default_model_dir(cache_dir: Path | None = None) -> Path:
             f" {cache_dir} writable, or set EXPLOMEMO_MODEL_PATH to a folder with the model"
         ) from exc
     if not _complete(target, onnx):
-        raise ModelError(
-            f"the model folder {target} is incomplete: delete it and run again"
-        )
+        raise ModelError(f"the model folder {target} is incomplete: delete it and run again")
     return target
 
 

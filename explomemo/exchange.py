@@ -96,7 +96,12 @@ def read_export(path: Path) -> list[ExportedMemo]:
                 " regenerate the file with explomemo export"
             )
         for f in memo.files:
-            if f.path.startswith("/") or f.path == ".." or f.path.startswith("../") or "/../" in f.path:
+            if (
+                f.path.startswith("/")
+                or f.path == ".."
+                or f.path.startswith("../")
+                or "/../" in f.path
+            ):
                 raise ExportFileError(
                     f"line {number} of {path} names file {f.path!r} outside its root:"
                     " regenerate the file with explomemo export"
@@ -133,8 +138,11 @@ def stale_from_export(
         if changed or missing:
             stale.append(
                 StaleEntry(
-                    id=memo.id, project=memo.project, question=memo.question,
-                    changed=changed, missing=missing,
+                    id=memo.id,
+                    project=memo.project,
+                    question=memo.question,
+                    changed=changed,
+                    missing=missing,
                 )
             )
     stale.sort(key=lambda e: (e.project, e.id))

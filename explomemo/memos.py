@@ -21,7 +21,6 @@ import xxhash
 from explomemo import inputs
 from explomemo.errors import NotFoundError, PathError
 from explomemo.files import Refused, Root, open_regular, relative_path, resolve_root
-from explomemo.hashing import hash_fd
 from explomemo.models import (
     CheckedFile,
     ForgetResult,
@@ -36,8 +35,8 @@ from explomemo.models import (
     StaleReport,
     StaleResult,
 )
-from explomemo.store import FileRow, MemoRow, Store
-from explomemo.validity import Observed, Validator, state_of
+from explomemo.store import FileRow, MemoRow, StatRow, Store
+from explomemo.validity import Observed, Validator, digest_entry, state_of
 
 if TYPE_CHECKING:
     import numpy as np
@@ -145,13 +144,19 @@ class MemoCache:
         inputs.check_text("project", project, inputs.MAX_PROJECT)
         where = resolve_root(root)
         rels = self._relative_files(where, inputs.check_files(files))
-        recorded = [self._hash_for_record(where, rel, given) for rel, given in rels.items()]
+        hashed = [self._hash_for_record(where, rel, given) for rel, given in rels.items()]
+        recorded = [row for row, _ in hashed]
         embedder = self.model.ready()
         vector: tuple[bytes, str, str] | None = None
         if embedder is not None:
             text = embedding_text(question, conclusion, [f.path for f in recorded])
-            vector = (self._vectors(embedder, [text])[0], embedder.model_id, text_hash(embedder.model_id, text))
+            vector = (
+                self._vectors(embedder, [text])[0],
+                embedder.model_id,
+                text_hash(embedder.model_id, text),
+            )
         key = inputs.question_key(question)
+        entries = {where.absolute(row.path): entry for row, entry in hashed}
         with self.store.errors(), self.store.write() as conn:
             existing = self.store.find_by_question(conn, project, key)
             memo_id = self.store.save_memo(
@@ -167,7 +172,9 @@ class MemoCache:
             )
             if vector is not None:
                 self.store.set_embedding(conn, memo_id, *vector)
+            self.store.save_stat_rows(conn, entries)
         self._forget_index(project)
+        self.validator.remember(entries, persist=False)
         return RecordResult(
             id=memo_id,
             project=project,
@@ -191,16 +198,15 @@ class MemoCache:
                 )
         return rels
 
-    def _hash_for_record(self, root: Root, rel: str, given: str) -> FileRow:
+    def _hash_for_record(self, root: Root, rel: str, given: str) -> tuple[FileRow, StatRow]:
         try:
             fd = open_regular(root, rel)
         except Refused as exc:
             raise PathError(
-                f"file {given!r} {exc.reason}: record only regular files inside root"
-                f" {root.path!r}"
+                f"file {given!r} {exc.reason}: record only regular files inside root {root.path!r}"
             ) from None
         try:
-            digest = hash_fd(fd, sha256=True, limit=inputs.MAX_FILE_BYTES)
+            digest, entry = digest_entry(fd, sha256=True, limit=inputs.MAX_FILE_BYTES)
         finally:
             os.close(fd)
         if digest.size > inputs.MAX_FILE_BYTES:
@@ -209,7 +215,7 @@ class MemoCache:
                 " record the smaller files the conclusion rests on"
             )
         assert digest.sha256 is not None
-        return FileRow(rel, digest.sha256, digest.xxh3, digest.size)
+        return FileRow(rel, digest.sha256, digest.xxh3, digest.size), entry
 
     # Embeddings ------------------------------------------------------------
 
@@ -373,7 +379,10 @@ class MemoCache:
             project=project,
             root=where.path,
             checked=len(memos),
-            stale=[StaleMemo(id=e.id, question=e.question, changed=e.changed, missing=e.missing) for e in entries],
+            stale=[
+                StaleMemo(id=e.id, question=e.question, changed=e.changed, missing=e.missing)
+                for e in entries
+            ],
         )
 
     def stale_report(self, *, project: str | None = None, root: str | None = None) -> StaleReport:
@@ -445,8 +454,7 @@ class MemoCache:
         if not found:
             of = f" in project {project!r}" if project is not None else ""
             raise NotFoundError(
-                f"no memo with id {memo_id}{of}: list the ids with explomemo list"
-                " (or recall first)"
+                f"no memo with id {memo_id}{of}: list the ids with explomemo list (or recall first)"
             )
         self.invalidate_indexes()
         return ForgetResult(id=memo_id)

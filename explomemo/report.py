@@ -35,8 +35,12 @@ def _render(renderable: Any, width: int | None = None) -> str:
 
     buffer = io.StringIO()
     console = Console(
-        file=buffer, width=width or 100, force_terminal=False, color_system=None,
-        highlight=False, soft_wrap=False,
+        file=buffer,
+        width=width or 100,
+        force_terminal=False,
+        color_system=None,
+        highlight=False,
+        soft_wrap=False,
     )
     console.print(renderable)
     return buffer.getvalue().rstrip("\n")
@@ -53,8 +57,11 @@ def stale_table(report: StaleReport) -> str:
         table.add_column(column, overflow="fold")
     for entry in report.stale:
         table.add_row(
-            str(entry.id), entry.project, entry.question,
-            "\n".join(entry.changed), "\n".join(entry.missing),
+            str(entry.id),
+            entry.project,
+            entry.question,
+            "\n".join(entry.changed),
+            "\n".join(entry.missing),
         )
     summary = f"{len(report.stale)} of {report.checked} memos are stale."
     return _render(table, width=120) + "\n" + summary
@@ -78,18 +85,21 @@ def stale_github(report: StaleReport) -> str:
     lines: list[str] = []
     for entry in report.stale:
         title = _escape_property(f"explomemo: memo {entry.id} is stale")
-        about = f"memo {entry.id} ({entry.project}) \"{entry.question}\""
+        about = f'memo {entry.id} ({entry.project}) "{entry.question}"'
         for path in entry.changed:
             lines.append(
                 f"::warning file={_escape_property(path)},title={title}::"
-                + _escape_data(f"{path} changed since {about} was recorded: re-read it"
-                               " and record the memo again, or forget it")
+                + _escape_data(
+                    f"{path} changed since {about} was recorded: re-read it"
+                    " and record the memo again, or forget it"
+                )
             )
         for path in entry.missing:
             lines.append(
                 f"::warning title={title}::"
-                + _escape_data(f"{path} is missing; {about} rests on it: record the memo"
-                               " again, or forget it")
+                + _escape_data(
+                    f"{path} is missing; {about} rests on it: record the memo again, or forget it"
+                )
             )
     lines.append(f"{len(report.stale)} of {report.checked} memos are stale.")
     return "\n".join(lines)

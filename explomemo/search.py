@@ -6,10 +6,9 @@ Word overlap is SQLite FTS5 (BM25, Porter stemming) over question,
 conclusion and file paths; the query keeps only its content words, so "how is
 X wired?" does not match every memo through "how" and "is".
 
-Scores are in [0, 1]. With a model, a memo's score is a blend of its cosine
-similarity (rescaled from the range where MiniLM's unrelated texts fall) and
-its word score; without one, the word score alone. A memo below the cut-off
-is not returned, so an unrelated query gets nothing.
+Scores are in [0, 1]. With a model, a memo's score is its cosine similarity
+plus a small weight of its word score; without one, the word score alone. A
+memo below the cut-off is not returned, so an unrelated query gets nothing.
 """
 
 from __future__ import annotations
@@ -26,18 +25,19 @@ if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
-#: Cosine similarity at or below which a memo counts as unrelated (MiniLM).
-COSINE_FLOOR = 0.20
-#: Cosine similarity that counts as a certain match.
-COSINE_CEILING = 0.70
-#: Cosine similarity a memo needs to be matched by its embedding.
-EMBEDDING_CUTOFF = 0.38
+#: Fused score (cosine + weighted word score) a memo needs when a model is present.
+#: Chosen on benchmarks/recall_quality: MiniLM gives unrelated programming
+#: questions a best cosine of 0.14-0.39, and a paraphrase's memo 0.30 or more
+#: nine times in ten.
+FUSED_CUTOFF = 0.31
+#: Weight of the word score in the fused score.
+WORDS_WEIGHT = 0.10
+#: Word score a memo needs when words decide alone (no model): BM25 of about 3.5.
+WORDS_CUTOFF = 0.35
+#: Word score from which words count as having matched (for ``matched_by``).
+WORDS_MATCH = 0.15
 #: BM25 at which the word score is 1 - 1/e.
 BM25_SCALE = 8.0
-#: Word score a memo needs to be matched by words.
-WORDS_CUTOFF = 0.25
-#: Weight of the word score in the fused score when a model is present.
-WORDS_WEIGHT = 0.25
 #: How many candidates each side hands to the fusion.
 CANDIDATES = 60
 
@@ -135,17 +135,15 @@ def word_score(rank: float) -> float:
     return 1.0 - math.exp(-max(0.0, -rank) / BM25_SCALE)
 
 
-def cosine_score(cosine: float) -> float:
-    """Cosine similarity rescaled to [0, 1] over the range where relevance is decided."""
-    return min(1.0, max(0.0, (cosine - COSINE_FLOOR) / (COSINE_CEILING - COSINE_FLOOR)))
-
-
 def fuse(
     vector_hits: list[tuple[int, float]] | None, word_hits: list[tuple[int, float]]
 ) -> list[Candidate]:
     """Blend both sides into candidates above the cut-off, best first.
 
     ``vector_hits`` is None when no model is available: words decide alone.
+    With a model, ``matched_by`` says which signal carried the memo over the
+    cut-off: its embedding alone, words (the embedding alone fell short), or
+    both (the embedding sufficed and words matched too).
     """
     words = {memo_id: word_score(rank) for memo_id, rank in word_hits}
     found: list[Candidate] = []
@@ -155,22 +153,22 @@ def fuse(
                 found.append(Candidate(memo_id, round(score, 4), "words"))
     else:
         cosines = dict(vector_hits)
+        # A memo found by words only is not among the nearest vectors: its
+        # cosine is at most the lowest one there.
+        floor = min(cosines.values(), default=0.0)
         for memo_id in cosines.keys() | words.keys():
-            cosine = cosines.get(memo_id)
-            by_embedding = cosine is not None and cosine >= EMBEDDING_CUTOFF
-            by_words = words.get(memo_id, 0.0) >= WORDS_CUTOFF
-            if not (by_embedding or by_words):
+            cosine = cosines.get(memo_id, floor)
+            word = words.get(memo_id, 0.0)
+            score = min(1.0, max(0.0, cosine + WORDS_WEIGHT * word))
+            if score < FUSED_CUTOFF:
                 continue
-            if cosine is None:
-                # Found by words only and not among the nearest vectors: its
-                # cosine is below every vector candidate's.
-                cosine = min(cosines.values(), default=COSINE_FLOOR)
-            score = (1 - WORDS_WEIGHT) * cosine_score(cosine) + WORDS_WEIGHT * words.get(
-                memo_id, 0.0
-            )
-            matched: Literal["embedding", "words", "both"] = (
-                "both" if by_embedding and by_words else "embedding" if by_embedding else "words"
-            )
+            matched: Literal["embedding", "words", "both"]
+            if cosine < FUSED_CUTOFF:
+                matched = "words"
+            elif word >= WORDS_MATCH:
+                matched = "both"
+            else:
+                matched = "embedding"
             found.append(Candidate(memo_id, round(score, 4), matched))
     found.sort(key=lambda c: (-c.score, c.id))
     return found

@@ -129,34 +129,47 @@ def create_server(db_path: Path | None = None, env: dict[str, str] | None = None
         name="memory_exploration_record",
         description=RECORD_DESCRIPTION,
         annotations=ToolAnnotations(
-            title="Record exploration memo", read_only_hint=False, destructive_hint=False,
-            idempotent_hint=True, open_world_hint=False,
+            title="Record exploration memo",
+            read_only_hint=False,
+            destructive_hint=False,
+            idempotent_hint=True,
+            open_world_hint=False,
         ),
     )
     def record(
         question: Annotated[
             str,
-            Field(description="The structural question answered.", min_length=1,
-                  max_length=inputs.MAX_QUESTION),
+            Field(
+                description="The structural question answered.",
+                min_length=1,
+                max_length=inputs.MAX_QUESTION,
+            ),
         ],
         conclusion: Annotated[
             str,
-            Field(description="The answer, with the names an agent needs to act on it.",
-                  min_length=1, max_length=inputs.MAX_CONCLUSION),
+            Field(
+                description="The answer, with the names an agent needs to act on it.",
+                min_length=1,
+                max_length=inputs.MAX_CONCLUSION,
+            ),
         ],
         files: Annotated[
             list[str],
-            Field(description="Every file read to reach the conclusion: relative to root,"
-                  " or absolute inside root. 1 to 64 after duplicates are removed.",
-                  min_length=1),
+            Field(
+                description="Every file read to reach the conclusion: relative to root,"
+                " or absolute inside root. 1 to 64 after duplicates are removed.",
+                min_length=1,
+            ),
         ],
         project: Project,
         ctx: Context[Any],
         root: RootParam = None,
     ) -> RecordResult:
-        return _call(lambda: state(ctx).record(
-            question=question, conclusion=conclusion, files=files, project=project, root=root
-        ))
+        return _call(
+            lambda: state(ctx).record(
+                question=question, conclusion=conclusion, files=files, project=project, root=root
+            )
+        )
 
     @server.tool(
         name="memory_exploration_recall",
@@ -168,8 +181,11 @@ def create_server(db_path: Path | None = None, env: dict[str, str] | None = None
     def recall(
         query: Annotated[
             str,
-            Field(description="What you want to know, in your own words.", min_length=1,
-                  max_length=inputs.MAX_QUERY),
+            Field(
+                description="What you want to know, in your own words.",
+                min_length=1,
+                max_length=inputs.MAX_QUERY,
+            ),
         ],
         project: Project,
         ctx: Context[Any],
@@ -181,9 +197,11 @@ def create_server(db_path: Path | None = None, env: dict[str, str] | None = None
             bool, Field(description="Also return stale memos (marked stale).")
         ] = True,
     ) -> RecallResult:
-        return _call(lambda: state(ctx).recall(
-            query=query, project=project, root=root, limit=limit, include_stale=include_stale
-        ))
+        return _call(
+            lambda: state(ctx).recall(
+                query=query, project=project, root=root, limit=limit, include_stale=include_stale
+            )
+        )
 
     @server.tool(
         name="memory_exploration_stale",
@@ -199,8 +217,11 @@ def create_server(db_path: Path | None = None, env: dict[str, str] | None = None
         name="memory_exploration_forget",
         description=FORGET_DESCRIPTION,
         annotations=ToolAnnotations(
-            title="Forget a memo", read_only_hint=False, destructive_hint=True,
-            idempotent_hint=False, open_world_hint=False,
+            title="Forget a memo",
+            read_only_hint=False,
+            destructive_hint=True,
+            idempotent_hint=False,
+            open_world_hint=False,
         ),
     )
     def forget(

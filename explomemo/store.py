@@ -173,7 +173,9 @@ class Store:
             ) from exc
         try:
             conn = sqlite3.connect(
-                db_path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None,
+                db_path,
+                timeout=BUSY_TIMEOUT_MS / 1000,
+                isolation_level=None,
                 check_same_thread=False,
             )
         except sqlite3.Error as exc:
@@ -302,9 +304,10 @@ class Store:
         A new memo takes ``wanted_id`` when given and still free (imports keep ids).
         """
         if memo_id is None:
-            if wanted_id is not None and conn.execute(
-                "SELECT 1 FROM memos WHERE id = ?", (wanted_id,)
-            ).fetchone():
+            if (
+                wanted_id is not None
+                and conn.execute("SELECT 1 FROM memos WHERE id = ?", (wanted_id,)).fetchone()
+            ):
                 wanted_id = None
             cursor = conn.execute(
                 "INSERT INTO memos (id, project, question, question_key, conclusion, root,"
@@ -381,7 +384,9 @@ class Store:
             ).fetchall()
         return [MemoRow(*row) for row in rows]
 
-    def files_of(self, conn: sqlite3.Connection, memo_ids: Sequence[int]) -> dict[int, list[FileRow]]:
+    def files_of(
+        self, conn: sqlite3.Connection, memo_ids: Sequence[int]
+    ) -> dict[int, list[FileRow]]:
         """The recorded files of each memo, sorted by path."""
         found: dict[int, list[FileRow]] = {memo_id: [] for memo_id in memo_ids}
         for chunk in _chunks(list(memo_ids)):
@@ -394,9 +399,7 @@ class Store:
                 found[memo_id].append(FileRow(path, sha256, xxh3, size))
         return found
 
-    def all_files(
-        self, conn: sqlite3.Connection, project: str | None
-    ) -> dict[int, list[FileRow]]:
+    def all_files(self, conn: sqlite3.Connection, project: str | None) -> dict[int, list[FileRow]]:
         """The recorded files of every memo of a project (or of all), in one query."""
         found: dict[int, list[FileRow]] = {}
         if project is None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import stat
 import threading
 import time
 from collections.abc import Callable, Collection, Mapping
@@ -26,7 +27,7 @@ from typing import Literal
 
 from explomemo.errors import StoreError
 from explomemo.files import Refused, Root, open_regular
-from explomemo.hashing import hash_fd
+from explomemo.hashing import Digest, hash_fd
 from explomemo.store import FileRow, StatRow, Store
 
 FileState = Literal["unchanged", "changed", "missing"]
@@ -81,9 +82,7 @@ class Validator:
             self._pool.shutdown(wait=True)
             self._pool = None
 
-    def observe(
-        self, root: Root, expected: Mapping[str, Collection[int]]
-    ) -> dict[str, Observed]:
+    def observe(self, root: Root, expected: Mapping[str, Collection[int]]) -> dict[str, Observed]:
         """Observe each relative path; ``expected`` maps it to the sizes memos recorded.
 
         A file whose size matches no recorded size is known changed without
@@ -97,6 +96,9 @@ class Validator:
             try:
                 st = os.stat(abs_path)
             except (OSError, ValueError):
+                observed[rel] = MISSING
+                continue
+            if not stat.S_ISREG(st.st_mode):
                 observed[rel] = MISSING
                 continue
             entry = self._cache.get(abs_path)
@@ -117,11 +119,11 @@ class Validator:
             self.remember(fresh_entries)
         return observed
 
-    def remember(self, entries: dict[str, StatRow]) -> None:
-        """Add stat-cache entries (in memory, and in the store when it is writable)."""
+    def remember(self, entries: dict[str, StatRow], persist: bool = True) -> None:
+        """Add stat-cache entries in memory, and in the store (when writable) if ``persist``."""
         with self._lock:
             self._cache.update(entries)
-        if self._store is None:
+        if self._store is None or not persist:
             return
         try:
             with self._store.errors(), self._store.write() as conn:
@@ -172,14 +174,19 @@ def read_entry(root: Root, rel: str) -> Observed | StatRow:
     except Refused:
         return MISSING
     try:
-        taken_at = time.time_ns()
-        before = os.fstat(fd)
-        digest = hash_fd(fd, sha256=False)
-        after = os.fstat(fd)
+        return digest_entry(fd, sha256=False)[1]
     except OSError:
         return MISSING
     finally:
         os.close(fd)
+
+
+def digest_entry(fd: int, *, sha256: bool, limit: int | None = None) -> tuple[Digest, StatRow]:
+    """Digest an open file and make the stat-cache entry that vouches for the digest."""
+    taken_at = time.time_ns()
+    before = os.fstat(fd)
+    digest = hash_fd(fd, sha256=sha256, limit=limit)
+    after = os.fstat(fd)
     entry = StatRow(
         dev=before.st_dev,
         ino=before.st_ino,
@@ -191,7 +198,7 @@ def read_entry(root: Root, rel: str) -> Observed | StatRow:
         # trusted, so the next check reads it again.
         cached_at_ns=taken_at if _same(before, after, digest.size) else 0,
     )
-    return entry
+    return digest, entry
 
 
 def _same(before: os.stat_result, after: os.stat_result, size: int) -> bool:

@@ -1,0 +1,85 @@
+"""Shared fixtures: real git repositories, real databases, the real offline model."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from explomemo.embeddings import Embedder, load_embedder
+from explomemo.memos import FixedModel, MemoCache
+
+
+def git(repo: Path, *args: str) -> str:
+    """Run git in ``repo`` and return its output."""
+    return subprocess.run(
+        ["git", *args], cwd=repo, check=True, capture_output=True, text=True,
+        env={**os.environ, "GIT_AUTHOR_DATE": "2026-01-01T00:00:00Z",
+             "GIT_COMMITTER_DATE": "2026-01-01T00:00:00Z"},
+    ).stdout.strip()
+
+
+class Repo:
+    """A real git repository built in the test."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        path.mkdir(parents=True, exist_ok=True)
+        git(path, "init", "-q", "-b", "main")
+        git(path, "config", "user.email", "dev@example.com")
+        git(path, "config", "user.name", "Dev")
+
+    def write(self, rel: str, text: str) -> Path:
+        """Write a file (creating folders)."""
+        target = self.path / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text)
+        return target
+
+    def commit(self, message: str) -> str:
+        """Commit everything; returns the commit id."""
+        git(self.path, "add", "-A")
+        git(self.path, "commit", "-q", "-m", message)
+        return git(self.path, "rev-parse", "HEAD")
+
+    def checkout(self, rev: str) -> None:
+        """Check out a commit."""
+        git(self.path, "checkout", "-q", rev)
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Repo:
+    """An empty git repository."""
+    return Repo(tmp_path / "repo")
+
+
+@pytest.fixture
+def db_path(tmp_path: Path) -> Path:
+    """Where a test's database lives (not created yet)."""
+    return tmp_path / "data" / "memos.db"
+
+
+@pytest.fixture
+def words_cache(db_path: Path) -> Iterator[MemoCache]:
+    """A MemoCache without a model (word search only)."""
+    cache = MemoCache.open(db_path, FixedModel(None))
+    yield cache
+    cache.close()
+
+
+@pytest.fixture(scope="session")
+def embedder() -> Embedder:
+    """The real shipped model, loaded offline once per session."""
+    model = load_embedder({})
+    assert model is not None
+    return model
+
+
+@pytest.fixture
+def no_model(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The CLI and server run without embeddings (fast); the default DB is unset."""
+    monkeypatch.setenv("EXPLOMEMO_EMBEDDINGS", "off")
+    monkeypatch.delenv("EXPLOMEMO_DB", raising=False)

@@ -1,0 +1,128 @@
+"""The validity engine: stat cache, racy entries, and content changes that hide."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from explomemo import validity
+from explomemo.hashing import COUNTERS
+from explomemo.memos import FixedModel, MemoCache
+
+
+@pytest.fixture
+def old_tree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Files whose stat entries are never racy (the racy window is shrunk to 0)."""
+    monkeypatch.setattr(validity, "RACY_NS", -(10**18))
+    root = tmp_path / "proj"
+    root.mkdir()
+    for i in range(5):
+        (root / f"m{i}.py").write_text(f"module {i}\n" * 100)
+    return root
+
+
+def record_all(cache: MemoCache, root: Path) -> None:
+    cache.record(question="a", conclusion="c", files=["m0.py", "m1.py"], project="p",
+                 root=str(root))
+    cache.record(question="b", conclusion="c", files=["m1.py", "m2.py", "m3.py"], project="p",
+                 root=str(root))
+    cache.record(question="c", conclusion="c", files=["m4.py"], project="p", root=str(root))
+
+
+def stale_ids(cache: MemoCache, root: Path) -> dict[int, tuple[list[str], list[str]]]:
+    return {s.id: (s.changed, s.missing) for s in cache.stale(project="p", root=str(root)).stale}
+
+
+def test_unchanged_files_are_not_read_again(words_cache: MemoCache, old_tree: Path) -> None:
+    record_all(words_cache, old_tree)
+    assert stale_ids(words_cache, old_tree) == {}
+    COUNTERS.reset()
+    assert stale_ids(words_cache, old_tree) == {}
+    assert (COUNTERS.files, COUNTERS.bytes) == (0, 0)
+
+
+def test_stat_cache_persists_across_processes(old_tree: Path, db_path: Path) -> None:
+    first = MemoCache.open(db_path, FixedModel(None))
+    record_all(first, old_tree)
+    assert stale_ids(first, old_tree) == {}
+    first.close()
+    second = MemoCache.open(db_path, FixedModel(None))
+    COUNTERS.reset()
+    assert stale_ids(second, old_tree) == {}
+    assert COUNTERS.files == 0
+    second.close()
+
+
+def test_touched_file_is_reread_once_and_stays_fresh(
+    words_cache: MemoCache, old_tree: Path
+) -> None:
+    record_all(words_cache, old_tree)
+    stale_ids(words_cache, old_tree)
+    os.utime(old_tree / "m1.py", ns=(time.time_ns(), time.time_ns()))
+    COUNTERS.reset()
+    assert stale_ids(words_cache, old_tree) == {}
+    assert COUNTERS.files == 1  # m1.py is shared by two memos but read once
+
+
+def test_content_change_hidden_by_utime_is_caught(words_cache: MemoCache, old_tree: Path) -> None:
+    record_all(words_cache, old_tree)
+    stale_ids(words_cache, old_tree)
+    target = old_tree / "m2.py"
+    before = target.stat()
+    data = target.read_bytes()
+    target.write_bytes(data[:-2] + b"X\n")  # same size
+    os.utime(target, ns=(before.st_atime_ns, before.st_mtime_ns))  # same mtime
+    after = target.stat()
+    assert (after.st_size, after.st_mtime_ns) == (before.st_size, before.st_mtime_ns)
+    assert stale_ids(words_cache, old_tree) == {2: (["m2.py"], [])}
+
+
+def test_racy_entry_is_not_trusted(words_cache: MemoCache, tmp_path: Path) -> None:
+    # The real 2 s window: a file changed within the same timestamp tick as
+    # the check must be re-read next time, even when its stat looks identical.
+    root = tmp_path / "proj"
+    root.mkdir()
+    (root / "a.py").write_text("one")
+    words_cache.record(question="q", conclusion="c", files=["a.py"], project="p", root=str(root))
+    stale_ids(words_cache, root)
+    COUNTERS.reset()
+    stale_ids(words_cache, root)
+    assert COUNTERS.files == 1
+
+
+def test_deleted_replaced_and_resized_files(words_cache: MemoCache, old_tree: Path) -> None:
+    record_all(words_cache, old_tree)
+    (old_tree / "m0.py").unlink()
+    (old_tree / "m3.py").unlink()
+    (old_tree / "m3.py").mkdir()
+    (old_tree / "m4.py").write_text("longer than before " * 100)
+    COUNTERS.reset()
+    assert stale_ids(words_cache, old_tree) == {
+        1: ([], ["m0.py"]),
+        2: ([], ["m3.py"]),
+        3: (["m4.py"], []),
+    }
+    assert COUNTERS.files == 0  # a new size is a change without reading a byte
+
+
+def test_unreadable_file_is_missing(words_cache: MemoCache, old_tree: Path) -> None:
+    record_all(words_cache, old_tree)
+    target = old_tree / "m4.py"
+    target.unlink()
+    target.symlink_to("/dev/zero")
+    assert stale_ids(words_cache, old_tree) == {3: ([], ["m4.py"])}
+
+
+def test_clone_at_another_path_is_fresh(words_cache: MemoCache, old_tree: Path,
+                                        tmp_path: Path) -> None:
+    record_all(words_cache, old_tree)
+    clone = tmp_path / "elsewhere" / "clone"
+    clone.mkdir(parents=True)
+    for f in old_tree.iterdir():
+        (clone / f.name).write_bytes(f.read_bytes())
+    assert stale_ids(words_cache, clone) == {}
+    (clone / "m1.py").write_text("edited")
+    assert stale_ids(words_cache, clone) == {1: (["m1.py"], []), 2: (["m1.py"], [])}
