@@ -295,7 +295,7 @@ class MemoCache:
         Only memos above the relevance cut-off come back; at similar relevance
         fresh ones rank first. Only the files of those memos are re-checked.
         """
-        from explomemo.search import CANDIDATES, fts_query, fuse
+        from explomemo.search import CANDIDATES, fuse, word_scores
 
         inputs.check_text("query", query, inputs.MAX_QUERY)
         inputs.check_text("project", project, inputs.MAX_PROJECT)
@@ -310,12 +310,9 @@ class MemoCache:
             vector_hits = self._index(embedder, project, len(query_vector)).top(
                 query_vector, CANDIDATES
             )
-        match = fts_query(query)
         with self.store.errors(), self.store.read() as conn:
-            word_hits = (
-                [] if match is None else self.store.word_matches(conn, project, match, CANDIDATES)
-            )
-        candidates = fuse(vector_hits, word_hits)[: max(limit * 3, limit + 10)]
+            words = word_scores(self.store, conn, project, query)
+        candidates = fuse(vector_hits, words)[: max(limit * 3, limit + 10)]
         ids = [c.id for c in candidates]
         with self.store.errors(), self.store.read() as conn:
             memos = {m.id: m for m in self.store.memos(conn, ids=ids)}

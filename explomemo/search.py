@@ -32,8 +32,12 @@ if TYPE_CHECKING:
 FUSED_CUTOFF = 0.31
 #: Weight of the word score in the fused score.
 WORDS_WEIGHT = 0.10
-#: Word score a memo needs when words decide alone (no model): BM25 of about 3.5.
-WORDS_CUTOFF = 0.35
+#: Word score a memo needs when words decide alone (no model).
+WORDS_CUTOFF = 0.22
+#: Share of IDF-weighted coverage in the word score (the rest is BM25).
+COVERAGE_WEIGHT = 0.85
+#: Content words of a query that count.
+MAX_QUERY_WORDS = 16
 #: Word score from which words count as having matched (for ``matched_by``).
 WORDS_MATCH = 0.15
 #: BM25 at which the word score is 1 - 1/e.
@@ -63,14 +67,6 @@ def content_words(text: str) -> list[str]:
     """The query's words that carry meaning: lower-cased, no stop words, no duplicates."""
     words = [w for w in _WORD.findall(text.lower()) if w not in STOP_WORDS and len(w) > 1]
     return list(dict.fromkeys(words))
-
-
-def fts_query(text: str) -> str | None:
-    """An FTS5 MATCH expression (any content word), or None when there is none."""
-    words = content_words(text)
-    if not words:
-        return None
-    return " OR ".join('"' + w.replace('"', '""') + '"' for w in words[:64])
 
 
 @dataclass
@@ -130,13 +126,44 @@ def build_vector_index(
     return VectorIndex(ids[:filled], matrix[:filled], version)
 
 
-def word_score(rank: float) -> float:
-    """BM25 rank (negative, lower is better) to a score in [0, 1)."""
-    return 1.0 - math.exp(-max(0.0, -rank) / BM25_SCALE)
+def word_scores(
+    store: Store, conn: sqlite3.Connection, project: str, query: str
+) -> dict[int, float]:
+    """Word scores in [0, 1] of the project's memos that share a content word with ``query``.
+
+    The score is mostly IDF-weighted coverage (the share of the query's
+    informativeness that the memo contains), which means the same in a
+    project of 5 memos as of 50,000; BM25 breaks ties between memos that
+    cover the same words.
+    """
+    words = content_words(query)[:MAX_QUERY_WORDS]
+    if not words:
+        return {}
+    ranks = dict(store.word_matches(conn, project, _any_of(words), CANDIDATES))
+    if not ranks:
+        return {}
+    total_docs = store.indexed_count(conn)
+    coverage = dict.fromkeys(ranks, 0.0)
+    weight_sum = 0.0
+    for word in words:
+        frequency, containing = store.word_frequency(conn, _any_of([word]), list(ranks))
+        idf = math.log(1.0 + (total_docs - frequency + 0.5) / (frequency + 0.5))
+        weight_sum += idf
+        for memo_id in containing:
+            coverage[memo_id] += idf
+    return {
+        memo_id: COVERAGE_WEIGHT * coverage[memo_id] / weight_sum
+        + (1 - COVERAGE_WEIGHT) * (1.0 - math.exp(-max(0.0, -rank) / BM25_SCALE))
+        for memo_id, rank in ranks.items()
+    }
+
+
+def _any_of(words: list[str]) -> str:
+    return " OR ".join('"' + w.replace('"', '""') + '"' for w in words)
 
 
 def fuse(
-    vector_hits: list[tuple[int, float]] | None, word_hits: list[tuple[int, float]]
+    vector_hits: list[tuple[int, float]] | None, words: dict[int, float]
 ) -> list[Candidate]:
     """Blend both sides into candidates above the cut-off, best first.
 
@@ -145,7 +172,6 @@ def fuse(
     cut-off: its embedding alone, words (the embedding alone fell short), or
     both (the embedding sufficed and words matched too).
     """
-    words = {memo_id: word_score(rank) for memo_id, rank in word_hits}
     found: list[Candidate] = []
     if vector_hits is None:
         for memo_id, score in words.items():

@@ -454,6 +454,27 @@ class Store:
             (match, project, limit),
         ).fetchall()
 
+    def indexed_count(self, conn: sqlite3.Connection) -> int:
+        """How many memos the word index holds (all projects: the corpus of IDF)."""
+        return int(conn.execute("SELECT count(*) FROM memos").fetchone()[0])
+
+    def word_frequency(
+        self, conn: sqlite3.Connection, match: str, among: Sequence[int]
+    ) -> tuple[int, list[int]]:
+        """How many memos match ``match`` (all projects), and which of ``among`` do."""
+        frequency = conn.execute(
+            "SELECT count(*) FROM memos_fts WHERE memos_fts MATCH ?", (match,)
+        ).fetchone()[0]
+        marks = ",".join("?" * len(among))
+        containing = [
+            int(row[0])
+            for row in conn.execute(
+                f"SELECT rowid FROM memos_fts WHERE memos_fts MATCH ? AND rowid IN ({marks})",
+                (match, *among),
+            )
+        ]
+        return int(frequency), containing
+
     # Stat cache and embedding cache -------------------------------------
 
     def stat_rows(self, conn: sqlite3.Connection, abs_paths: Sequence[str]) -> dict[str, StatRow]:

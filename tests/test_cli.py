@@ -1,0 +1,160 @@
+"""The command line: every command, formats, exit codes, one-line errors, fast start."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from explomemo.cli import cli, main
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> Path:
+    root = tmp_path / "proj"
+    (root / "pkg").mkdir(parents=True)
+    (root / "pkg" / "a.py").write_text("A = 1\n")
+    (root / "pkg" / "b.py").write_text("B = 2\n")
+    return root
+
+
+def run(db: Path, *args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(cli, ["--db", str(db), *args])
+    return result.exit_code, result.stdout, result.stderr
+
+
+def seed(db: Path, root: Path) -> None:
+    for project, question, files in [
+        ("beta", "Where is B defined?", ["pkg/b.py"]),
+        ("alpha", "Where is A defined?", ["pkg/a.py"]),
+        ("alpha", "How do A and B relate?", ["pkg/a.py", "pkg/b.py"]),
+    ]:
+        code, _, err = run(db, "record", "--project", project, "--root", str(root),
+                           "--question", question, "--conclusion", f"answer to {question}",
+                           *files)
+        assert code == 0, err
+
+
+def test_list_show_forget(db_path: Path, tree: Path, no_model: None) -> None:
+    seed(db_path, tree)
+    code, out, _ = run(db_path, "list", "--json")
+    listed = json.loads(out)
+    assert [(m["id"], m["project"], m["files"]) for m in listed] == [
+        (2, "alpha", 1), (3, "alpha", 2), (1, "beta", 1)]
+    code, out, _ = run(db_path, "list", "--project", "beta")
+    assert code == 0 and "Where is B defined?" in out and "alpha" not in out
+    (tree / "pkg" / "b.py").write_text("B = 3\n")
+    code, out, _ = run(db_path, "show", "3")
+    assert code == 0
+    assert "memo 3 [stale]" in out and "changed   pkg/b.py" in out and "unchanged pkg/a.py" in out
+    code, out, _ = run(db_path, "show", "3", "--json")
+    assert json.loads(out)["status"] == "stale"
+    code, out, _ = run(db_path, "forget", "3")
+    assert code == 0 and json.loads(out) == {"forgotten": True, "id": 3}
+    code, out, err = run(db_path, "forget", "3")
+    assert code == 2 and out == ""
+    assert err.startswith("explomemo: error: no memo with id 3: list the ids with explomemo list")
+    assert err.count("\n") == 1
+
+
+def test_recall_readable_and_json(db_path: Path, tree: Path, no_model: None) -> None:
+    seed(db_path, tree)
+    code, out, _ = run(db_path, "recall", "--project", "alpha", "--root", str(tree),
+                       "relate A B")
+    assert code == 0 and out.startswith("#3 [fresh] How do A and B relate?")
+    assert "found by words only" in out
+    code, out, _ = run(db_path, "recall", "--project", "alpha", "--root", str(tree), "--json",
+                       "--limit", "1", "defined")
+    result = json.loads(out)
+    assert result["query"] == "defined" and len(result["matches"]) == 1
+
+
+def test_stale_formats_and_check(db_path: Path, tree: Path, no_model: None) -> None:
+    seed(db_path, tree)
+    (tree / "pkg" / "a.py").unlink()
+    code, out, _ = run(db_path, "stale", "--format", "markdown", "--check")
+    assert code == 1
+    assert out.splitlines()[0] == "**2 of 3 explomemo memos are stale.**"
+    assert "| 2 | alpha | Where is A defined? |  | `pkg/a.py` |" in out
+    code, out, _ = run(db_path, "stale", "--project", "beta", "--check", "--format", "json")
+    assert code == 0 and json.loads(out) == {"checked": 1, "stale": []}
+    code, out, _ = run(db_path, "stale", "--format", "table")
+    assert code == 0 and "2 of 3 memos are stale." in out
+
+
+def test_export_is_deterministic_and_import_round_trips(
+    db_path: Path, tree: Path, tmp_path: Path, no_model: None
+) -> None:
+    seed(db_path, tree)
+    run(db_path, "forget", "1")
+    first = tmp_path / "one.jsonl"
+    assert run(db_path, "export", "-o", str(first))[0] == 0
+    code, out, _ = run(db_path, "export")
+    assert out == first.read_text()
+    lines = [json.loads(line) for line in out.splitlines()]
+    assert [(m["project"], m["id"]) for m in lines] == [("alpha", 2), ("alpha", 3)]
+    other = tmp_path / "other.db"
+    code, out, _ = run(other, "import", str(first))
+    assert code == 0 and json.loads(out) == {"read": 2, "added": 2, "replaced": 0, "kept": 2 - 2}
+    assert run(other, "export")[1] == first.read_text()
+    # Importing again keeps what is there (same age); a newer memo replaces it.
+    newer = lines[0] | {"conclusion": "revised", "recorded_at": "2099-01-01T00:00:00Z"}
+    update = tmp_path / "newer.jsonl"
+    update.write_text(json.dumps(newer) + "\n" + json.dumps(lines[1]) + "\n")
+    code, out, _ = run(other, "import", str(update))
+    assert json.loads(out) == {"read": 2, "added": 0, "replaced": 1, "kept": 1}
+    code, out, _ = run(other, "show", "2", "--json")
+    assert json.loads(out)["conclusion"] == "revised"
+
+
+def test_bad_export_file_is_one_line_exit_2(tmp_path: Path, no_model: None) -> None:
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"id": 1}\n')
+    code, out, err = run(tmp_path / "x.db", "stale", "--from", str(bad))
+    assert code == 2 and out == ""
+    assert err.startswith(f"explomemo: error: line 1 of {bad} is not an explomemo memo")
+    assert err.count("\n") == 1
+    code, _, err = run(tmp_path / "x.db", "import", str(tmp_path / "nope.jsonl"))
+    assert code == 2 and "does not exist" in err
+
+
+def test_usage_errors_are_one_line_exit_2(capsys: pytest.CaptureFixture[str],
+                                          no_model: None) -> None:
+    assert main(["stale", "--format", "xml"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert "'xml' is not one of" in err and "explomemo stale --help" in err
+    assert main(["record", "--project", "p"]) == 2
+    assert "Missing argument 'FILES...'" in capsys.readouterr().err
+    assert main(["nosuchcommand"]) == 2
+    assert main(["--help"]) == 0
+
+
+def test_main_exit_codes(db_path: Path, tree: Path, capsys: pytest.CaptureFixture[str],
+                         no_model: None) -> None:
+    seed(db_path, tree)
+    assert main(["--db", str(db_path), "stale", "--check"]) == 0
+    (tree / "pkg" / "b.py").write_text("changed")
+    assert main(["--db", str(db_path), "stale", "--check"]) == 1
+    assert main(["--db", str(db_path), "show", "99"]) == 2
+
+
+@pytest.mark.parametrize("command", [["stale"], ["list"], ["show", "1"]])
+def test_fast_commands_do_not_import_heavy_packages(db_path: Path, tree: Path, no_model: None,
+                                                    command: list[str]) -> None:
+    seed(db_path, tree)
+    probe = (
+        "import sys\n"
+        "from explomemo.cli import main\n"
+        f"code = main(['--db', {str(db_path)!r}, *{command!r}])\n"
+        "heavy = sorted(m for m in sys.modules if m.split('.')[0] in"
+        " {'fastembed', 'onnxruntime', 'mcp', 'tokenizers', 'sqlite_utils', 'numpy'})\n"
+        "print(code, heavy)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                         check=True).stdout.splitlines()[-1]
+    assert out == "0 []"

@@ -1,0 +1,223 @@
+"""Recall by meaning with the real offline model, the word fallback, cut-off and ranking."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import sqlite3
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fakes import FakeEmbedder
+
+from explomemo import embeddings
+from explomemo.embeddings import DEFAULT_MODEL_ID, Embedder, load_embedder
+from explomemo.errors import ModelError
+from explomemo.memos import FixedModel, MemoCache
+
+MEMOS = {
+    "auth": ("How is authentication wired?",
+             "The auth middleware in app/middleware.py decodes the bearer token and checks"
+             " the JWT signature with app/tokens.py before any view runs.",
+             ["app/middleware.py", "app/tokens.py"]),
+    "retry": ("Where is the retry policy decided?",
+              "app/http.py wraps outgoing calls: three attempts with exponential backoff,"
+              " only on connection errors and 503 responses.", ["app/http.py"]),
+    "db": ("How is the database connection pool configured?",
+           "app/db.py creates one SQLAlchemy engine with pool_size=5 from DATABASE_URL.",
+           ["app/db.py"]),
+}
+
+
+@pytest.fixture
+def app(tmp_path: Path) -> Path:
+    root = tmp_path / "app-root"
+    (root / "app").mkdir(parents=True)
+    for name in ("middleware", "tokens", "http", "db"):
+        (root / "app" / f"{name}.py").write_text(f"# {name}\n")
+    return root
+
+
+def record_all(cache: MemoCache, root: Path) -> dict[str, int]:
+    return {
+        key: cache.record(question=q, conclusion=c, files=f, project="svc", root=str(root)).id
+        for key, (q, c, f) in MEMOS.items()
+    }
+
+
+def test_real_model_finds_paraphrases(embedder: Embedder, app: Path, db_path: Path) -> None:
+    cache = MemoCache.open(db_path, FixedModel(embedder))
+    ids = record_all(cache, app)
+    for query, key in [
+        ("where are JWTs checked?", "auth"),
+        ("how many times do failed HTTP requests get retried?", "retry"),
+        ("SQLAlchemy engine settings", "db"),
+    ]:
+        result = cache.recall(query=query, project="svc", root=str(app))
+        assert result.semantic_index is True
+        assert result.matches, query
+        top = result.matches[0]
+        assert top.id == ids[key], query
+        assert top.matched_by in {"embedding", "both"}
+        assert top.status == "fresh" and 0 < top.score <= 1
+    cache.close()
+
+
+def test_unrelated_query_returns_nothing(embedder: Embedder, app: Path, db_path: Path) -> None:
+    cache = MemoCache.open(db_path, FixedModel(embedder))
+    record_all(cache, app)
+    for query in ("how do I bake sourdough bread?", "which GPU kernels run the convolution?"):
+        assert cache.recall(query=query, project="svc", root=str(app)).matches == [], query
+    cache.close()
+
+
+def test_other_projects_are_not_recalled(embedder: Embedder, app: Path, db_path: Path) -> None:
+    cache = MemoCache.open(db_path, FixedModel(embedder))
+    record_all(cache, app)
+    assert cache.recall(query="where are JWTs checked?", project="other",
+                        root=str(app)).matches == []
+    cache.close()
+
+
+def test_words_only_without_model(words_cache: MemoCache, app: Path) -> None:
+    ids = record_all(words_cache, app)
+    result = words_cache.recall(query="database pool size", project="svc", root=str(app))
+    assert result.semantic_index is False
+    assert [(m.id, m.matched_by) for m in result.matches] == [(ids["db"], "words")]
+    # Stop words alone match nothing: "how is it wired?" shares only "how" and "is".
+    assert words_cache.recall(query="how is it?", project="svc", root=str(app)).matches == []
+
+
+def test_embeddings_off_by_environment() -> None:
+    assert load_embedder({"EXPLOMEMO_EMBEDDINGS": "off"}) is None
+
+
+def test_model_that_appears_later_fills_vectors(embedder: Embedder, app: Path,
+                                                db_path: Path) -> None:
+    before = MemoCache.open(db_path, FixedModel(None))
+    assert not before.record(question=MEMOS["auth"][0], conclusion=MEMOS["auth"][1],
+                             files=MEMOS["auth"][2], project="svc",
+                             root=str(app)).semantic_index
+    before.close()
+    after = MemoCache.open(db_path, FixedModel(embedder))
+    result = after.recall(query="where are JWTs checked?", project="svc", root=str(app))
+    assert result.semantic_index and result.matches[0].matched_by in {"embedding", "both"}
+    after.close()
+    with sqlite3.connect(db_path) as conn:
+        assert conn.execute("SELECT embedding_model, length(embedding) FROM memos").fetchall() == [
+            (DEFAULT_MODEL_ID, 384 * 4)]
+
+
+def _axis(index: int, dim: int = 8) -> list[float]:
+    return [1.0 if i == index else 0.0 for i in range(dim)]
+
+
+def test_model_change_reembeds_and_cache_avoids_repeats(app: Path, db_path: Path) -> None:
+    first = FakeEmbedder(lambda text: _axis(len(text) % 8), model_id="model-a")
+    cache = MemoCache.open(db_path, FixedModel(first))
+    record_all(cache, app)
+    assert len(first.embedded) == 3
+    cache.record(question=MEMOS["db"][0], conclusion=MEMOS["db"][1],
+                 files=MEMOS["db"][2], project="svc", root=str(app))
+    assert len(first.embedded) == 3  # same text again: served by the embedding cache
+    cache.close()
+    second = FakeEmbedder(lambda text: _axis(len(text) % 8), model_id="model-b")
+    cache = MemoCache.open(db_path, FixedModel(second))
+    assert cache.fill_embeddings(second) == 3
+    assert cache.fill_embeddings(second) == 0
+    cache.close()
+
+
+def test_fresh_ranks_above_stale_at_similar_relevance(app: Path, db_path: Path) -> None:
+    # The query sits at cosine 0.80 from memo "stale-one" and 0.78 from "fresh-one".
+    angle_stale, angle_fresh = math.acos(0.80), math.acos(0.78)
+
+    def vector_of(text: str) -> list[float]:
+        if text.startswith("Stale one"):
+            return [math.cos(angle_stale), math.sin(angle_stale), 0.0]
+        if text.startswith("Fresh one"):
+            return [math.cos(angle_fresh), 0.0, math.sin(angle_fresh)]
+        return [1.0, 0.0, 0.0]
+
+    cache = MemoCache.open(db_path, FixedModel(FakeEmbedder(vector_of)))
+    stale = cache.record(question="Stale one", conclusion="x", files=["app/http.py"],
+                         project="svc", root=str(app)).id
+    fresh = cache.record(question="Fresh one", conclusion="y", files=["app/db.py"],
+                         project="svc", root=str(app)).id
+    (app / "app" / "http.py").write_text("# changed\n")
+    result = cache.recall(query="zzz", project="svc", root=str(app))
+    assert [(m.id, m.status) for m in result.matches] == [(fresh, "fresh"), (stale, "stale")]
+    assert result.matches[1].score > result.matches[0].score
+    assert result.matches[1].files[0].state == "changed"
+    only_fresh = cache.recall(query="zzz", project="svc", root=str(app), include_stale=False)
+    assert [m.id for m in only_fresh.matches] == [fresh]
+    cache.close()
+
+
+def test_recall_rehashes_only_returned_memos(words_cache: MemoCache, app: Path,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    record_all(words_cache, app)
+    seen: list[str] = []
+    original = words_cache.validator.observe
+
+    def spy(root: Any, expected: Any) -> Any:
+        seen.extend(expected)
+        return original(root, expected)
+
+    monkeypatch.setattr(words_cache.validator, "observe", spy)
+    words_cache.recall(query="database pool", project="svc", root=str(app))
+    assert seen == ["app/db.py"]
+
+
+def test_default_model_dir_is_assembled_and_verified(tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    folder = embeddings.default_model_dir(tmp_path / "cache")
+    assert sorted(p.name for p in folder.iterdir()) == sorted(
+        [*embeddings.TOKENIZER_FILES, "model.onnx"])
+    assert embeddings.default_model_dir(tmp_path / "cache") == folder
+    model = load_embedder({"EXPLOMEMO_MODEL_PATH": str(folder)})
+    assert model is not None
+    assert model.embed(["hello"]).shape == (1, 384)
+    monkeypatch.setattr(embeddings, "DEFAULT_ONNX_SHA256", "0" * 64)
+    with pytest.raises(ModelError, match="SHA-256 is not the pinned"):
+        embeddings.default_model_dir(tmp_path / "other")
+
+
+def test_bad_model_path_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(ModelError, match="EXPLOMEMO_MODEL_PATH .* is not a directory"):
+        load_embedder({"EXPLOMEMO_MODEL_PATH": str(tmp_path / "nope")})
+
+
+def test_server_answers_while_model_warms_up(app: Path, db_path: Path,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    from mcp import Client
+
+    from explomemo.server import create_server
+
+    release = threading.Event()
+    fake = FakeEmbedder(lambda text: [1.0, 0.0])
+
+    def slow_load(env: Any) -> FakeEmbedder:
+        release.wait(30)
+        return fake
+
+    monkeypatch.setattr(embeddings, "load_embedder", slow_load)
+
+    async def story() -> None:
+        async with Client(create_server(db_path, env={})) as client:
+            assert len((await client.list_tools()).tools) == 4
+            recorded = await client.call_tool("memory_exploration_record", {
+                "question": "q", "conclusion": "c", "files": ["app/db.py"], "project": "svc",
+                "root": str(app)})
+            assert recorded.structured_content["semantic_index"] is False  # type: ignore[index]
+            release.set()
+            recall = await client.call_tool("memory_exploration_recall", {
+                "query": "anything", "project": "svc", "root": str(app)})
+            assert recall.structured_content["semantic_index"] is True  # type: ignore[index]
+            assert [m["id"] for m in recall.structured_content["matches"]] == [1]  # type: ignore[index]
+
+    asyncio.run(story())
+    with sqlite3.connect(db_path) as conn:
+        assert conn.execute("SELECT embedding_model FROM memos").fetchall() == [("fake-model",)]

@@ -1,0 +1,92 @@
+"""The MCP surface an agent sees: tools/list, schemas, annotations, errors."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp import Client
+
+from explomemo.server import RECORD_DESCRIPTION, create_server
+
+SPEC_RECORD_DESCRIPTION = (
+    "Record the conclusion of a codebase exploration together with the SHA-256 of every file"
+    " read to reach it. Call it after answering a structural question by reading files (how X"
+    " is wired, where Y is decided). Paths are stored relative to `root` (default: the"
+    " server's working directory); files outside root are refused. Up to 64 files of at most"
+    " 32 MB each. Recording the same question again for the project replaces the earlier memo."
+)
+
+
+def run(db: Path, story: Any) -> Any:
+    async def main() -> Any:
+        async with Client(create_server(db, env={"EXPLOMEMO_EMBEDDINGS": "off"})) as client:
+            return await story(client)
+
+    return asyncio.run(main())
+
+
+def test_tools_list_is_complete_and_small(db_path: Path) -> None:
+    async def story(client: Client) -> Any:
+        return await client.list_tools(), client.instructions, client.server_info
+
+    listing, instructions, server_info = run(db_path, story)
+    tools = {t.name: t for t in listing.tools}
+    assert sorted(tools) == [
+        "memory_exploration_forget", "memory_exploration_recall",
+        "memory_exploration_record", "memory_exploration_stale",
+    ]
+    assert RECORD_DESCRIPTION == SPEC_RECORD_DESCRIPTION
+    assert tools["memory_exploration_record"].description == SPEC_RECORD_DESCRIPTION
+    size = len(json.dumps(listing.model_dump(mode="json", by_alias=True, exclude_none=True)))
+    assert size < 8 * 1024, size
+    for tool in tools.values():
+        assert tool.output_schema is not None, tool.name
+        for name, prop in tool.input_schema["properties"].items():
+            assert prop.get("description"), (tool.name, name)
+    record = tools["memory_exploration_record"].input_schema["properties"]
+    assert (record["question"]["minLength"], record["question"]["maxLength"]) == (1, 2000)
+    assert record["conclusion"]["maxLength"] == 20000
+    assert record["project"]["maxLength"] == 200
+    recall = tools["memory_exploration_recall"].input_schema["properties"]
+    assert (recall["limit"]["minimum"], recall["limit"]["maximum"], recall["limit"]["default"]) \
+        == (1, 20, 5)
+    assert recall["include_stale"]["default"] is True
+    annotations = {name: t.annotations for name, t in tools.items()}
+    assert annotations["memory_exploration_recall"].read_only_hint is True
+    assert annotations["memory_exploration_stale"].read_only_hint is True
+    assert annotations["memory_exploration_forget"].destructive_hint is True
+    assert annotations["memory_exploration_record"].idempotent_hint is True
+    assert "memory_exploration_recall" in instructions and "memory_exploration_record" in instructions
+    assert server_info.name == "explomemo"
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments", "expected"),
+    [
+        ("memory_exploration_record",
+         {"question": "x" * 2001, "conclusion": "c", "files": ["a"], "project": "p"},
+         "question: String should have at most 2000 characters"),
+        ("memory_exploration_record",
+         {"question": "q", "conclusion": "c", "files": [], "project": "p"}, "files"),
+        ("memory_exploration_recall", {"query": "q", "project": "p", "limit": 21},
+         "limit: Input should be less than or equal to 20"),
+        ("memory_exploration_recall", {"query": "q"}, "project: Field required"),
+        ("memory_exploration_forget", {"project": "p", "id": 4}, "no memo with id 4"),
+        ("memory_exploration_stale", {"project": "p", "root": "relative/dir"},
+         "not an absolute path"),
+    ],
+)
+def test_errors_are_one_plain_sentence(db_path: Path, tool: str, arguments: dict[str, Any],
+                                       expected: str) -> None:
+    async def story(client: Client) -> Any:
+        return await client.call_tool(tool, arguments)
+
+    result = run(db_path, story)
+    assert result.is_error
+    text = result.content[0].text
+    assert expected in text
+    assert "\n" not in text and "Traceback" not in text
