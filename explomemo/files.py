@@ -67,11 +67,17 @@ def resolve_root(root: str | None) -> Root:
             raise PathError(f"root {root!r} is not an absolute path: pass an absolute directory")
         given = root
     given = os.path.normpath(given)
+    try:
+        real = os.path.realpath(given)
+    except OSError as exc:
+        raise PathError(
+            f"root {given!r} cannot be resolved ({exc.strerror}): pass an existing directory"
+        ) from exc
     if not os.path.exists(given):
         raise PathError(f"root {given!r} does not exist: pass an existing directory")
     if not os.path.isdir(given):
         raise PathError(f"root {given!r} is not a directory: pass the project's directory")
-    return Root(path=given, real=os.path.realpath(given))
+    return Root(path=given, real=real)
 
 
 def relative_path(root: Root, given: str, what: str) -> str:
@@ -92,7 +98,13 @@ def relative_path(root: Root, given: str, what: str) -> str:
             f"{what} {given!r} is outside root {root.path!r}: record only files inside root,"
             " or pass a root that contains them"
         )
-    real = os.path.realpath(os.path.join(root.real, lexical))
+    try:
+        real = os.path.realpath(os.path.join(root.real, lexical))
+    except OSError as exc:
+        raise PathError(
+            f"{what} {given!r} cannot be resolved ({exc.strerror}): pass a file that exists"
+            " inside root and is not being replaced"
+        ) from exc
     if not _inside(real, root.real) or real == root.real:
         raise PathError(
             f"{what} {given!r} leads outside root {root.path!r} through a symbolic link:"
@@ -136,7 +148,10 @@ def open_regular(root: Root, rel: str) -> int:
     Raises :class:`Refused` when the file is missing, leaves root, or is not a
     regular file. Nothing but a regular file inside root is ever opened.
     """
-    real = os.path.realpath(os.path.join(root.real, rel))
+    try:
+        real = os.path.realpath(os.path.join(root.real, rel))
+    except OSError as exc:
+        raise Refused(f"cannot be resolved ({exc.strerror})", missing=True) from exc
     if not _inside(real, root.real) or real == root.real:
         raise Refused("leads outside root through a symbolic link")
     parts = os.path.relpath(real, root.real).split(os.sep)

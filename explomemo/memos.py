@@ -35,7 +35,7 @@ from explomemo.models import (
     StaleReport,
     StaleResult,
 )
-from explomemo.store import FileRow, MemoRow, StatRow, Store
+from explomemo.store import MAX_ID, FileRow, MemoRow, StatRow, Store
 from explomemo.validity import Observed, Validator, digest_entry, state_of
 
 if TYPE_CHECKING:
@@ -447,7 +447,7 @@ class MemoCache:
         if project is not None:
             inputs.check_text("project", project, inputs.MAX_PROJECT)
         with self.store.errors(), self.store.write() as conn:
-            found = self.store.delete_memo(conn, project, memo_id)
+            found = 1 <= memo_id <= MAX_ID and self.store.delete_memo(conn, project, memo_id)
         if not found:
             of = f" in project {project!r}" if project is not None else ""
             raise NotFoundError(
@@ -477,6 +477,8 @@ class MemoCache:
 
     def show(self, memo_id: int, root: str | None = None) -> MemoDetail:
         """One memo in full, its files checked against ``root`` (default: its recorded root)."""
+        if not 1 <= memo_id <= MAX_ID:
+            raise NotFoundError(f"no memo with id {memo_id}: list the ids with explomemo list")
         with self.store.errors(), self.store.read() as conn:
             found = self.store.memos(conn, ids=[memo_id])
             files = self.store.files_of(conn, [memo_id])[memo_id]

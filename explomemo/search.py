@@ -162,9 +162,7 @@ def _any_of(words: list[str]) -> str:
     return " OR ".join('"' + w.replace('"', '""') + '"' for w in words)
 
 
-def fuse(
-    vector_hits: list[tuple[int, float]] | None, words: dict[int, float]
-) -> list[Candidate]:
+def fuse(vector_hits: list[tuple[int, float]] | None, words: dict[int, float]) -> list[Candidate]:
     """Blend both sides into candidates above the cut-off, best first.
 
     ``vector_hits`` is None when no model is available: words decide alone.

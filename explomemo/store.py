@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
+import time
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -21,6 +22,10 @@ from pathlib import Path
 from explomemo.errors import StoreError
 
 BUSY_TIMEOUT_MS = 30_000
+#: PRAGMA application_id of explomemo databases ("EXPM").
+APPLICATION_ID = 0x4558504D
+#: Memo ids are SQLite integers.
+MAX_ID = 2**63 - 1
 _BATCH = 500
 
 
@@ -159,10 +164,11 @@ class Store:
     def open(cls, path: Path | None = None) -> Store:
         """Open (creating it and its parent folders if needed) and migrate a database."""
         db_path = Path(path) if path is not None else default_db_path()
-        if db_path.exists() and db_path.is_dir():
+        if db_path.exists() and not db_path.is_file():
+            kind = "a directory" if db_path.is_dir() else "not a regular file"
             raise StoreError(
-                f"database path {db_path} is a directory: pass a file path with --db or"
-                " EXPLOMEMO_DB"
+                f"database path {db_path} is {kind}: pass the path of a database file"
+                " with --db or EXPLOMEMO_DB"
             )
         try:
             db_path.parent.mkdir(parents=True, exist_ok=True)
@@ -182,6 +188,7 @@ class Store:
             raise describe_sqlite_error(db_path, exc) from exc
         store = cls(db_path, conn)
         try:
+            store._check_identity()
             store._configure()
             store._migrate()
         except sqlite3.Error as exc:
@@ -197,24 +204,52 @@ class Store:
         with self.lock:
             self.conn.close()
 
-    def _configure(self) -> None:
+    def _check_identity(self) -> None:
+        # Read-only checks, before any pragma that could write to the file: a
+        # database we must refuse is left byte for byte as it was.
         self.conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-        self.conn.execute("PRAGMA foreign_keys = ON")
-        mode = self.conn.execute("PRAGMA journal_mode").fetchone()[0]
-        if mode != "wal":
-            self.conn.execute("PRAGMA journal_mode = WAL")
-        self.conn.execute("PRAGMA synchronous = NORMAL")
-
-    def _migrate(self) -> None:
-        migrations = load_migrations()
-        latest = migrations[-1].number
-        version = self.schema_version()
+        # One snapshot: another process may be creating the schema right now.
+        self.conn.execute("BEGIN")
+        try:
+            application = int(self.conn.execute("PRAGMA application_id").fetchone()[0])
+            version = self.schema_version()
+            has_tables = self.conn.execute(
+                "SELECT 1 FROM sqlite_master WHERE name NOT LIKE 'sqlite_%' LIMIT 1"
+            ).fetchone()
+        finally:
+            self.conn.execute("COMMIT")
+        foreign = application not in (0, APPLICATION_ID) or (version == 0 and has_tables)
+        if foreign:
+            raise StoreError(
+                f"database {self.path} is another program's SQLite file, not an explomemo"
+                " database: pass another --db or EXPLOMEMO_DB; the file was left as it is"
+            )
+        latest = load_migrations()[-1].number
         if version > latest:
             raise StoreError(
                 f"database {self.path} has schema version {version}, newer than this"
                 f" explomemo knows ({latest}): upgrade explomemo (pip install -U explomemo);"
                 " the database was left as it is"
             )
+
+    def _configure(self) -> None:
+        self.conn.execute("PRAGMA foreign_keys = ON")
+        deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+        while self.conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+            # Switching to WAL does not wait on the busy timeout: when another
+            # process holds the file (creating it too), try again shortly.
+            try:
+                self.conn.execute("PRAGMA journal_mode = WAL")
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.02)
+        self.conn.execute("PRAGMA synchronous = NORMAL")
+
+    def _migrate(self) -> None:
+        migrations = load_migrations()
+        latest = migrations[-1].number
+        version = self.schema_version()
         if version == latest:
             return
         # sqlite-utils is imported only when there is something to migrate: it
@@ -231,6 +266,7 @@ class Store:
             if version < latest:
                 steps.apply(Database(self.conn))
                 self.conn.execute(f"PRAGMA user_version = {latest}")
+                self.conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
 
     def schema_version(self) -> int:
         """The database's schema version (the number of its newest migration)."""

@@ -16,9 +16,16 @@ from explomemo.memos import FixedModel, MemoCache
 def git(repo: Path, *args: str) -> str:
     """Run git in ``repo`` and return its output."""
     return subprocess.run(
-        ["git", *args], cwd=repo, check=True, capture_output=True, text=True,
-        env={**os.environ, "GIT_AUTHOR_DATE": "2026-01-01T00:00:00Z",
-             "GIT_COMMITTER_DATE": "2026-01-01T00:00:00Z"},
+        ["git", *args],
+        cwd=repo,
+        check=True,
+        capture_output=True,
+        text=True,
+        env={
+            **os.environ,
+            "GIT_AUTHOR_DATE": "2026-01-01T00:00:00Z",
+            "GIT_COMMITTER_DATE": "2026-01-01T00:00:00Z",
+        },
     ).stdout.strip()
 
 

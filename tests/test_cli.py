@@ -33,9 +33,19 @@ def seed(db: Path, root: Path) -> None:
         ("alpha", "Where is A defined?", ["pkg/a.py"]),
         ("alpha", "How do A and B relate?", ["pkg/a.py", "pkg/b.py"]),
     ]:
-        code, _, err = run(db, "record", "--project", project, "--root", str(root),
-                           "--question", question, "--conclusion", f"answer to {question}",
-                           *files)
+        code, _, err = run(
+            db,
+            "record",
+            "--project",
+            project,
+            "--root",
+            str(root),
+            "--question",
+            question,
+            "--conclusion",
+            f"answer to {question}",
+            *files,
+        )
         assert code == 0, err
 
 
@@ -44,7 +54,10 @@ def test_list_show_forget(db_path: Path, tree: Path, no_model: None) -> None:
     code, out, _ = run(db_path, "list", "--json")
     listed = json.loads(out)
     assert [(m["id"], m["project"], m["files"]) for m in listed] == [
-        (2, "alpha", 1), (3, "alpha", 2), (1, "beta", 1)]
+        (2, "alpha", 1),
+        (3, "alpha", 2),
+        (1, "beta", 1),
+    ]
     code, out, _ = run(db_path, "list", "--project", "beta")
     assert code == 0 and "Where is B defined?" in out and "alpha" not in out
     (tree / "pkg" / "b.py").write_text("B = 3\n")
@@ -63,12 +76,21 @@ def test_list_show_forget(db_path: Path, tree: Path, no_model: None) -> None:
 
 def test_recall_readable_and_json(db_path: Path, tree: Path, no_model: None) -> None:
     seed(db_path, tree)
-    code, out, _ = run(db_path, "recall", "--project", "alpha", "--root", str(tree),
-                       "relate A B")
+    code, out, _ = run(db_path, "recall", "--project", "alpha", "--root", str(tree), "relate A B")
     assert code == 0 and out.startswith("#3 [fresh] How do A and B relate?")
     assert "found by words only" in out
-    code, out, _ = run(db_path, "recall", "--project", "alpha", "--root", str(tree), "--json",
-                       "--limit", "1", "defined")
+    code, out, _ = run(
+        db_path,
+        "recall",
+        "--project",
+        "alpha",
+        "--root",
+        str(tree),
+        "--json",
+        "--limit",
+        "1",
+        "defined",
+    )
     result = json.loads(out)
     assert result["query"] == "defined" and len(result["matches"]) == 1
 
@@ -122,8 +144,9 @@ def test_bad_export_file_is_one_line_exit_2(tmp_path: Path, no_model: None) -> N
     assert code == 2 and "does not exist" in err
 
 
-def test_usage_errors_are_one_line_exit_2(capsys: pytest.CaptureFixture[str],
-                                          no_model: None) -> None:
+def test_usage_errors_are_one_line_exit_2(
+    capsys: pytest.CaptureFixture[str], no_model: None
+) -> None:
     assert main(["stale", "--format", "xml"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1
@@ -134,8 +157,9 @@ def test_usage_errors_are_one_line_exit_2(capsys: pytest.CaptureFixture[str],
     assert main(["--help"]) == 0
 
 
-def test_main_exit_codes(db_path: Path, tree: Path, capsys: pytest.CaptureFixture[str],
-                         no_model: None) -> None:
+def test_main_exit_codes(
+    db_path: Path, tree: Path, capsys: pytest.CaptureFixture[str], no_model: None
+) -> None:
     seed(db_path, tree)
     assert main(["--db", str(db_path), "stale", "--check"]) == 0
     (tree / "pkg" / "b.py").write_text("changed")
@@ -144,8 +168,9 @@ def test_main_exit_codes(db_path: Path, tree: Path, capsys: pytest.CaptureFixtur
 
 
 @pytest.mark.parametrize("command", [["stale"], ["list"], ["show", "1"]])
-def test_fast_commands_do_not_import_heavy_packages(db_path: Path, tree: Path, no_model: None,
-                                                    command: list[str]) -> None:
+def test_fast_commands_do_not_import_heavy_packages(
+    db_path: Path, tree: Path, no_model: None, command: list[str]
+) -> None:
     seed(db_path, tree)
     probe = (
         "import sys\n"
@@ -155,6 +180,7 @@ def test_fast_commands_do_not_import_heavy_packages(db_path: Path, tree: Path, n
         " {'fastembed', 'onnxruntime', 'mcp', 'tokenizers', 'sqlite_utils', 'numpy'})\n"
         "print(code, heavy)\n"
     )
-    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
-                         check=True).stdout.splitlines()[-1]
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True
+    ).stdout.splitlines()[-1]
     assert out == "0 []"

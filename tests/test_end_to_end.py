@@ -22,10 +22,16 @@ from conftest import Repo
 from explomemo.cli import cli
 
 MEMOS = [
-    ("How is auth wired?", "Middleware in src/auth.py calls tokens.verify().",
-     ["src/auth.py", "src/tokens.py"]),
-    ("Where is the retry policy decided?", "src/retry.py: RETRIES = 3 with backoff.",
-     ["src/retry.py"]),
+    (
+        "How is auth wired?",
+        "Middleware in src/auth.py calls tokens.verify().",
+        ["src/auth.py", "src/tokens.py"],
+    ),
+    (
+        "Where is the retry policy decided?",
+        "src/retry.py: RETRIES = 3 with backoff.",
+        ["src/retry.py"],
+    ),
     ("How is the database pool configured?", "src/db.py builds a pool of 5.", ["src/db.py"]),
     ("What does the README promise?", "README.md: a demo service.", ["README.md"]),
 ]
@@ -33,7 +39,9 @@ MEMOS = [
 
 def build_history(repo: Repo) -> tuple[str, str]:
     """Commit A with five files; commit B changes tokens.py and deletes db.py."""
-    repo.write("src/auth.py", "from . import tokens\n\ndef middleware(req):\n    tokens.verify(req)\n")
+    repo.write(
+        "src/auth.py", "from . import tokens\n\ndef middleware(req):\n    tokens.verify(req)\n"
+    )
     repo.write("src/tokens.py", "def verify(req):\n    return req.headers['Authorization']\n")
     repo.write("src/retry.py", "RETRIES = 3\nBACKOFF = 0.5\n")
     repo.write("src/db.py", "POOL_SIZE = 5\n")
@@ -60,26 +68,65 @@ def invoke(db: Path, *args: str) -> Any:
 def test_cli_flags_exactly_the_changed_memos(repo: Repo, db_path: Path, no_model: None) -> None:
     first, second = build_history(repo)
     for question, conclusion, files in MEMOS:
-        result = invoke(db_path, "record", "--project", "demo", "--root", str(repo.path),
-                        "--question", question, "--conclusion", conclusion, *files)
+        result = invoke(
+            db_path,
+            "record",
+            "--project",
+            "demo",
+            "--root",
+            str(repo.path),
+            "--question",
+            question,
+            "--conclusion",
+            conclusion,
+            *files,
+        )
         assert result.exit_code == 0, result.output
         assert json.loads(result.stdout)["recorded"] is True
-    fresh = invoke(db_path, "stale", "--project", "demo", "--root", str(repo.path),
-                   "--check", "--format", "json")
+    fresh = invoke(
+        db_path,
+        "stale",
+        "--project",
+        "demo",
+        "--root",
+        str(repo.path),
+        "--check",
+        "--format",
+        "json",
+    )
     assert fresh.exit_code == 0
     assert json.loads(fresh.stdout) == {"checked": 4, "stale": []}
 
     move_to(repo, second)
-    result = invoke(db_path, "stale", "--project", "demo", "--root", str(repo.path),
-                    "--check", "--format", "json")
+    result = invoke(
+        db_path,
+        "stale",
+        "--project",
+        "demo",
+        "--root",
+        str(repo.path),
+        "--check",
+        "--format",
+        "json",
+    )
     assert result.exit_code == 1
     assert json.loads(result.stdout) == {
         "checked": 4,
         "stale": [
-            {"id": 1, "question": "How is auth wired?", "changed": ["src/tokens.py"],
-             "missing": [], "project": "demo"},
-            {"id": 3, "question": "How is the database pool configured?", "changed": [],
-             "missing": ["src/db.py"], "project": "demo"},
+            {
+                "id": 1,
+                "question": "How is auth wired?",
+                "changed": ["src/tokens.py"],
+                "missing": [],
+                "project": "demo",
+            },
+            {
+                "id": 3,
+                "question": "How is the database pool configured?",
+                "changed": [],
+                "missing": ["src/db.py"],
+                "project": "demo",
+            },
         ],
     }
     github = invoke(db_path, "stale", "--root", str(repo.path), "--format", "github")
@@ -93,13 +140,24 @@ def test_cli_flags_exactly_the_changed_memos(repo: Repo, db_path: Path, no_model
     assert "All 4 memos are fresh." in back.stdout
 
 
-def test_export_checked_in_ci_without_database(repo: Repo, db_path: Path, tmp_path: Path,
-                                               no_model: None,
-                                               monkeypatch: pytest.MonkeyPatch) -> None:
-    first, second = build_history(repo)
+def test_export_checked_in_ci_without_database(
+    repo: Repo, db_path: Path, tmp_path: Path, no_model: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _, second = build_history(repo)
     for question, conclusion, files in MEMOS:
-        invoke(db_path, "record", "--project", "demo", "--root", str(repo.path),
-               "--question", question, "--conclusion", conclusion, *files)
+        invoke(
+            db_path,
+            "record",
+            "--project",
+            "demo",
+            "--root",
+            str(repo.path),
+            "--question",
+            question,
+            "--conclusion",
+            conclusion,
+            *files,
+        )
     export = repo.path / ".explomemo" / "memos.jsonl"
     assert invoke(db_path, "export", "-o", str(export)).exit_code == 0
     repo.commit("memos")
@@ -109,15 +167,28 @@ def test_export_checked_in_ci_without_database(repo: Repo, db_path: Path, tmp_pa
     subprocess.run(["git", "clone", "-q", str(repo.path), str(clone)], check=True)
     monkeypatch.chdir(clone)
     runner = CliRunner()
-    ok = runner.invoke(cli, ["--db", str(tmp_path / "absent" / "x.db"), "stale", "--from",
-                             ".explomemo/memos.jsonl", "--check", "--format", "github"])
+    ok = runner.invoke(
+        cli,
+        [
+            "--db",
+            str(tmp_path / "absent" / "x.db"),
+            "stale",
+            "--from",
+            ".explomemo/memos.jsonl",
+            "--check",
+            "--format",
+            "github",
+        ],
+    )
     assert ok.exit_code == 0, ok.output
     assert not (tmp_path / "absent").exists()
-    subprocess.run(["git", "-C", str(clone), "checkout", "-q", second, "--", "src/tokens.py"],
-                   check=True)
+    subprocess.run(
+        ["git", "-C", str(clone), "checkout", "-q", second, "--", "src/tokens.py"], check=True
+    )
     (clone / "src" / "db.py").unlink()
-    bad = runner.invoke(cli, ["stale", "--from", ".explomemo/memos.jsonl", "--check",
-                              "--format", "github"])
+    bad = runner.invoke(
+        cli, ["stale", "--from", ".explomemo/memos.jsonl", "--check", "--format", "github"]
+    )
     assert bad.exit_code == 1
     lines = bad.stdout.splitlines()
     assert lines[0].startswith("::warning file=src/tokens.py,")
@@ -127,7 +198,7 @@ def test_export_checked_in_ci_without_database(repo: Repo, db_path: Path, tmp_pa
 def test_mcp_over_stdio_flags_exactly_the_changed_memos(repo: Repo, db_path: Path) -> None:
     from mcp import Client, StdioServerParameters
 
-    first, second = build_history(repo)
+    _, second = build_history(repo)
     params = StdioServerParameters(
         command=sys.executable,
         args=["-m", "explomemo", "--db", str(db_path), "serve"],
@@ -139,9 +210,15 @@ def test_mcp_over_stdio_flags_exactly_the_changed_memos(repo: Repo, db_path: Pat
         async with Client(params) as client:
             for question, conclusion, files in MEMOS:
                 # No root: the server's working directory is the repository.
-                result = await client.call_tool("memory_exploration_record", {
-                    "question": question, "conclusion": conclusion, "files": files,
-                    "project": "demo"})
+                result = await client.call_tool(
+                    "memory_exploration_record",
+                    {
+                        "question": question,
+                        "conclusion": conclusion,
+                        "files": files,
+                        "project": "demo",
+                    },
+                )
                 assert not result.is_error, result.content
                 assert result.structured_content is not None
                 assert result.structured_content["root"] == str(repo.path)
@@ -149,26 +226,40 @@ def test_mcp_over_stdio_flags_exactly_the_changed_memos(repo: Repo, db_path: Pat
             move_to(repo, second)
             stale = await client.call_tool("memory_exploration_stale", {"project": "demo"})
             assert stale.structured_content == {
-                "project": "demo", "root": str(repo.path), "checked": 4,
+                "project": "demo",
+                "root": str(repo.path),
+                "checked": 4,
                 "stale": [
-                    {"id": 1, "question": "How is auth wired?", "changed": ["src/tokens.py"],
-                     "missing": []},
-                    {"id": 3, "question": "How is the database pool configured?",
-                     "changed": [], "missing": ["src/db.py"]},
+                    {
+                        "id": 1,
+                        "question": "How is auth wired?",
+                        "changed": ["src/tokens.py"],
+                        "missing": [],
+                    },
+                    {
+                        "id": 3,
+                        "question": "How is the database pool configured?",
+                        "changed": [],
+                        "missing": ["src/db.py"],
+                    },
                 ],
             }
-            recall = await client.call_tool("memory_exploration_recall", {
-                "query": "database pool size", "project": "demo"})
+            recall = await client.call_tool(
+                "memory_exploration_recall", {"query": "database pool size", "project": "demo"}
+            )
             matches = recall.structured_content["matches"]  # type: ignore[index]
             assert recall.structured_content["semantic_index"] is False  # type: ignore[index]
             assert [(m["id"], m["status"], m["matched_by"]) for m in matches] == [
-                (3, "stale", "words")]
+                (3, "stale", "words")
+            ]
             assert matches[0]["files"][0]["state"] == "missing"
-            forgot = await client.call_tool("memory_exploration_forget",
-                                            {"project": "demo", "id": 3})
+            forgot = await client.call_tool(
+                "memory_exploration_forget", {"project": "demo", "id": 3}
+            )
             assert forgot.structured_content == {"forgotten": True, "id": 3}
-            again = await client.call_tool("memory_exploration_forget",
-                                           {"project": "demo", "id": 3})
+            again = await client.call_tool(
+                "memory_exploration_forget", {"project": "demo", "id": 3}
+            )
             assert again.is_error
             assert "no memo with id 3 in project 'demo'" in again.content[0].text
 

@@ -18,16 +18,23 @@ from explomemo.errors import ModelError
 from explomemo.memos import FixedModel, MemoCache
 
 MEMOS = {
-    "auth": ("How is authentication wired?",
-             "The auth middleware in app/middleware.py decodes the bearer token and checks"
-             " the JWT signature with app/tokens.py before any view runs.",
-             ["app/middleware.py", "app/tokens.py"]),
-    "retry": ("Where is the retry policy decided?",
-              "app/http.py wraps outgoing calls: three attempts with exponential backoff,"
-              " only on connection errors and 503 responses.", ["app/http.py"]),
-    "db": ("How is the database connection pool configured?",
-           "app/db.py creates one SQLAlchemy engine with pool_size=5 from DATABASE_URL.",
-           ["app/db.py"]),
+    "auth": (
+        "How is authentication wired?",
+        "The auth middleware in app/middleware.py decodes the bearer token and checks"
+        " the JWT signature with app/tokens.py before any view runs.",
+        ["app/middleware.py", "app/tokens.py"],
+    ),
+    "retry": (
+        "Where is the retry policy decided?",
+        "app/http.py wraps outgoing calls: three attempts with exponential backoff,"
+        " only on connection errors and 503 responses.",
+        ["app/http.py"],
+    ),
+    "db": (
+        "How is the database connection pool configured?",
+        "app/db.py creates one SQLAlchemy engine with pool_size=5 from DATABASE_URL.",
+        ["app/db.py"],
+    ),
 }
 
 
@@ -76,8 +83,9 @@ def test_unrelated_query_returns_nothing(embedder: Embedder, app: Path, db_path:
 def test_other_projects_are_not_recalled(embedder: Embedder, app: Path, db_path: Path) -> None:
     cache = MemoCache.open(db_path, FixedModel(embedder))
     record_all(cache, app)
-    assert cache.recall(query="where are JWTs checked?", project="other",
-                        root=str(app)).matches == []
+    assert (
+        cache.recall(query="where are JWTs checked?", project="other", root=str(app)).matches == []
+    )
     cache.close()
 
 
@@ -94,12 +102,17 @@ def test_embeddings_off_by_environment() -> None:
     assert load_embedder({"EXPLOMEMO_EMBEDDINGS": "off"}) is None
 
 
-def test_model_that_appears_later_fills_vectors(embedder: Embedder, app: Path,
-                                                db_path: Path) -> None:
+def test_model_that_appears_later_fills_vectors(
+    embedder: Embedder, app: Path, db_path: Path
+) -> None:
     before = MemoCache.open(db_path, FixedModel(None))
-    assert not before.record(question=MEMOS["auth"][0], conclusion=MEMOS["auth"][1],
-                             files=MEMOS["auth"][2], project="svc",
-                             root=str(app)).semantic_index
+    assert not before.record(
+        question=MEMOS["auth"][0],
+        conclusion=MEMOS["auth"][1],
+        files=MEMOS["auth"][2],
+        project="svc",
+        root=str(app),
+    ).semantic_index
     before.close()
     after = MemoCache.open(db_path, FixedModel(embedder))
     result = after.recall(query="where are JWTs checked?", project="svc", root=str(app))
@@ -107,7 +120,8 @@ def test_model_that_appears_later_fills_vectors(embedder: Embedder, app: Path,
     after.close()
     with sqlite3.connect(db_path) as conn:
         assert conn.execute("SELECT embedding_model, length(embedding) FROM memos").fetchall() == [
-            (DEFAULT_MODEL_ID, 384 * 4)]
+            (DEFAULT_MODEL_ID, 384 * 4)
+        ]
 
 
 def _axis(index: int, dim: int = 8) -> list[float]:
@@ -119,8 +133,13 @@ def test_model_change_reembeds_and_cache_avoids_repeats(app: Path, db_path: Path
     cache = MemoCache.open(db_path, FixedModel(first))
     record_all(cache, app)
     assert len(first.embedded) == 3
-    cache.record(question=MEMOS["db"][0], conclusion=MEMOS["db"][1],
-                 files=MEMOS["db"][2], project="svc", root=str(app))
+    cache.record(
+        question=MEMOS["db"][0],
+        conclusion=MEMOS["db"][1],
+        files=MEMOS["db"][2],
+        project="svc",
+        root=str(app),
+    )
     assert len(first.embedded) == 3  # same text again: served by the embedding cache
     cache.close()
     second = FakeEmbedder(lambda text: _axis(len(text) % 8), model_id="model-b")
@@ -142,10 +161,12 @@ def test_fresh_ranks_above_stale_at_similar_relevance(app: Path, db_path: Path) 
         return [1.0, 0.0, 0.0]
 
     cache = MemoCache.open(db_path, FixedModel(FakeEmbedder(vector_of)))
-    stale = cache.record(question="Stale one", conclusion="x", files=["app/http.py"],
-                         project="svc", root=str(app)).id
-    fresh = cache.record(question="Fresh one", conclusion="y", files=["app/db.py"],
-                         project="svc", root=str(app)).id
+    stale = cache.record(
+        question="Stale one", conclusion="x", files=["app/http.py"], project="svc", root=str(app)
+    ).id
+    fresh = cache.record(
+        question="Fresh one", conclusion="y", files=["app/db.py"], project="svc", root=str(app)
+    ).id
     (app / "app" / "http.py").write_text("# changed\n")
     result = cache.recall(query="zzz", project="svc", root=str(app))
     assert [(m.id, m.status) for m in result.matches] == [(fresh, "fresh"), (stale, "stale")]
@@ -156,8 +177,9 @@ def test_fresh_ranks_above_stale_at_similar_relevance(app: Path, db_path: Path) 
     cache.close()
 
 
-def test_recall_rehashes_only_returned_memos(words_cache: MemoCache, app: Path,
-                                             monkeypatch: pytest.MonkeyPatch) -> None:
+def test_recall_rehashes_only_returned_memos(
+    words_cache: MemoCache, app: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     record_all(words_cache, app)
     seen: list[str] = []
     original = words_cache.validator.observe
@@ -171,11 +193,13 @@ def test_recall_rehashes_only_returned_memos(words_cache: MemoCache, app: Path,
     assert seen == ["app/db.py"]
 
 
-def test_default_model_dir_is_assembled_and_verified(tmp_path: Path,
-                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+def test_default_model_dir_is_assembled_and_verified(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     folder = embeddings.default_model_dir(tmp_path / "cache")
     assert sorted(p.name for p in folder.iterdir()) == sorted(
-        [*embeddings.TOKENIZER_FILES, "model.onnx"])
+        [*embeddings.TOKENIZER_FILES, "model.onnx"]
+    )
     assert embeddings.default_model_dir(tmp_path / "cache") == folder
     model = load_embedder({"EXPLOMEMO_MODEL_PATH": str(folder)})
     assert model is not None
@@ -186,12 +210,13 @@ def test_default_model_dir_is_assembled_and_verified(tmp_path: Path,
 
 
 def test_bad_model_path_is_a_clear_error(tmp_path: Path) -> None:
-    with pytest.raises(ModelError, match="EXPLOMEMO_MODEL_PATH .* is not a directory"):
+    with pytest.raises(ModelError, match=r"EXPLOMEMO_MODEL_PATH .* is not a directory"):
         load_embedder({"EXPLOMEMO_MODEL_PATH": str(tmp_path / "nope")})
 
 
-def test_server_answers_while_model_warms_up(app: Path, db_path: Path,
-                                             monkeypatch: pytest.MonkeyPatch) -> None:
+def test_server_answers_while_model_warms_up(
+    app: Path, db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from mcp import Client
 
     from explomemo.server import create_server
@@ -208,13 +233,22 @@ def test_server_answers_while_model_warms_up(app: Path, db_path: Path,
     async def story() -> None:
         async with Client(create_server(db_path, env={})) as client:
             assert len((await client.list_tools()).tools) == 4
-            recorded = await client.call_tool("memory_exploration_record", {
-                "question": "q", "conclusion": "c", "files": ["app/db.py"], "project": "svc",
-                "root": str(app)})
+            recorded = await client.call_tool(
+                "memory_exploration_record",
+                {
+                    "question": "q",
+                    "conclusion": "c",
+                    "files": ["app/db.py"],
+                    "project": "svc",
+                    "root": str(app),
+                },
+            )
             assert recorded.structured_content["semantic_index"] is False  # type: ignore[index]
             release.set()
-            recall = await client.call_tool("memory_exploration_recall", {
-                "query": "anything", "project": "svc", "root": str(app)})
+            recall = await client.call_tool(
+                "memory_exploration_recall",
+                {"query": "anything", "project": "svc", "root": str(app)},
+            )
             assert recall.structured_content["semantic_index"] is True  # type: ignore[index]
             assert [m["id"] for m in recall.structured_content["matches"]] == [1]  # type: ignore[index]
 

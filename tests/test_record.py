@@ -34,9 +34,11 @@ def project(tmp_path: Path) -> Path:
 
 def test_record_hashes_files_relative_to_root(words_cache: MemoCache, project: Path) -> None:
     result = words_cache.record(
-        question="How is auth wired?", conclusion="check() in src/auth.py",
+        question="How is auth wired?",
+        conclusion="check() in src/auth.py",
         files=["src/auth.py", str(project / "src" / "retry.py"), "./src/auth.py"],
-        project="api", root=str(project),
+        project="api",
+        root=str(project),
     )
     assert result.recorded and not result.replaced and result.id == 1
     assert result.root == str(project)
@@ -47,12 +49,27 @@ def test_record_hashes_files_relative_to_root(words_cache: MemoCache, project: P
 
 
 def test_same_question_replaces_and_keeps_id(words_cache: MemoCache, project: Path) -> None:
-    first = words_cache.record(question="How is  auth WIRED? ", conclusion="one",
-                               files=["src/auth.py"], project="api", root=str(project))
-    other = words_cache.record(question="How is auth wired?", conclusion="elsewhere",
-                               files=["src/auth.py"], project="web", root=str(project))
-    second = words_cache.record(question="  how is auth wired?", conclusion="two",
-                                files=["src/retry.py"], project="api", root=str(project))
+    first = words_cache.record(
+        question="How is  auth WIRED? ",
+        conclusion="one",
+        files=["src/auth.py"],
+        project="api",
+        root=str(project),
+    )
+    other = words_cache.record(
+        question="How is auth wired?",
+        conclusion="elsewhere",
+        files=["src/auth.py"],
+        project="web",
+        root=str(project),
+    )
+    second = words_cache.record(
+        question="  how is auth wired?",
+        conclusion="two",
+        files=["src/retry.py"],
+        project="api",
+        root=str(project),
+    )
     assert second.replaced and second.id == first.id and other.id != first.id
     memos = words_cache.list(project="api")
     assert [(m.id, m.question, m.files) for m in memos] == [(first.id, "  how is auth wired?", 1)]
@@ -86,8 +103,13 @@ def _refusals(project: Path, tmp_path: Path) -> list[tuple[str, dict[str, object
     for i in range(65):
         (project / f"f{i}.txt").write_text(str(i))
         many.append(f"f{i}.txt")
-    base: dict[str, object] = {"question": "q", "conclusion": "c", "project": "p",
-                               "root": str(project), "files": ["src/auth.py"]}
+    base: dict[str, object] = {
+        "question": "q",
+        "conclusion": "c",
+        "project": "p",
+        "root": str(project),
+        "files": ["src/auth.py"],
+    }
     return [
         ("dotdot", {**base, "files": ["../secret.txt"]}, "outside root"),
         ("dotdot-inner", {**base, "files": ["src/../../secret.txt"]}, "outside root"),
@@ -117,8 +139,9 @@ def _refusals(project: Path, tmp_path: Path) -> list[tuple[str, dict[str, object
 def test_every_refusal_names_the_input_and_writes_nothing(
     words_cache: MemoCache, project: Path, tmp_path: Path, db_path: Path
 ) -> None:
-    words_cache.record(question="seed", conclusion="c", files=["src/auth.py"], project="p",
-                       root=str(project))
+    words_cache.record(
+        question="seed", conclusion="c", files=["src/auth.py"], project="p", root=str(project)
+    )
     before = count_rows(db_path)
     for name, arguments, message in _refusals(project, tmp_path):
         with pytest.raises(ExplomemoError) as caught:
@@ -135,15 +158,17 @@ def test_exactly_32_mib_and_64_files_are_accepted(words_cache: MemoCache, projec
     for i in range(63):
         (project / f"g{i}.txt").write_text(str(i))
         files.append(f"g{i}.txt")
-    result = words_cache.record(question="q", conclusion="c", files=[*files, "exact.bin"],
-                                project="p", root=str(project))
+    result = words_cache.record(
+        question="q", conclusion="c", files=[*files, "exact.bin"], project="p", root=str(project)
+    )
     assert len(result.files) == 64
     assert result.files[-1].size == 32 * 1024 * 1024
 
 
 def test_symlink_inside_root_is_accepted(words_cache: MemoCache, project: Path) -> None:
     (project / "alias.py").symlink_to(project / "src" / "auth.py")
-    result = words_cache.record(question="q", conclusion="c", files=["alias.py"], project="p",
-                                root=str(project))
+    result = words_cache.record(
+        question="q", conclusion="c", files=["alias.py"], project="p", root=str(project)
+    )
     assert result.files[0].path == "alias.py"
     assert words_cache.stale(project="p", root=str(project)).stale == []

@@ -36,8 +36,10 @@ def test_tools_list_is_complete_and_small(db_path: Path) -> None:
     listing, instructions, server_info = run(db_path, story)
     tools = {t.name: t for t in listing.tools}
     assert sorted(tools) == [
-        "memory_exploration_forget", "memory_exploration_recall",
-        "memory_exploration_record", "memory_exploration_stale",
+        "memory_exploration_forget",
+        "memory_exploration_recall",
+        "memory_exploration_record",
+        "memory_exploration_stale",
     ]
     assert RECORD_DESCRIPTION == SPEC_RECORD_DESCRIPTION
     assert tools["memory_exploration_record"].description == SPEC_RECORD_DESCRIPTION
@@ -52,36 +54,53 @@ def test_tools_list_is_complete_and_small(db_path: Path) -> None:
     assert record["conclusion"]["maxLength"] == 20000
     assert record["project"]["maxLength"] == 200
     recall = tools["memory_exploration_recall"].input_schema["properties"]
-    assert (recall["limit"]["minimum"], recall["limit"]["maximum"], recall["limit"]["default"]) \
-        == (1, 20, 5)
+    assert (recall["limit"]["minimum"], recall["limit"]["maximum"], recall["limit"]["default"]) == (
+        1,
+        20,
+        5,
+    )
     assert recall["include_stale"]["default"] is True
     annotations = {name: t.annotations for name, t in tools.items()}
     assert annotations["memory_exploration_recall"].read_only_hint is True
     assert annotations["memory_exploration_stale"].read_only_hint is True
     assert annotations["memory_exploration_forget"].destructive_hint is True
     assert annotations["memory_exploration_record"].idempotent_hint is True
-    assert "memory_exploration_recall" in instructions and "memory_exploration_record" in instructions
+    assert (
+        "memory_exploration_recall" in instructions and "memory_exploration_record" in instructions
+    )
     assert server_info.name == "explomemo"
 
 
 @pytest.mark.parametrize(
     ("tool", "arguments", "expected"),
     [
-        ("memory_exploration_record",
-         {"question": "x" * 2001, "conclusion": "c", "files": ["a"], "project": "p"},
-         "question: String should have at most 2000 characters"),
-        ("memory_exploration_record",
-         {"question": "q", "conclusion": "c", "files": [], "project": "p"}, "files"),
-        ("memory_exploration_recall", {"query": "q", "project": "p", "limit": 21},
-         "limit: Input should be less than or equal to 20"),
+        (
+            "memory_exploration_record",
+            {"question": "x" * 2001, "conclusion": "c", "files": ["a"], "project": "p"},
+            "question: String should have at most 2000 characters",
+        ),
+        (
+            "memory_exploration_record",
+            {"question": "q", "conclusion": "c", "files": [], "project": "p"},
+            "files",
+        ),
+        (
+            "memory_exploration_recall",
+            {"query": "q", "project": "p", "limit": 21},
+            "limit: Input should be less than or equal to 20",
+        ),
         ("memory_exploration_recall", {"query": "q"}, "project: Field required"),
         ("memory_exploration_forget", {"project": "p", "id": 4}, "no memo with id 4"),
-        ("memory_exploration_stale", {"project": "p", "root": "relative/dir"},
-         "not an absolute path"),
+        (
+            "memory_exploration_stale",
+            {"project": "p", "root": "relative/dir"},
+            "not an absolute path",
+        ),
     ],
 )
-def test_errors_are_one_plain_sentence(db_path: Path, tool: str, arguments: dict[str, Any],
-                                       expected: str) -> None:
+def test_errors_are_one_plain_sentence(
+    db_path: Path, tool: str, arguments: dict[str, Any], expected: str
+) -> None:
     async def story(client: Client) -> Any:
         return await client.call_tool(tool, arguments)
 

@@ -23,14 +23,21 @@ def test_new_database_is_migrated_in_wal_mode(db_path: Path) -> None:
     assert store.schema_version() == latest
     assert store.conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     tables = {r[0] for r in store.conn.execute("SELECT name FROM sqlite_master")}
-    assert {"memos", "memo_files", "file_stats", "embedding_cache", "memos_fts",
-            "_sqlite_migrations"} <= tables
+    assert {
+        "memos",
+        "memo_files",
+        "file_stats",
+        "embedding_cache",
+        "memos_fts",
+        "_sqlite_migrations",
+    } <= tables
     store.close()
     assert Store.open(db_path).schema_version() == latest  # reopening changes nothing
 
 
-def test_newer_schema_is_refused_untouched(db_path: Path,
-                                           capsys: pytest.CaptureFixture[str]) -> None:
+def test_newer_schema_is_refused_untouched(
+    db_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     Store.open(db_path).close()
     with sqlite3.connect(db_path) as conn:
         conn.execute("PRAGMA user_version = 999")
@@ -43,8 +50,9 @@ def test_newer_schema_is_refused_untouched(db_path: Path,
     assert db_path.read_bytes() == before
 
 
-def test_not_a_database_is_refused_untouched(tmp_path: Path,
-                                             capsys: pytest.CaptureFixture[str]) -> None:
+def test_not_a_database_is_refused_untouched(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     bogus = tmp_path / "notes.txt"
     bogus.write_text("these are my notes, not a database\n" * 200)
     before = bogus.read_bytes()
@@ -67,13 +75,24 @@ def test_default_database_location_honours_environment(
 
 def test_wheel_ships_the_migrations(tmp_path: Path) -> None:
     subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
-         "-w", str(tmp_path), str(PROJECT)],
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            "-w",
+            str(tmp_path),
+            str(PROJECT),
+        ],
         check=True,
     )
     wheel = next(tmp_path.glob("explomemo-*.whl"))
     names = zipfile.ZipFile(wheel).namelist()
     shipped = sorted(n for n in names if n.startswith("explomemo/migrations/"))
     assert shipped == sorted(
-        f"explomemo/migrations/{p.name}" for p in (PROJECT / "migrations").glob("*.sql"))
+        f"explomemo/migrations/{p.name}" for p in (PROJECT / "migrations").glob("*.sql")
+    )
     assert "explomemo/model/tokenizer.json" in names

@@ -25,10 +25,12 @@ def old_tree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def record_all(cache: MemoCache, root: Path) -> None:
-    cache.record(question="a", conclusion="c", files=["m0.py", "m1.py"], project="p",
-                 root=str(root))
-    cache.record(question="b", conclusion="c", files=["m1.py", "m2.py", "m3.py"], project="p",
-                 root=str(root))
+    cache.record(
+        question="a", conclusion="c", files=["m0.py", "m1.py"], project="p", root=str(root)
+    )
+    cache.record(
+        question="b", conclusion="c", files=["m1.py", "m2.py", "m3.py"], project="p", root=str(root)
+    )
     cache.record(question="c", conclusion="c", files=["m4.py"], project="p", root=str(root))
 
 
@@ -116,8 +118,9 @@ def test_unreadable_file_is_missing(words_cache: MemoCache, old_tree: Path) -> N
     assert stale_ids(words_cache, old_tree) == {3: ([], ["m4.py"])}
 
 
-def test_clone_at_another_path_is_fresh(words_cache: MemoCache, old_tree: Path,
-                                        tmp_path: Path) -> None:
+def test_clone_at_another_path_is_fresh(
+    words_cache: MemoCache, old_tree: Path, tmp_path: Path
+) -> None:
     record_all(words_cache, old_tree)
     clone = tmp_path / "elsewhere" / "clone"
     clone.mkdir(parents=True)
