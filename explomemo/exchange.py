@@ -185,5 +185,4 @@ def import_memos(cache: MemoCache, memos: Iterable[ExportedMemo]) -> ImportResul
                 added += 1
             else:
                 replaced += 1
-    cache.invalidate_indexes()
     return ImportResult(read=len(memo_list), added=added, replaced=replaced, kept=kept)

@@ -36,7 +36,7 @@ from explomemo.models import (
     StaleResult,
 )
 from explomemo.store import MAX_ID, FileRow, MemoRow, StatRow, Store
-from explomemo.validity import Observed, Validator, digest_entry, state_of
+from explomemo.validity import Seen, Validator, digest_entry, state_of
 
 if TYPE_CHECKING:
     import numpy as np
@@ -103,6 +103,17 @@ def text_hash(model_id: str, text: str) -> str:
     return xxhash.xxh3_128_hexdigest(model_id.encode() + b"\x00" + text.encode())
 
 
+@dataclass
+class ProjectFiles:
+    """A project's memos and recorded files as of one memo version, kept between requests."""
+
+    version: int
+    memos: list[MemoRow]
+    files: dict[int, list[FileRow]]
+    #: Each recorded path with every size it was recorded at.
+    sizes: dict[str, set[int]]
+
+
 class MemoCache:
     """The exploration-memo cache over one database."""
 
@@ -110,8 +121,11 @@ class MemoCache:
         self.store = store
         self.model: ModelSource = model if model is not None else FixedModel(None)
         self.validator = Validator(store)
+        # Both are rebuilt only when the database's memo version moved (any
+        # process's record, forget, import or new vectors).
         self._indexes: dict[str, VectorIndex] = {}
-        self._index_lock = threading.Lock()
+        self._projects: dict[str, ProjectFiles] = {}
+        self._cache_lock = threading.Lock()
 
     @classmethod
     def open(cls, db_path: Path | None = None, model: ModelSource | None = None) -> MemoCache:
@@ -173,7 +187,6 @@ class MemoCache:
             if vector is not None:
                 self.store.set_embedding(conn, memo_id, *vector)
             self.store.save_stat_rows(conn, entries)
-        self._forget_index(project)
         self.validator.remember(entries, persist=False)
         return RecordResult(
             id=memo_id,
@@ -252,32 +265,49 @@ class MemoCache:
                     self.store.set_embedding(
                         conn, memo.id, vector, embedder.model_id, text_hash(embedder.model_id, text)
                     )
-        if ids:
-            self.invalidate_indexes()
         return len(ids)
 
     def _index(self, embedder: Embedder, project: str, dim: int) -> VectorIndex:
+        """The project's vectors of the embedder's model, embedding memos that lack one."""
         from explomemo.search import build_vector_index
 
-        version = self.store.data_version()
-        with self._index_lock:
-            index = self._indexes.get(project)
+        with self.store.errors():
+            version = self.store.memo_version()
+            with self._cache_lock:
+                index = self._indexes.get(project)
             if index is not None and index.version == version:
                 return index
-        with self.store.errors(), self.store.read() as conn:
-            index = build_vector_index(self.store, conn, project, embedder.model_id, dim, version)
-        with self._index_lock:
+            with self.store.read() as conn:
+                index = build_vector_index(conn, project, embedder.model_id, dim, version)
+            if index.lacking:
+                self.fill_embeddings(embedder)
+                version = self.store.memo_version()
+                with self.store.read() as conn:
+                    index = build_vector_index(conn, project, embedder.model_id, dim, version)
+        with self._cache_lock:
             self._indexes[project] = index
         return index
 
-    def _forget_index(self, project: str) -> None:
-        with self._index_lock:
-            self._indexes.pop(project, None)
-
-    def invalidate_indexes(self) -> None:
-        """Drop every in-memory vector index (after a bulk change such as an import)."""
-        with self._index_lock:
-            self._indexes.clear()
+    def _project_files(self, project: str) -> ProjectFiles:
+        """A project's memos and files, read again only when some memo changed."""
+        with self.store.errors():
+            version = self.store.memo_version()
+            with self._cache_lock:
+                cached = self._projects.get(project)
+            if cached is not None and cached.version == version:
+                return cached
+            with self.store.read() as conn:
+                version = self.store.memo_version()
+                memos = self.store.memos(conn, project=project)
+                files = self.store.all_files(conn, project)
+        sizes: dict[str, set[int]] = {}
+        for rows in files.values():
+            for f in rows:
+                sizes.setdefault(f.path, set()).add(f.size)
+        snapshot = ProjectFiles(version, memos, files, sizes)
+        with self._cache_lock:
+            self._projects[project] = snapshot
+        return snapshot
 
     # Recall ----------------------------------------------------------------
 
@@ -304,8 +334,6 @@ class MemoCache:
         embedder = self.model.wait(MODEL_WAIT_SECONDS) if self.model.enabled else None
         vector_hits: list[tuple[int, float]] | None = None
         if embedder is not None:
-            if self._needs_embeddings(embedder, project):
-                self.fill_embeddings(embedder)
             query_vector = _query_vector(embedder, query)
             vector_hits = self._index(embedder, project, len(query_vector)).top(
                 query_vector, CANDIDATES
@@ -347,16 +375,7 @@ class MemoCache:
             matches=[m for _, m in ranked[:limit]],
         )
 
-    def _needs_embeddings(self, embedder: Embedder, project: str) -> bool:
-        with self.store.errors(), self.store.read() as conn:
-            row = conn.execute(
-                "SELECT 1 FROM memos WHERE project = ? AND (embedding IS NULL"
-                " OR embedding_model IS NOT ?) LIMIT 1",
-                (project, embedder.model_id),
-            ).fetchone()
-        return row is not None
-
-    def _observe(self, root: Root, files: Iterable[FileRow]) -> dict[str, Observed]:
+    def _observe(self, root: Root, files: Iterable[FileRow]) -> dict[str, Seen]:
         sizes: dict[str, set[int]] = {}
         for f in files:
             sizes.setdefault(f.path, set()).add(f.size)
@@ -365,20 +384,22 @@ class MemoCache:
     # Stale ---------------------------------------------------------------
 
     def stale(self, *, project: str, root: str | None = None) -> StaleResult:
-        """Check every memo of a project against ``root``; list the stale ones."""
+        """Check every memo of a project against ``root``; list the stale ones.
+
+        One stat per distinct file when nothing changed; each changed file is
+        read once however many memos share it.
+        """
         inputs.check_text("project", project, inputs.MAX_PROJECT)
         where = resolve_root(root)
-        with self.store.errors(), self.store.read() as conn:
-            memos = self.store.memos(conn, project=project)
-            files = self.store.all_files(conn, project)
-        entries = self._stale_entries(memos, files, lambda _memo: where)
+        snapshot = self._project_files(project)
+        seen = self.validator.observe(where, snapshot.sizes)
         return StaleResult(
             project=project,
             root=where.path,
-            checked=len(memos),
+            checked=len(snapshot.memos),
             stale=[
                 StaleMemo(id=e.id, question=e.question, changed=e.changed, missing=e.missing)
-                for e in entries
+                for e in _stale_of(snapshot.memos, snapshot.files, seen)
             ],
         )
 
@@ -386,7 +407,8 @@ class MemoCache:
         """Check every memo (of a project, or all) for ``explomemo stale``.
 
         With ``root`` every memo is checked against it; without, each memo
-        against the root it was recorded in.
+        against the root it was recorded in (a root that no longer exists
+        makes its memos' files missing).
         """
         if project is not None:
             inputs.check_text("project", project, inputs.MAX_PROJECT)
@@ -394,51 +416,21 @@ class MemoCache:
         with self.store.errors(), self.store.read() as conn:
             memos = self.store.memos(conn, project=project)
             files = self.store.all_files(conn, project)
-        roots: dict[str, Root | None] = {}
-
-        def root_of(memo: MemoRow) -> Root | None:
-            if fixed is not None:
-                return fixed
-            if memo.root not in roots:
-                roots[memo.root] = _recorded_root(memo.root)
-            return roots[memo.root]
-
-        entries = self._stale_entries(memos, files, root_of)
-        return StaleReport(checked=len(memos), stale=entries)
-
-    def _stale_entries(
-        self,
-        memos: Sequence[MemoRow],
-        files: dict[int, list[FileRow]],
-        root_of: _RootOf,
-    ) -> list[StaleEntry]:
-        by_root: dict[Root | None, list[MemoRow]] = {}
+        groups: dict[str, list[MemoRow]] = {}
         for memo in memos:
-            by_root.setdefault(root_of(memo), []).append(memo)
+            groups.setdefault(memo.root if fixed is None else "", []).append(memo)
         entries: list[StaleEntry] = []
-        for where, group in by_root.items():
+        for recorded_root, group in groups.items():
+            where = fixed if fixed is not None else _recorded_root(recorded_root)
             group_files = [f for m in group for f in files.get(m.id, [])]
-            observed = (
-                {f.path: Observed(missing=True) for f in group_files}
+            seen: dict[str, Seen] = (
+                dict.fromkeys((f.path for f in group_files), None)
                 if where is None
                 else self._observe(where, group_files)
             )
-            for memo in group:
-                checked = _checked(files.get(memo.id, []), observed)
-                changed = [f.path for f in checked if f.state == "changed"]
-                missing = [f.path for f in checked if f.state == "missing"]
-                if changed or missing:
-                    entries.append(
-                        StaleEntry(
-                            id=memo.id,
-                            project=memo.project,
-                            question=memo.question,
-                            changed=changed,
-                            missing=missing,
-                        )
-                    )
+            entries += _stale_of(group, files, seen)
         entries.sort(key=lambda e: (e.project, e.id))
-        return entries
+        return StaleReport(checked=len(memos), stale=entries)
 
     # Forget, list, show --------------------------------------------------
 
@@ -453,7 +445,6 @@ class MemoCache:
             raise NotFoundError(
                 f"no memo with id {memo_id}{of}: list the ids with explomemo list (or recall first)"
             )
-        self.invalidate_indexes()
         return ForgetResult(id=memo_id)
 
     def list(self, *, project: str | None = None) -> list[MemoSummary]:
@@ -486,12 +477,12 @@ class MemoCache:
             raise NotFoundError(f"no memo with id {memo_id}: list the ids with explomemo list")
         memo = found[0]
         where = resolve_root(root) if root is not None else _recorded_root(memo.root)
-        observed = (
-            {f.path: Observed(missing=True) for f in files}
+        seen: dict[str, Seen] = (
+            dict.fromkeys((f.path for f in files), None)
             if where is None
             else self._observe(where, files)
         )
-        checked = _checked(files, observed)
+        checked = _checked(files, seen)
         return MemoDetail(
             id=memo.id,
             project=memo.project,
@@ -504,10 +495,6 @@ class MemoCache:
         )
 
 
-class _RootOf(Protocol):
-    def __call__(self, memo: MemoRow, /) -> Root | None: ...
-
-
 def _recorded_root(path: str) -> Root | None:
     try:
         return resolve_root(path)
@@ -515,11 +502,38 @@ def _recorded_root(path: str) -> Root | None:
         return None
 
 
-def _checked(files: Sequence[FileRow], observed: dict[str, Observed]) -> list[CheckedFile]:
+def _checked(files: Sequence[FileRow], seen: dict[str, Seen]) -> list[CheckedFile]:
     return [
-        CheckedFile(path=f.path, sha256=f.sha256, size=f.size, state=state_of(observed[f.path], f))
+        CheckedFile(path=f.path, sha256=f.sha256, size=f.size, state=state_of(seen[f.path], f))
         for f in files
     ]
+
+
+def _stale_of(
+    memos: Iterable[MemoRow], files: dict[int, list[FileRow]], seen: dict[str, Seen]
+) -> list[StaleEntry]:
+    """The stale ones among ``memos``, given what each path is now."""
+    stale: list[StaleEntry] = []
+    for memo in memos:
+        changed: list[str] = []
+        missing: list[str] = []
+        for f in files.get(memo.id, ()):
+            now = seen[f.path]
+            if now is None:
+                missing.append(f.path)
+            elif now != f.xxh3:
+                changed.append(f.path)
+        if changed or missing:
+            stale.append(
+                StaleEntry(
+                    id=memo.id,
+                    project=memo.project,
+                    question=memo.question,
+                    changed=changed,
+                    missing=missing,
+                )
+            )
+    return stale
 
 
 _query_cache: dict[tuple[str, str], npt.NDArray[np.float32]] = {}

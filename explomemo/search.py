@@ -82,11 +82,17 @@ class VectorIndex:
     """The vectors of one project's memos for one model: ids and a contiguous matrix."""
 
     def __init__(
-        self, ids: npt.NDArray[np.int64], matrix: npt.NDArray[np.float32], version: int
+        self,
+        ids: npt.NDArray[np.int64],
+        matrix: npt.NDArray[np.float32],
+        version: int,
+        lacking: int,
     ) -> None:
         self.ids = ids
         self.matrix = matrix
         self.version = version
+        #: Memos of the project without a vector of this model.
+        self.lacking = lacking
 
     def top(self, query: npt.NDArray[np.float32], n: int) -> list[tuple[int, float]]:
         """The ``n`` most similar memos as (id, cosine)."""
@@ -102,15 +108,15 @@ class VectorIndex:
 
 
 def build_vector_index(
-    store: Store, conn: sqlite3.Connection, project: str, model_id: str, dim: int, version: int
+    conn: sqlite3.Connection, project: str, model_id: str, dim: int, version: int
 ) -> VectorIndex:
-    """Read a project's vectors of ``model_id`` into one matrix, row by row."""
+    """Read a project's vectors of ``model_id`` into one preallocated matrix, row by row."""
     import numpy as np
 
-    count = conn.execute(
-        "SELECT count(*) FROM memos WHERE project = ? AND embedding_model = ?",
-        (project, model_id),
-    ).fetchone()[0]
+    total, count = conn.execute(
+        "SELECT count(*), count(*) FILTER (WHERE embedding_model = ?) FROM memos WHERE project = ?",
+        (model_id, project),
+    ).fetchone()
     ids = np.empty(count, dtype=np.int64)
     matrix = np.empty((count, dim), dtype=np.float32)
     filled = 0
@@ -123,7 +129,7 @@ def build_vector_index(
         ids[filled] = memo_id
         matrix[filled] = np.frombuffer(blob, dtype=np.float32)
         filled += 1
-    return VectorIndex(ids[:filled], matrix[:filled], version)
+    return VectorIndex(ids[:filled], matrix[:filled], version, total - filled)
 
 
 def word_scores(

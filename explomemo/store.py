@@ -299,10 +299,10 @@ class Store:
                 if self.conn.in_transaction:
                     self.conn.execute("COMMIT")
 
-    def data_version(self) -> int:
-        """Changes whenever another connection commits (PRAGMA data_version)."""
+    def memo_version(self) -> int:
+        """A counter that moves whenever any memo or vector changes, in any process."""
         with self.lock:
-            return int(self.conn.execute("PRAGMA data_version").fetchone()[0])
+            return int(self.conn.execute("SELECT version FROM memo_version").fetchone()[0])
 
     @contextmanager
     def errors(self) -> Iterator[None]:

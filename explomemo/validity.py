@@ -22,7 +22,6 @@ import threading
 import time
 from collections.abc import Callable, Collection, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import Literal
 
 from explomemo.errors import StoreError
@@ -33,30 +32,22 @@ from explomemo.store import FileRow, StatRow, Store
 FileState = Literal["unchanged", "changed", "missing"]
 #: Called with (files read so far, files to read) while a check reads files.
 Progress = Callable[[int, int], None]
+#: What a file is now: the xxh3-128 of its content, None when it is missing
+#: (or not a regular file), or RESIZED when its size matches no recorded size.
+Seen = str | None
+RESIZED = ""
 
 #: An entry taken less than this after the file's last change is racy (2 s: FAT's granularity).
 RACY_NS = 2_000_000_000
 
-
-@dataclass(frozen=True)
-class Observed:
-    """What a file is now: missing, of a size no memo recorded, or with this xxh3."""
-
-    missing: bool
-    xxh3: str | None = None
+_StatKey = tuple[int, int, int, int, int]
 
 
-MISSING = Observed(missing=True)
-RESIZED = Observed(missing=False)
-
-
-def state_of(observed: Observed, recorded: FileRow) -> FileState:
+def state_of(seen: Seen, recorded: FileRow) -> FileState:
     """A recorded file's state given what is on disk now."""
-    if observed.missing:
+    if seen is None:
         return "missing"
-    if observed.xxh3 is not None and observed.xxh3 == recorded.xxh3:
-        return "unchanged"
-    return "changed"
+    return "unchanged" if seen == recorded.xxh3 else "changed"
 
 
 class Validator:
@@ -72,9 +63,18 @@ class Validator:
         self.progress = progress
         self._store = store
         self._workers = workers or os.cpu_count() or 1
-        self._cache: dict[str, StatRow] = {}
+        self._known: set[str] = set()
+        # Entries old enough to be trusted, as (stat key, xxh3): the hot path
+        # of a check is one dict lookup and one tuple comparison per file.
+        self._settled: dict[str, tuple[_StatKey, str]] = {}
         self._lock = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None
+
+    def clear(self) -> None:
+        """Forget the entries held in memory (the next check consults the store again)."""
+        with self._lock:
+            self._known.clear()
+            self._settled.clear()
 
     def close(self) -> None:
         """Stop the hashing threads."""
@@ -82,47 +82,61 @@ class Validator:
             self._pool.shutdown(wait=True)
             self._pool = None
 
-    def observe(self, root: Root, expected: Mapping[str, Collection[int]]) -> dict[str, Observed]:
-        """Observe each relative path; ``expected`` maps it to the sizes memos recorded.
+    def observe(self, root: Root, expected: Mapping[str, Collection[int]]) -> dict[str, Seen]:
+        """What each relative path is now; ``expected`` maps it to the sizes memos recorded.
 
         A file whose size matches no recorded size is known changed without
-        being read.
+        being read; a file whose stat matches a settled entry is not read.
         """
-        paths = {rel: root.absolute(rel) for rel in expected}
-        self._load_entries([p for p in paths.values() if p not in self._cache])
-        observed: dict[str, Observed] = {}
+        prefix = root.absolute("")
+        settled = self._settled
+        seen: dict[str, Seen] = {}
         to_read: list[str] = []
-        for rel, abs_path in paths.items():
+        unknown: list[str] = []
+        for rel in expected:
+            path = prefix + rel
             try:
-                st = os.stat(abs_path)
+                st = os.stat(path)
             except (OSError, ValueError):
-                observed[rel] = MISSING
+                seen[rel] = None
                 continue
-            if not stat.S_ISREG(st.st_mode):
-                observed[rel] = MISSING
-                continue
-            entry = self._cache.get(abs_path)
-            if entry is not None and _trusted(entry, st):
-                observed[rel] = Observed(missing=False, xxh3=entry.xxh3)
+            hit = settled.get(path)
+            if hit is not None and hit[0] == (
+                st.st_dev,
+                st.st_ino,
+                st.st_size,
+                st.st_mtime_ns,
+                st.st_ctime_ns,
+            ):
+                seen[rel] = hit[1]
+            elif path not in self._known:
+                unknown.append(rel)
+            elif not stat.S_ISREG(st.st_mode):
+                seen[rel] = None
             elif st.st_size not in expected[rel]:
-                observed[rel] = RESIZED
+                seen[rel] = RESIZED
             else:
                 to_read.append(rel)
+        if unknown:
+            # First sight of these paths in this process: ask the store's stat
+            # cache, then look again.
+            self._load_entries([prefix + rel for rel in unknown])
+            seen.update(self.observe(root, {rel: expected[rel] for rel in unknown}))
         fresh_entries: dict[str, StatRow] = {}
-        for rel, result in zip(to_read, self._read_all(root, to_read), strict=True):
-            if isinstance(result, Observed):
-                observed[rel] = result
+        for rel, entry in zip(to_read, self._read_all(root, to_read), strict=True):
+            if entry is None:
+                seen[rel] = None
             else:
-                observed[rel] = Observed(missing=False, xxh3=result.xxh3)
-                fresh_entries[paths[rel]] = result
+                seen[rel] = entry.xxh3
+                fresh_entries[prefix + rel] = entry
         if fresh_entries:
             self.remember(fresh_entries)
-        return observed
+        return seen
 
     def remember(self, entries: dict[str, StatRow], persist: bool = True) -> None:
         """Add stat-cache entries in memory, and in the store (when writable) if ``persist``."""
         with self._lock:
-            self._cache.update(entries)
+            self._learn(entries)
         if self._store is None or not persist:
             return
         try:
@@ -133,15 +147,25 @@ class Validator:
             # costs the next run a re-read, never a wrong answer.
             pass
 
-    def _load_entries(self, abs_paths: list[str]) -> None:
-        if self._store is None or not abs_paths:
-            return
-        with self._store.errors(), self._store.read() as conn:
-            rows = self._store.stat_rows(conn, abs_paths)
-        with self._lock:
-            self._cache.update(rows)
+    def _learn(self, entries: dict[str, StatRow]) -> None:
+        for path, entry in entries.items():
+            self._known.add(path)
+            if entry.cached_at_ns - max(entry.mtime_ns, entry.ctime_ns) > RACY_NS:
+                key = (entry.dev, entry.ino, entry.size, entry.mtime_ns, entry.ctime_ns)
+                self._settled[path] = (key, entry.xxh3)
+            else:
+                self._settled.pop(path, None)
 
-    def _read_all(self, root: Root, rels: list[str]) -> list[Observed | StatRow]:
+    def _load_entries(self, abs_paths: list[str]) -> None:
+        rows: dict[str, StatRow] = {}
+        if self._store is not None:
+            with self._store.errors(), self._store.read() as conn:
+                rows = self._store.stat_rows(conn, abs_paths)
+        with self._lock:
+            self._known.update(abs_paths)
+            self._learn(rows)
+
+    def _read_all(self, root: Root, rels: list[str]) -> list[StatRow | None]:
         if len(rels) <= 1:
             return [read_entry(root, rel) for rel in rels]
         if self._pool is None:
@@ -149,34 +173,23 @@ class Validator:
         results = self._pool.map(lambda rel: read_entry(root, rel), rels)
         if self.progress is None:
             return list(results)
-        done: list[Observed | StatRow] = []
+        done: list[StatRow | None] = []
         for result in results:
             done.append(result)
             self.progress(len(done), len(rels))
         return done
 
 
-def _trusted(entry: StatRow, st: os.stat_result) -> bool:
-    return (
-        entry.dev == st.st_dev
-        and entry.ino == st.st_ino
-        and entry.size == st.st_size
-        and entry.mtime_ns == st.st_mtime_ns
-        and entry.ctime_ns == st.st_ctime_ns
-        and entry.cached_at_ns - max(entry.mtime_ns, entry.ctime_ns) > RACY_NS
-    )
-
-
-def read_entry(root: Root, rel: str) -> Observed | StatRow:
-    """Read one file safely and return its new stat-cache entry (or MISSING)."""
+def read_entry(root: Root, rel: str) -> StatRow | None:
+    """Read one file safely and return its new stat-cache entry (None: missing)."""
     try:
         fd = open_regular(root, rel)
     except Refused:
-        return MISSING
+        return None
     try:
         return digest_entry(fd, sha256=False)[1]
     except OSError:
-        return MISSING
+        return None
     finally:
         os.close(fd)
 

@@ -298,7 +298,7 @@ def test_stale_during_a_real_race_never_fails(tree: dict[str, Path], what: str) 
         rounds = 0
         while time.monotonic() < deadline:
             rounds += 1
-            cache.validator._cache.clear()  # force a read each time, not a stat-cache hit
+            cache.validator.clear()  # force a read each time, not a stat-cache hit
             try:
                 result = cache.stale(project="p", root=str(tree["root"]))
             except Exception as exc:  # the library bug this test documents
