@@ -23,6 +23,8 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
+import xxhash
+
 from explomemo.errors import ModelError
 
 if TYPE_CHECKING:
@@ -138,10 +140,19 @@ def default_model_dir(cache_dir: Path | None = None) -> Path:
         import platformdirs
 
         cache_dir = Path(platformdirs.user_cache_dir("explomemo", appauthor=False))
-    target = cache_dir / "models" / f"{DEFAULT_MODEL_ID}-{DEFAULT_ONNX_SHA256[:16]}"
+    shipped = resources.files("explomemo").joinpath("model")
+    tokenizer = xxhash.xxh3_64()
+    for name in TOKENIZER_FILES:
+        tokenizer.update(shipped.joinpath(name).read_bytes())
+    # The folder's name changes with the ONNX file and with the shipped tokenizer
+    # files, so an upgrade never reuses a folder assembled from older ones.
+    target = (
+        cache_dir
+        / "models"
+        / f"{DEFAULT_MODEL_ID}-{DEFAULT_ONNX_SHA256[:12]}-{tokenizer.hexdigest()[:8]}"
+    )
     if _complete(target, onnx):
         return target
-    shipped = resources.files("explomemo").joinpath("model")
     staging = target.with_name(f"{target.name}.tmp-{os.getpid()}-{threading.get_ident()}")
     try:
         staging.mkdir(parents=True, exist_ok=True)
@@ -204,6 +215,7 @@ class ModelLoader:
     def _load(self) -> None:
         try:
             self._embedder = load_embedder(self._env)
+            _release_freed_memory()
         except ModelError as exc:
             self.error = exc
         finally:
@@ -218,3 +230,14 @@ class ModelLoader:
         self.start()
         self._done.wait(timeout)
         return self.ready()
+
+
+def _release_freed_memory() -> None:
+    # Loading the model frees about 50 MB that glibc keeps for the process;
+    # a long-running server gives it back to the system.
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass

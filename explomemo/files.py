@@ -11,6 +11,7 @@ is not a regular file is refused from its ``lstat`` before it is opened, and
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 from dataclasses import dataclass
@@ -190,3 +191,144 @@ def open_regular(root: Root, rel: str) -> int:
         return fd
     finally:
         os.close(dir_fd)
+
+
+#: What opening a folder fails with when it is a symbolic link or not a folder:
+#: ELOOP on Linux, EMLINK on FreeBSD, ENOTDIR. The strict walk then hands the
+#: file to :func:`open_regular`, which follows a link only when it stays in root.
+_LINK_ERRORS = frozenset(
+    code for code in (errno.ELOOP, errno.ENOTDIR, getattr(errno, "EMLINK", None)) if code
+)
+#: A folder the strict walk cannot take: its files go through open_regular.
+_FALL_BACK = -1
+#: A folder that cannot be opened at all (missing, no permission): its files are refused.
+_REFUSED = -2
+
+
+class Opener:
+    """Opens regular files under one root for one check, keeping each folder open.
+
+    The same guarantees as :func:`open_regular`, at a fraction of its cost per
+    file: each folder is opened once, component by component from a
+    descriptor of root with ``O_NOFOLLOW | O_DIRECTORY`` (so no link is ever
+    followed), and each file is ``lstat``-ed (anything but a regular file is
+    refused unopened), opened with ``O_NOFOLLOW | O_NONBLOCK`` against its
+    folder and checked by ``fstat`` to be the file that was looked at. A path
+    the strict walk cannot take (a folder or the file itself is a symbolic
+    link, which is allowed while it stays inside root, or a component such
+    as ``.``) goes through :func:`open_regular`, which resolves it and
+    refuses it when it leads out of root.
+
+    One Opener serves one thread for one check; :meth:`close` closes every
+    folder it holds.
+    """
+
+    def __init__(self, root: Root) -> None:
+        self.root = root
+        # Root-relative folder ("" is root) -> its descriptor, _FALL_BACK or _REFUSED.
+        self._dirs: dict[str, int] = {}
+        # Why each _REFUSED folder cannot be opened.
+        self._reasons: dict[str, str] = {}
+
+    def close(self) -> None:
+        """Close every folder descriptor held."""
+        dirs, self._dirs = self._dirs, {}
+        for fd in dirs.values():
+            if fd >= 0:
+                os.close(fd)
+
+    def __enter__(self) -> Opener:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def open(self, rel: str) -> tuple[int, os.stat_result]:
+        """Open ``rel`` as :func:`open_regular` does; the descriptor and its ``fstat``.
+
+        Raises :class:`Refused` when the file is missing, leaves root, or is
+        not a regular file.
+        """
+        folder, _, name = rel.rpartition("/")
+        if name in ("", ".", "..") or rel[0] == "/":
+            return _fall_back(self.root, rel)
+        dir_fd = self._dirs.get(folder)
+        if dir_fd is None:
+            dir_fd = self._open_folder(folder)
+        if dir_fd < 0:
+            if dir_fd == _REFUSED:
+                raise Refused(self._reasons[folder], missing=True)
+            return _fall_back(self.root, rel)
+        try:
+            before = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+        except ValueError:
+            return _fall_back(self.root, rel)
+        except OSError as exc:
+            raise Refused(f"does not exist ({exc.strerror})", missing=True) from exc
+        mode = before.st_mode
+        if not stat.S_ISREG(mode):
+            if stat.S_ISLNK(mode):
+                # A link to a file inside root is allowed: open_regular resolves it.
+                return _fall_back(self.root, rel)
+            raise Refused(f"is {_kind(mode)}, not a regular file")
+        try:
+            fd = os.open(name, _OPEN_FLAGS, dir_fd=dir_fd)
+        except OSError as exc:
+            raise Refused(f"cannot be opened ({exc.strerror})", missing=True) from exc
+        try:
+            opened = os.fstat(fd)
+        except BaseException:
+            os.close(fd)
+            raise
+        if (
+            opened.st_ino != before.st_ino
+            or opened.st_dev != before.st_dev
+            or not stat.S_ISREG(opened.st_mode)
+        ):
+            os.close(fd)
+            raise Refused("was replaced while it was being opened")
+        return fd, opened
+
+    def _open_folder(self, folder: str) -> int:
+        """Open a root-relative folder strictly and remember the outcome."""
+        found = _REFUSED
+        if not folder:
+            try:
+                found = os.open(self.root.real, _DIR_FLAGS)
+            except OSError as exc:
+                self._reasons[folder] = f"root cannot be opened ({exc.strerror})"
+            except ValueError:
+                found = _FALL_BACK
+            self._dirs[folder] = found
+            return found
+        parent, _, name = folder.rpartition("/")
+        parent_fd = self._dirs.get(parent)
+        if parent_fd is None:
+            parent_fd = self._open_folder(parent)
+        if parent_fd == _REFUSED:
+            self._reasons[folder] = self._reasons[parent]
+        elif parent_fd == _FALL_BACK or name in ("", ".", ".."):
+            found = _FALL_BACK
+        else:
+            try:
+                found = os.open(name, _DIR_FLAGS, dir_fd=parent_fd)
+            except OSError as exc:
+                if exc.errno in _LINK_ERRORS:
+                    # A link (allowed while it stays inside root) or a file in
+                    # the folder's place: open_regular decides for each file.
+                    found = _FALL_BACK
+                else:
+                    self._reasons[folder] = f"a folder on the way cannot be opened ({exc.strerror})"
+            except ValueError:
+                found = _FALL_BACK
+        self._dirs[folder] = found
+        return found
+
+
+def _fall_back(root: Root, rel: str) -> tuple[int, os.stat_result]:
+    fd = open_regular(root, rel)
+    try:
+        return fd, os.fstat(fd)
+    except BaseException:
+        os.close(fd)
+        raise

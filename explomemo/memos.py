@@ -35,6 +35,7 @@ from explomemo.models import (
     StaleReport,
     StaleResult,
 )
+from explomemo.search import WordSearch
 from explomemo.store import MAX_ID, FileRow, MemoRow, StatRow, Store
 from explomemo.validity import Seen, Validator, digest_entry, state_of
 
@@ -94,8 +95,17 @@ def now_iso() -> str:
 
 
 def embedding_text(question: str, conclusion: str, paths: Sequence[str]) -> str:
-    """What a memo's vector is computed from: question, file paths, conclusion."""
-    return f"{question}\n{' '.join(paths)}\n{conclusion}"
+    """What a memo's vector is computed from: question, file names, conclusion.
+
+    File names without folders and extensions ("httpx/_client.py" is "client")
+    carry the meaning of a path in a few tokens; the model reads at most 256.
+    """
+    names: list[str] = []
+    for path in paths:
+        name = path.rsplit("/", 1)[-1].split(".", 1)[0].strip("_").replace("_", " ")
+        if name and name not in names:
+            names.append(name)
+    return f"{question}\n{' '.join(names)}\n{conclusion}"
 
 
 def text_hash(model_id: str, text: str) -> str:
@@ -108,10 +118,31 @@ class ProjectFiles:
     """A project's memos and recorded files as of one memo version, kept between requests."""
 
     version: int
-    memos: list[MemoRow]
+    memos: dict[int, MemoRow]
     files: dict[int, list[FileRow]]
     #: Each recorded path with every size it was recorded at.
     sizes: dict[str, set[int]]
+    #: Each recorded path with every xxh3 it was recorded with, and the memos resting on it.
+    digests: dict[str, set[str]]
+    by_path: dict[str, list[int]]
+
+    def add(self, memo: MemoRow, files: Sequence[FileRow]) -> None:
+        """Take in one memo (new, or replacing the one with its id)."""
+        self.memos[memo.id] = memo
+        self.files[memo.id] = list(files)
+        for f in files:
+            self.sizes.setdefault(f.path, set()).add(f.size)
+            self.digests.setdefault(f.path, set()).add(f.xxh3)
+            self.by_path.setdefault(f.path, []).append(memo.id)
+
+    def affected_by(self, seen: dict[str, Seen]) -> list[MemoRow]:
+        """The memos resting on a path whose content may differ from what one recorded."""
+        ids: set[int] = set()
+        for path, now in seen.items():
+            recorded = self.digests[path]
+            if now is None or now not in recorded or len(recorded) > 1:
+                ids.update(self.by_path[path])
+        return [self.memos[i] for i in sorted(ids) if i in self.memos]
 
 
 class MemoCache:
@@ -126,6 +157,7 @@ class MemoCache:
         self._indexes: dict[str, VectorIndex] = {}
         self._projects: dict[str, ProjectFiles] = {}
         self._cache_lock = threading.Lock()
+        self._words = WordSearch()
 
     @classmethod
     def open(cls, db_path: Path | None = None, model: ModelSource | None = None) -> MemoCache:
@@ -171,7 +203,9 @@ class MemoCache:
             )
         key = inputs.question_key(question)
         entries = {where.absolute(row.path): entry for row, entry in hashed}
+        recorded_at = now_iso()
         with self.store.errors(), self.store.write() as conn:
+            before = self.store.memo_version()
             existing = self.store.find_by_question(conn, project, key)
             memo_id = self.store.save_memo(
                 conn,
@@ -181,13 +215,16 @@ class MemoCache:
                 question_key=key,
                 conclusion=conclusion,
                 root=where.path,
-                recorded_at=now_iso(),
+                recorded_at=recorded_at,
                 files=recorded,
             )
             if vector is not None:
                 self.store.set_embedding(conn, memo_id, *vector)
             self.store.save_stat_rows(conn, entries)
+            after = self.store.memo_version()
         self.validator.remember(entries, persist=False)
+        memo = MemoRow(memo_id, project, question, conclusion, where.path, recorded_at)
+        self._update_in_place(project, before, after, memo, recorded, vector)
         return RecordResult(
             id=memo_id,
             project=project,
@@ -277,6 +314,10 @@ class MemoCache:
                 index = self._indexes.get(project)
             if index is not None and index.version == version:
                 return index
+            with self._cache_lock:
+                # Two matrices of a large project must not live at once.
+                self._indexes.pop(project, None)
+            del index
             with self.store.read() as conn:
                 index = build_vector_index(conn, project, embedder.model_id, dim, version)
             if index.lacking:
@@ -287,6 +328,40 @@ class MemoCache:
         with self._cache_lock:
             self._indexes[project] = index
         return index
+
+    def _update_in_place(
+        self,
+        project: str,
+        before: int,
+        after: int,
+        memo: MemoRow,
+        files: list[FileRow],
+        vector: tuple[bytes, str, str] | None,
+    ) -> None:
+        """After this process's own record, bring the in-memory caches up to date.
+
+        Only when nothing else wrote in between (the version this cache was
+        built at is the one our transaction started from); otherwise the next
+        request rebuilds them. At 100,000 memos a rebuild costs a second.
+        """
+        with self._cache_lock:
+            index = self._indexes.get(project)
+            if index is not None:
+                if index.version == before and vector is not None and vector[1] == index.model_id:
+                    try:
+                        index.upsert(memo.id, vector[0])
+                        index.version = after
+                    except ValueError:
+                        del self._indexes[project]
+                else:
+                    del self._indexes[project]
+            snapshot = self._projects.get(project)
+            if snapshot is not None:
+                if snapshot.version == before:
+                    snapshot.add(memo, files)
+                    snapshot.version = after
+                else:
+                    del self._projects[project]
 
     def _project_files(self, project: str) -> ProjectFiles:
         """A project's memos and files, read again only when some memo changed."""
@@ -300,11 +375,9 @@ class MemoCache:
                 version = self.store.memo_version()
                 memos = self.store.memos(conn, project=project)
                 files = self.store.all_files(conn, project)
-        sizes: dict[str, set[int]] = {}
-        for rows in files.values():
-            for f in rows:
-                sizes.setdefault(f.path, set()).add(f.size)
-        snapshot = ProjectFiles(version, memos, files, sizes)
+        snapshot = ProjectFiles(version, {}, {}, {}, {}, {})
+        for memo in memos:
+            snapshot.add(memo, files.get(memo.id, []))
         with self._cache_lock:
             self._projects[project] = snapshot
         return snapshot
@@ -325,7 +398,7 @@ class MemoCache:
         Only memos above the relevance cut-off come back; at similar relevance
         fresh ones rank first. Only the files of those memos are re-checked.
         """
-        from explomemo.search import CANDIDATES, fuse, word_scores
+        from explomemo.search import CANDIDATES, fuse
 
         inputs.check_text("query", query, inputs.MAX_QUERY)
         inputs.check_text("project", project, inputs.MAX_PROJECT)
@@ -339,7 +412,9 @@ class MemoCache:
                 query_vector, CANDIDATES
             )
         with self.store.errors(), self.store.read() as conn:
-            words = word_scores(self.store, conn, project, query)
+            words = self._words.scores(
+                self.store, conn, project, query, also=(i for i, _ in vector_hits or ())
+            )
         candidates = fuse(vector_hits, words)[: max(limit * 3, limit + 10)]
         ids = [c.id for c in candidates]
         with self.store.errors(), self.store.read() as conn:
@@ -399,7 +474,7 @@ class MemoCache:
             checked=len(snapshot.memos),
             stale=[
                 StaleMemo(id=e.id, question=e.question, changed=e.changed, missing=e.missing)
-                for e in _stale_of(snapshot.memos, snapshot.files, seen)
+                for e in _stale_of(snapshot.affected_by(seen), snapshot.files, seen)
             ],
         )
 

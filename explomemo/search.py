@@ -16,6 +16,8 @@ from __future__ import annotations
 import math
 import re
 import sqlite3
+import threading
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
@@ -38,6 +40,11 @@ WORDS_CUTOFF = 0.22
 COVERAGE_WEIGHT = 0.85
 #: Content words of a query that count.
 MAX_QUERY_WORDS = 16
+#: A word in more than this share of all memos (and more than COMMON_FLOOR) picks no candidates.
+COMMON_SHARE = 0.05
+COMMON_FLOOR = 50
+#: How much of a memo's text is read for word coverage.
+MAX_TEXT_CHARS = 8_000
 #: Word score from which words count as having matched (for ``matched_by``).
 WORDS_MATCH = 0.15
 #: BM25 at which the word score is 1 - 1/e.
@@ -79,7 +86,11 @@ class Candidate:
 
 
 class VectorIndex:
-    """The vectors of one project's memos for one model: ids and a contiguous matrix."""
+    """The vectors of one project's memos for one model: ids and a contiguous matrix.
+
+    Rows live in a buffer with spare capacity, so a memo this process records
+    is added in place instead of rebuilding the matrix.
+    """
 
     def __init__(
         self,
@@ -87,24 +98,50 @@ class VectorIndex:
         matrix: npt.NDArray[np.float32],
         version: int,
         lacking: int,
+        model_id: str,
     ) -> None:
-        self.ids = ids
-        self.matrix = matrix
+        self._ids = ids
+        self._rows = matrix
+        self._count = len(ids)
         self.version = version
         #: Memos of the project without a vector of this model.
         self.lacking = lacking
+        self.model_id = model_id
 
     def top(self, query: npt.NDArray[np.float32], n: int) -> list[tuple[int, float]]:
         """The ``n`` most similar memos as (id, cosine)."""
         import numpy as np
 
-        if len(self.ids) == 0:
+        if self._count == 0:
             return []
-        sims = self.matrix @ query
+        sims = self._rows[: self._count] @ query
         n = min(n, len(sims))
         best = np.argpartition(-sims, n - 1)[:n]
         best = best[np.argsort(-sims[best])]
-        return [(int(self.ids[i]), float(sims[i])) for i in best]
+        return [(int(self._ids[i]), float(sims[i])) for i in best]
+
+    def upsert(self, memo_id: int, vector: bytes) -> None:
+        """Put one memo's vector in place (replacing its row, or adding one)."""
+        import numpy as np
+
+        row = np.frombuffer(vector, dtype=np.float32)
+        ids = self._ids[: self._count]
+        at = int(np.searchsorted(ids, memo_id))
+        if at < self._count and ids[at] == memo_id:
+            self._rows[at] = row
+            return
+        if at != self._count:
+            raise ValueError("memo ids arrive in increasing order")
+        if self._count == len(self._ids):
+            capacity = max(16, self._count + self._count // 2)
+            grown_ids = np.empty(capacity, dtype=np.int64)
+            grown_rows = np.empty((capacity, self._rows.shape[1]), dtype=np.float32)
+            grown_ids[: self._count] = ids
+            grown_rows[: self._count] = self._rows[: self._count]
+            self._ids, self._rows = grown_ids, grown_rows
+        self._ids[self._count] = memo_id
+        self._rows[self._count] = row
+        self._count += 1
 
 
 def build_vector_index(
@@ -129,39 +166,93 @@ def build_vector_index(
         ids[filled] = memo_id
         matrix[filled] = np.frombuffer(blob, dtype=np.float32)
         filled += 1
-    return VectorIndex(ids[:filled], matrix[:filled], version, total - filled)
+    return VectorIndex(ids[:filled], matrix[:filled], version, total - filled, model_id)
 
 
-def word_scores(
-    store: Store, conn: sqlite3.Connection, project: str, query: str
-) -> dict[int, float]:
-    """Word scores in [0, 1] of the project's memos that share a content word with ``query``.
+class WordSearch:
+    """Word-overlap scores from FTS5, with document frequencies kept between queries.
 
-    The score is mostly IDF-weighted coverage (the share of the query's
-    informativeness that the memo contains), which means the same in a
-    project of 5 memos as of 50,000; BM25 breaks ties between memos that
-    cover the same words.
+    A word's document frequency is counted once (and again only after the
+    number of memos moved by a tenth). Words found in more than
+    ``COMMON_SHARE`` of all memos do not pick candidates: BM25 over them
+    would rank most of the database. They still count in coverage.
     """
-    words = content_words(query)[:MAX_QUERY_WORDS]
-    if not words:
-        return {}
-    ranks = dict(store.word_matches(conn, project, _any_of(words), CANDIDATES))
-    if not ranks:
-        return {}
-    total_docs = store.indexed_count(conn)
-    coverage = dict.fromkeys(ranks, 0.0)
-    weight_sum = 0.0
-    for word in words:
-        frequency, containing = store.word_frequency(conn, _any_of([word]), list(ranks))
-        idf = math.log(1.0 + (total_docs - frequency + 0.5) / (frequency + 0.5))
-        weight_sum += idf
-        for memo_id in containing:
-            coverage[memo_id] += idf
-    return {
-        memo_id: COVERAGE_WEIGHT * coverage[memo_id] / weight_sum
-        + (1 - COVERAGE_WEIGHT) * (1.0 - math.exp(-max(0.0, -rank) / BM25_SCALE))
-        for memo_id, rank in ranks.items()
-    }
+
+    def __init__(self) -> None:
+        self._frequencies: dict[str, int] = {}
+        self._total = 0
+        self._lock = threading.Lock()
+
+    def scores(
+        self,
+        store: Store,
+        conn: sqlite3.Connection,
+        project: str,
+        query: str,
+        also: Iterable[int] = (),
+    ) -> dict[int, float]:
+        """Word scores in [0, 1] of the memos that share a content word with ``query``.
+
+        ``also`` adds candidates found another way (by vector). The score is
+        mostly IDF-weighted coverage (the share of the query's informativeness
+        that the memo contains), which means the same in a project of 5 memos
+        as of 50,000; BM25 breaks ties between memos that cover the same words.
+        """
+        words = content_words(query)[:MAX_QUERY_WORDS]
+        if not words:
+            return {}
+        total, frequencies = self._frequencies_of(store, conn, words)
+        common = max(COMMON_FLOOR, COMMON_SHARE * total)
+        rare = [w for w in words if frequencies[w] <= common]
+        ranks: dict[int, float] = {}
+        if rare:
+            ranks = dict(store.word_matches(conn, project, _any_of(rare), CANDIDATES))
+        candidates = set(ranks) | set(also)
+        if not candidates:
+            return {}
+        idf = {
+            w: math.log(1.0 + (total - frequencies[w] + 0.5) / (frequencies[w] + 0.5))
+            for w in words
+        }
+        weight_sum = sum(idf.values())
+        # A word is in a memo when some word of the memo starts with its stem.
+        patterns = [(re.compile(r"\b" + re.escape(_stem(w))), weight) for w, weight in idf.items()]
+        scores: dict[int, float] = {}
+        for memo_id, text in store.memo_texts(conn, sorted(candidates)):
+            lowered = text[:MAX_TEXT_CHARS].lower()
+            covered = sum(weight for pattern, weight in patterns if pattern.search(lowered))
+            if not covered:
+                continue
+            rank = ranks.get(memo_id, 0.0)
+            scores[memo_id] = COVERAGE_WEIGHT * covered / weight_sum + (1 - COVERAGE_WEIGHT) * (
+                1.0 - math.exp(-max(0.0, -rank) / BM25_SCALE)
+            )
+        return scores
+
+    def _frequencies_of(
+        self, store: Store, conn: sqlite3.Connection, words: list[str]
+    ) -> tuple[int, dict[str, int]]:
+        total = store.indexed_count(conn)
+        with self._lock:
+            if abs(total - self._total) > self._total / 10:
+                self._frequencies.clear()
+                self._total = total
+            known = {w: self._frequencies[w] for w in words if w in self._frequencies}
+        for word in words:
+            if word not in known:
+                known[word] = store.word_frequency(conn, _any_of([word]))
+        with self._lock:
+            self._frequencies.update(known)
+        return total, known
+
+
+def _stem(word: str) -> str:
+    # A crude stemmer for containment, close enough to FTS5's Porter stemming
+    # on the endings that matter: "retries"/"retry", "wired"/"wire".
+    for suffix in ("ing", "ies", "ied", "ed", "es", "s", "y", "e"):
+        if len(word) > len(suffix) + 2 and word.endswith(suffix):
+            return word[: -len(suffix)]
+    return word
 
 
 def _any_of(words: list[str]) -> str:

@@ -494,22 +494,28 @@ class Store:
         """How many memos the word index holds (all projects: the corpus of IDF)."""
         return int(conn.execute("SELECT count(*) FROM memos").fetchone()[0])
 
-    def word_frequency(
-        self, conn: sqlite3.Connection, match: str, among: Sequence[int]
-    ) -> tuple[int, list[int]]:
-        """How many memos match ``match`` (all projects), and which of ``among`` do."""
-        frequency = conn.execute(
-            "SELECT count(*) FROM memos_fts WHERE memos_fts MATCH ?", (match,)
-        ).fetchone()[0]
-        marks = ",".join("?" * len(among))
-        containing = [
-            int(row[0])
-            for row in conn.execute(
-                f"SELECT rowid FROM memos_fts WHERE memos_fts MATCH ? AND rowid IN ({marks})",
-                (match, *among),
-            )
-        ]
-        return int(frequency), containing
+    def word_frequency(self, conn: sqlite3.Connection, match: str) -> int:
+        """How many memos (of all projects) match ``match``."""
+        return int(
+            conn.execute(
+                "SELECT count(*) FROM memos_fts WHERE memos_fts MATCH ?", (match,)
+            ).fetchone()[0]
+        )
+
+    def memo_texts(self, conn: sqlite3.Connection, ids: Sequence[int]) -> list[tuple[int, str]]:
+        """(id, question + paths + conclusion) of each memo, from the word index."""
+        found: list[tuple[int, str]] = []
+        for chunk in _chunks(list(ids)):
+            marks = ",".join("?" * len(chunk))
+            found += [
+                (int(rowid), f"{question}\n{paths}\n{conclusion}")
+                for rowid, question, paths, conclusion in conn.execute(
+                    f"SELECT rowid, question, paths, conclusion FROM memos_fts"
+                    f" WHERE rowid IN ({marks})",
+                    chunk,
+                )
+            ]
+        return found
 
     # Stat cache and embedding cache -------------------------------------
 
@@ -525,6 +531,26 @@ class Store:
             ):
                 found[path] = StatRow(*values)
         return found
+
+    def stat_rows_under(
+        self, conn: sqlite3.Connection, prefix: str, min_age_ns: int
+    ) -> list[tuple[str, int, int, int, int, int, str]]:
+        """The trusted stat-cache entries under a root, in one range scan of the primary key.
+
+        ``prefix`` is the root's path and "/"; an entry counts when it was
+        taken more than ``min_age_ns`` after its file's last change. Rows are
+        raw ``(abs_path, dev, ino, size, mtime_ns, ctime_ns, xxh3)``, so a
+        check loads its whole root at once without an object per entry.
+        """
+        if not prefix:
+            return []
+        end = prefix[:-1] + chr(ord(prefix[-1]) + 1)
+        rows: list[tuple[str, int, int, int, int, int, str]] = conn.execute(
+            "SELECT abs_path, dev, ino, size, mtime_ns, ctime_ns, xxh3 FROM file_stats"
+            " WHERE abs_path >= ? AND abs_path < ? AND cached_at_ns - max(mtime_ns, ctime_ns) > ?",
+            (prefix, end, min_age_ns),
+        ).fetchall()
+        return rows
 
     def save_stat_rows(self, conn: sqlite3.Connection, rows: dict[str, StatRow]) -> None:
         """Insert or replace stat-cache entries."""

@@ -255,3 +255,34 @@ def test_server_answers_while_model_warms_up(
     asyncio.run(story())
     with sqlite3.connect(db_path) as conn:
         assert conn.execute("SELECT embedding_model FROM memos").fetchall() == [("fake-model",)]
+
+
+def test_indexes_follow_own_and_other_writers(app: Path, db_path: Path) -> None:
+    def vector_of(text: str) -> list[float]:
+        return _axis("ABCDabcd".index(text[0]))
+
+    fake = FakeEmbedder(vector_of)
+    cache = MemoCache.open(db_path, FixedModel(fake))
+    other = MemoCache.open(db_path, FixedModel(fake))
+
+    def found(query: str) -> list[int]:
+        return [m.id for m in cache.recall(query=query, project="svc", root=str(app)).matches]
+
+    def record(by: MemoCache, question: str) -> int:
+        return by.record(
+            question=question, conclusion="c", files=["app/db.py"], project="svc", root=str(app)
+        ).id
+
+    first = record(cache, "A first")
+    assert found("A?") == [first]
+    second = record(cache, "B second")  # this process: the index is updated in place
+    assert found("B?") == [second]
+    assert cache.stale(project="svc", root=str(app)).checked == 2
+    third = record(other, "C third")  # another writer: the index is rebuilt
+    assert found("C?") == [third]
+    assert cache.stale(project="svc", root=str(app)).checked == 3
+    assert record(cache, "a FIRST") == first  # replaced in place: same id, new vector
+    assert found("a?") == [first]
+    assert found("A?") == []
+    other.close()
+    cache.close()

@@ -1,0 +1,536 @@
+"""The fast paths of a stale check keep every guarantee of the slow ones.
+
+A re-check opens files through :class:`explomemo.files.Opener` (folders kept
+open for the check), hashes into reused buffers, may read on several threads,
+and loads a root's stat cache in one range query. Each of those is held here
+to what :func:`explomemo.files.open_regular` and the plain paths promise.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import xxhash
+from reliability_helpers import SECRET
+
+from explomemo import hashing, validity
+from explomemo.files import Opener, Refused, open_regular, resolve_root
+from explomemo.hashing import CHUNK, COUNTERS, hash_fd, xxh3_fd
+from explomemo.memos import FixedModel, MemoCache
+from explomemo.store import StatRow, Store
+
+INSIDE = b"inside root\n"
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> Iterator[dict[str, Path]]:
+    outside = tmp_path / "outside"
+    (outside / "pkg").mkdir(parents=True)
+    (outside / "secret.txt").write_bytes(SECRET)
+    (outside / "pkg" / "mod.py").write_bytes(SECRET)
+    root = tmp_path / "root"
+    (root / "pkg" / "sub").mkdir(parents=True)
+    (root / "a.py").write_bytes(INSIDE)
+    (root / "pkg" / "mod.py").write_bytes(INSIDE + b"mod\n")
+    (root / "pkg" / "sub" / "deep.py").write_bytes(INSIDE + b"deep\n")
+    os.symlink("a.py", root / "link.py")  # a link that stays inside root: allowed
+    os.symlink("pkg", root / "alias")  # a folder link inside root: allowed
+    os.symlink(outside / "secret.txt", root / "out.py")
+    os.symlink(outside / "pkg", root / "outdir")
+    os.mkfifo(root / "fifo")
+    (root / "plain").write_bytes(b"not a folder")
+    yield {"root": root, "outside": outside}
+
+
+PATHS = [
+    "a.py",
+    "pkg/mod.py",
+    "pkg/sub/deep.py",
+    "link.py",
+    "alias/mod.py",
+    "alias/sub/deep.py",
+    "out.py",
+    "outdir/mod.py",
+    "fifo",
+    "pkg",
+    "nope.py",
+    "gone/x.py",
+    "gone/deeper/x.py",
+    "plain/x.py",
+    "pkg/./mod.py",
+    "pkg/../a.py",
+    "pkg//mod.py",
+    "../outside/secret.txt",
+    "pkg/../../outside/secret.txt",
+]
+
+
+def _outcome(open_one: Callable[[], int]) -> tuple[str, bytes | bool]:
+    try:
+        fd = open_one()
+    except Refused as exc:
+        return "refused", exc.missing
+    try:
+        chunks = []
+        while piece := os.read(fd, 1 << 16):
+            chunks.append(piece)
+        return "read", b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+@pytest.mark.timeout(20)
+@pytest.mark.parametrize("rel", PATHS)
+def test_opener_agrees_with_open_regular(tree: dict[str, Path], rel: str) -> None:
+    root = resolve_root(str(tree["root"]))
+    expected = _outcome(lambda: open_regular(root, rel))
+    with Opener(root) as opener:
+        got = _outcome(lambda: opener.open(rel)[0])
+        # A second open in the same check goes through the cached folders.
+        again = _outcome(lambda: opener.open(rel)[0])
+    assert got == expected == again
+    assert got[1] != SECRET
+
+
+def test_opener_gives_the_fstat_of_what_it_opened(tree: dict[str, Path]) -> None:
+    root = resolve_root(str(tree["root"]))
+    with Opener(root) as opener:
+        for rel in ("a.py", "pkg/sub/deep.py", "link.py", "alias/mod.py"):
+            fd, opened = opener.open(rel)
+            try:
+                now = os.fstat(fd)
+            finally:
+                os.close(fd)
+            assert (opened.st_dev, opened.st_ino, opened.st_size) == (
+                now.st_dev,
+                now.st_ino,
+                now.st_size,
+            )
+
+
+class OpenSpy:
+    """Records every name os.open is asked to open."""
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+        self.real = os.open
+
+    def __call__(self, path: Any, flags: int, *args: Any, **kwargs: Any) -> int:
+        self.names.append(os.fsdecode(path))
+        return self.real(path, flags, *args, **kwargs)
+
+
+@pytest.mark.timeout(20)
+def test_opener_never_opens_a_fifo_or_a_link_out(
+    tree: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = resolve_root(str(tree["root"]))
+    spy = OpenSpy()
+    monkeypatch.setattr(os, "open", spy)
+    with Opener(root) as opener:
+        for rel in ("fifo", "out.py", "outdir/mod.py", "../outside/secret.txt"):
+            with pytest.raises(Refused):
+                opener.open(rel)
+    monkeypatch.undo()
+    opened = {os.path.basename(name) for name in spy.names}
+    assert not opened & {"fifo", "secret.txt", "outside"}, spy.names
+
+
+def _is_lstat(*args: Any, **kwargs: Any) -> bool:
+    return kwargs.get("dir_fd") is not None and kwargs.get("follow_symlinks") is False
+
+
+@pytest.mark.timeout(20)
+def test_opener_refuses_a_file_swapped_for_a_link_after_its_lstat(
+    tree: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = resolve_root(str(tree["root"]))
+    real_stat = os.stat
+    fired: list[bool] = []
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        result = real_stat(*args, **kwargs)
+        if not fired and _is_lstat(*args, **kwargs):
+            fired.append(True)
+            staging = tree["root"] / "a.py.swap"
+            os.symlink(tree["outside"] / "secret.txt", staging)
+            os.replace(staging, tree["root"] / "a.py")
+        return result
+
+    monkeypatch.setattr(os, "stat", spy)
+    with Opener(root) as opener, pytest.raises(Refused):
+        opener.open("a.py")
+    assert fired
+
+
+@pytest.mark.timeout(20)
+def test_opener_refuses_a_folder_swapped_for_a_link_after_it_was_opened(
+    tree: dict[str, Path],
+) -> None:
+    """The folder descriptor kept for the check never leads out of root."""
+    root = resolve_root(str(tree["root"]))
+    with Opener(root) as opener:
+        assert _outcome(lambda: opener.open("pkg/mod.py")[0]) == ("read", INSIDE + b"mod\n")
+        shutil.rmtree(tree["root"] / "pkg")
+        os.symlink(tree["outside"] / "pkg", tree["root"] / "pkg")
+        outcome = _outcome(lambda: opener.open("pkg/mod.py")[0])
+    assert outcome[0] == "refused"
+    # A new check (a new Opener) sees the link and refuses it too.
+    with Opener(root) as opener:
+        assert _outcome(lambda: opener.open("pkg/mod.py")[0])[0] == "refused"
+
+
+def _open_fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs /proc")
+def test_opener_closes_every_folder(tree: dict[str, Path]) -> None:
+    root = resolve_root(str(tree["root"]))
+    before = _open_fds()
+    opener = Opener(root)
+    for rel in PATHS:
+        try:
+            fd, _ = opener.open(rel)
+        except Refused:
+            continue
+        os.close(fd)
+    assert _open_fds() > before  # folders are kept open during the check
+    opener.close()
+    assert _open_fds() == before
+
+
+# The validator ----------------------------------------------------------------
+
+
+def _many_files(root: Path, sizes: list[int]) -> list[str]:
+    rels = []
+    for i, size in enumerate(sizes):
+        rel = f"d{i % 7}/sub{i % 3}/f{i:03d}.bin"
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(bytes((i + j) % 251 for j in range(size)))
+        rels.append(rel)
+    return rels
+
+
+def _recorder(calls: list[tuple[int, int]]) -> Callable[[int, int], None]:
+    def progress(done: int, total: int) -> None:
+        calls.append((done, total))
+
+    return progress
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs /proc")
+def test_parallel_reads_match_one_thread(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Several workers read exactly what one does; progress ends at the total; no fd leaks."""
+    root_path = tmp_path / "proj"
+    sizes = [0, 1, 100, CHUNK - 1, CHUNK, CHUNK + 1, 3 * CHUNK + 7] + [5000] * 150
+    rels = _many_files(root_path, sizes)
+    os.symlink(rels[2], root_path / "link.bin")
+    rels += ["link.bin", "missing.bin"]
+    root = resolve_root(str(root_path))
+    expected = {rel: set(sizes) | {100} for rel in rels}
+    results = {}
+    before = _open_fds()
+    for workers, parallel_from in ((1, 1 << 62), (2, 0), (3, 0)):
+        monkeypatch.setattr(validity, "PARALLEL_MEAN_BYTES", parallel_from)
+        calls: list[tuple[int, int]] = []
+        validator = validity.Validator(None, workers=workers, progress=_recorder(calls))
+        try:
+            results[workers] = validator.observe(root, expected)
+        finally:
+            validator.close()
+        assert calls[-1] == (len(rels) - 1, len(rels) - 1)  # the missing file is not read
+        assert [done for done, _ in calls] == sorted(done for done, _ in calls)
+    assert results[1] == results[2] == results[3]
+    assert results[1]["missing.bin"] is None
+    assert results[1]["link.bin"] == results[1][rels[2]]
+    for i, size in enumerate(sizes):
+        data = bytes((i + j) % 251 for j in range(size))
+        assert results[1][rels[i]] == xxhash.xxh3_128_hexdigest(data)
+    assert _open_fds() == before
+
+
+@pytest.mark.timeout(60)
+def test_a_worker_error_is_raised_and_stops_the_others(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root_path = tmp_path / "proj"
+    rels = _many_files(root_path, [300] * 200)
+    root = resolve_root(str(root_path))
+    real = validity._read_row
+
+    def failing(opener: Opener, rel: str, taken_at: int) -> Any:
+        if rel == rels[137]:
+            raise RuntimeError("boom")
+        return real(opener, rel, taken_at)
+
+    monkeypatch.setattr(validity, "_read_row", failing)
+    monkeypatch.setattr(validity, "PARALLEL_MEAN_BYTES", 0)
+    validator = validity.Validator(None, workers=2)
+    try:
+        with pytest.raises(RuntimeError, match="boom"):
+            validator.observe(root, {rel: {300} for rel in rels})
+    finally:
+        validator.close()
+
+
+class Calls:
+    """Counts calls of a method (``wrapper`` goes in the class in its place)."""
+
+    def __init__(self, real: Callable[..., Any]) -> None:
+        self.count = 0
+
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            self.count += 1
+            return real(*args, **kwargs)
+
+        self.wrapper = wrapper
+
+
+@pytest.fixture
+def settled_tree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Files whose stat entries are never racy (the racy window is shrunk to 0)."""
+    monkeypatch.setattr(validity, "RACY_NS", -(10**18))
+    root = tmp_path / "proj"
+    _many_files(root, [400] * 40)
+    return root
+
+
+def _record(cache: MemoCache, root: Path) -> None:
+    rels = sorted(str(p.relative_to(root)) for p in root.rglob("*.bin"))
+    for i in range(0, len(rels), 8):
+        cache.record(
+            question=f"q{i}", conclusion="c", files=rels[i : i + 8], project="p", root=str(root)
+        )
+
+
+def test_a_new_process_loads_its_root_in_one_query_and_stats_once(
+    settled_tree: Path, db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first = MemoCache.open(db_path, FixedModel(None))
+    _record(first, settled_tree)
+    first.close()
+    second = MemoCache.open(db_path, FixedModel(None))
+    try:
+        ranges = Calls(Store.stat_rows_under)
+        by_path = Calls(Store.stat_rows)
+        monkeypatch.setattr(Store, "stat_rows_under", ranges.wrapper)
+        monkeypatch.setattr(Store, "stat_rows", by_path.wrapper)
+        real_stat = os.stat
+        full_path_stats: list[str] = []
+
+        def counting_stat(path: Any, *args: Any, **kwargs: Any) -> Any:
+            if isinstance(path, str) and path.startswith(f"{settled_tree.resolve()}/"):
+                full_path_stats.append(path)
+            return real_stat(path, *args, **kwargs)
+
+        monkeypatch.setattr(os, "stat", counting_stat)
+        COUNTERS.reset()
+        result = second.stale(project="p", root=str(settled_tree))
+        monkeypatch.setattr(os, "stat", real_stat)
+        assert result.stale == [] and result.checked == 5
+        assert COUNTERS.files == 0
+        assert (ranges.count, by_path.count) == (1, 0)
+        assert len(full_path_stats) == len(set(full_path_stats)) == 40  # one stat per file
+        second.stale(project="p", root=str(settled_tree))
+        assert ranges.count == 1  # the root is loaded once per process
+        second.validator.clear()
+        second.stale(project="p", root=str(settled_tree))
+        assert ranges.count == 2
+    finally:
+        second.close()
+
+
+def test_range_query_stays_inside_its_root(db_path: Path) -> None:
+    store = Store.open(db_path)
+    try:
+        trusted = StatRow(1, 2, 3, 10, 10, "x" * 32, 10**18)
+        racy = StatRow(1, 2, 3, 10, 10, "y" * 32, 11)
+        paths = ["/r/a", "/r/b/c", "/r/é/ü", "/r", "/r0/x", "/r-1/y", "/rr/z", "/q/z", "/r/racy"]
+        with store.write() as conn:
+            store.save_stat_rows(
+                conn, {p: (racy if p.endswith("racy") else trusted) for p in paths}
+            )
+        with store.read() as conn:
+            found = sorted(row[0] for row in store.stat_rows_under(conn, "/r/", 2))
+            everything = sorted(row[0] for row in store.stat_rows_under(conn, "/", 2))
+        assert found == ["/r/a", "/r/b/c", "/r/é/ü"]
+        assert everything == sorted(p for p in paths if not p.endswith("racy"))
+    finally:
+        store.close()
+
+
+def _stat_rows(db: Path) -> dict[str, tuple[Any, ...]]:
+    conn = sqlite3.connect(db)
+    try:
+        return {row[0]: row[1:] for row in conn.execute("SELECT * FROM file_stats")}
+    finally:
+        conn.close()
+
+
+def test_only_entries_that_can_be_trusted_are_written(
+    tmp_path: Path, db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A racy entry is never trusted (its times are fixed), so writing it is wasted."""
+    root = tmp_path / "proj"
+    _many_files(root, [400] * 16)
+    cache = MemoCache.open(db_path, FixedModel(None))
+    try:
+        _record(cache, root)
+        before = _stat_rows(db_path)
+        cache.validator.clear()
+        COUNTERS.reset()
+        assert cache.stale(project="p", root=str(root)).stale == []
+        assert COUNTERS.files == 16  # just written: racy, read again
+        assert _stat_rows(db_path) == before  # and nothing written
+        for path in root.rglob("*.bin"):
+            os.utime(path, ns=(10**18, 10**18))
+        monkeypatch.setattr(validity, "RACY_NS", -(10**18))
+        cache.validator.clear()
+        COUNTERS.reset()
+        assert cache.stale(project="p", root=str(root)).stale == []
+        assert COUNTERS.files == 16
+        after = _stat_rows(db_path)
+        assert set(after) == set(before)
+        assert all(after[p] != before[p] for p in after)  # trusted now: written
+        COUNTERS.reset()
+        cache.validator.clear()
+        assert cache.stale(project="p", root=str(root)).stale == []
+        assert COUNTERS.files == 0
+    finally:
+        cache.close()
+
+
+# Hashing ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "size", [0, 1, 4095, CHUNK - 1, CHUNK, CHUNK + 1, 2 * CHUNK, 3 * CHUNK + 5]
+)
+def test_digests_are_of_the_whole_file(tmp_path: Path, size: int) -> None:
+    data = os.urandom(size)
+    path = tmp_path / "f"
+    path.write_bytes(data)
+    for expected_size in (None, size, max(0, size - 1), size + 1):
+        for sha256 in (True, False):
+            fd = os.open(path, os.O_RDONLY)
+            try:
+                COUNTERS.reset()
+                digest = hash_fd(fd, sha256=sha256, expected_size=expected_size)
+                os.lseek(fd, 0, os.SEEK_SET)
+                fast = xxh3_fd(fd, expected_size)
+            finally:
+                os.close(fd)
+            assert (digest.size, digest.xxh3) == fast == (size, xxhash.xxh3_128_hexdigest(data))
+            assert digest.sha256 == (hashlib.sha256(data).hexdigest() if sha256 else None)
+            assert (COUNTERS.files, COUNTERS.bytes) == (2, 2 * size)
+
+
+@pytest.mark.parametrize("limit", [0, 10, CHUNK - 1, CHUNK, 2 * CHUNK + 3])
+def test_an_oversized_file_is_read_no_further_than_limit_plus_one(
+    tmp_path: Path, limit: int
+) -> None:
+    path = tmp_path / "big"
+    path.write_bytes(os.urandom(3 * CHUNK + 5))
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        COUNTERS.reset()
+        digest = hash_fd(fd, sha256=True, limit=limit, expected_size=3 * CHUNK + 5)
+        assert os.lseek(fd, 0, os.SEEK_CUR) == limit + 1
+    finally:
+        os.close(fd)
+    assert digest.size == limit + 1 > limit
+    assert (COUNTERS.files, COUNTERS.bytes) == (1, limit + 1)
+
+
+def test_a_file_within_the_limit_is_read_whole(tmp_path: Path) -> None:
+    data = os.urandom(CHUNK + 10)
+    path = tmp_path / "f"
+    path.write_bytes(data)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        digest = hash_fd(fd, sha256=True, limit=len(data), expected_size=len(data))
+    finally:
+        os.close(fd)
+    assert digest == hashing.Digest(
+        len(data), xxhash.xxh3_128_hexdigest(data), hashlib.sha256(data).hexdigest()
+    )
+
+
+def test_hashing_reuses_its_buffers(tmp_path: Path) -> None:
+    path = tmp_path / "f"
+    path.write_bytes(b"x" * 1000)
+    kept = max(1, len(hashing._free_buffers))
+    for _ in range(50):
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            xxh3_fd(fd, 1000)
+        finally:
+            os.close(fd)
+    assert 1 <= len(hashing._free_buffers) <= kept
+
+
+def _flip(stop: threading.Event, root: Path, outside: Path, what: str) -> None:
+    if what == "file":
+        master = root / "master"
+        master.write_bytes(INSIDE)
+        while not stop.is_set():
+            staging = root / "a.py.swap"
+            os.symlink(outside / "secret.txt", staging)
+            os.replace(staging, root / "a.py")
+            os.link(master, staging)
+            os.replace(staging, root / "a.py")
+    else:
+        folder, aside = root / "pkg", root / "pkg.aside"
+        while not stop.is_set():
+            os.rename(folder, aside)
+            os.symlink(outside / "pkg", folder)
+            os.unlink(folder)
+            os.rename(aside, folder)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("what", ["file", "folder"])
+def test_one_opener_during_a_real_race_never_yields_the_secret(
+    tree: dict[str, Path], what: str
+) -> None:
+    """A thread flips a file (or its folder) between real and a link out of root.
+
+    One Opener serves the whole run, as in a long check, so its folder
+    descriptors outlive many flips: every open is refused or yields the bytes
+    inside root, never the secret, and nothing but Refused is raised.
+    """
+    rel = "a.py" if what == "file" else "pkg/mod.py"
+    inside = INSIDE if what == "file" else INSIDE + b"mod\n"
+    root = resolve_root(str(tree["root"]))
+    stop = threading.Event()
+    flipper = threading.Thread(target=_flip, args=(stop, tree["root"], tree["outside"], what))
+    opened = refused = 0
+    flipper.start()
+    try:
+        with Opener(root) as opener:
+            deadline = time.monotonic() + 1.5
+            while time.monotonic() < deadline:
+                outcome = _outcome(lambda: opener.open(rel)[0])
+                if outcome[0] == "refused":
+                    refused += 1
+                else:
+                    opened += 1
+                    assert outcome[1] == inside, "the secret outside root was read"
+    finally:
+        stop.set()
+        flipper.join()
+    assert opened + refused > 100
