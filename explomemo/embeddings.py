@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Protocol
 import xxhash
 
 from explomemo.errors import ModelError
+from explomemo.memory import release_freed_memory
 
 if TYPE_CHECKING:
     import numpy as np
@@ -215,7 +216,7 @@ class ModelLoader:
     def _load(self) -> None:
         try:
             self._embedder = load_embedder(self._env)
-            _release_freed_memory()
+            release_freed_memory()
         except ModelError as exc:
             self.error = exc
         finally:
@@ -230,14 +231,3 @@ class ModelLoader:
         self.start()
         self._done.wait(timeout)
         return self.ready()
-
-
-def _release_freed_memory() -> None:
-    # Loading the model frees about 50 MB that glibc keeps for the process;
-    # a long-running server gives it back to the system.
-    try:
-        import ctypes
-
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):
-        pass

@@ -21,6 +21,7 @@ import xxhash
 from explomemo import inputs
 from explomemo.errors import NotFoundError, PathError
 from explomemo.files import Refused, Root, open_regular, relative_path, resolve_root
+from explomemo.memory import release_freed_memory
 from explomemo.models import (
     CheckedFile,
     ForgetResult,
@@ -325,6 +326,7 @@ class MemoCache:
                 version = self.store.memo_version()
                 with self.store.read() as conn:
                     index = build_vector_index(conn, project, embedder.model_id, dim, version)
+        release_freed_memory()
         with self._cache_lock:
             self._indexes[project] = index
         return index

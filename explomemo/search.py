@@ -96,13 +96,14 @@ class VectorIndex:
         self,
         ids: npt.NDArray[np.int64],
         matrix: npt.NDArray[np.float32],
+        count: int,
         version: int,
         lacking: int,
         model_id: str,
     ) -> None:
         self._ids = ids
         self._rows = matrix
-        self._count = len(ids)
+        self._count = count
         self.version = version
         #: Memos of the project without a vector of this model.
         self.lacking = lacking
@@ -154,8 +155,11 @@ def build_vector_index(
         "SELECT count(*), count(*) FILTER (WHERE embedding_model = ?) FROM memos WHERE project = ?",
         (model_id, project),
     ).fetchone()
-    ids = np.empty(count, dtype=np.int64)
-    matrix = np.empty((count, dim), dtype=np.float32)
+    # Spare rows, so the memos this process records next are added in place
+    # instead of copying the whole matrix.
+    capacity = count + max(64, count // 32)
+    ids = np.empty(capacity, dtype=np.int64)
+    matrix = np.empty((capacity, dim), dtype=np.float32)
     filled = 0
     for memo_id, blob in conn.execute(
         "SELECT id, embedding FROM memos WHERE project = ? AND embedding_model = ? ORDER BY id",
@@ -166,7 +170,7 @@ def build_vector_index(
         ids[filled] = memo_id
         matrix[filled] = np.frombuffer(blob, dtype=np.float32)
         filled += 1
-    return VectorIndex(ids[:filled], matrix[:filled], version, total - filled, model_id)
+    return VectorIndex(ids, matrix, filled, version, total - filled, model_id)
 
 
 class WordSearch:
