@@ -142,19 +142,19 @@ def default_model_dir(cache_dir: Path | None = None) -> Path:
 
         cache_dir = Path(platformdirs.user_cache_dir("explomemo", appauthor=False))
     shipped = resources.files("explomemo").joinpath("model")
-    tokenizer = xxhash.xxh3_64()
+    source = xxhash.xxh3_64(str(onnx.resolve()).encode())
     for name in TOKENIZER_FILES:
-        tokenizer.update(shipped.joinpath(name).read_bytes())
-    # The folder's name changes with the ONNX file and with the shipped tokenizer
-    # files, so an upgrade never reuses a folder assembled from older ones.
+        source.update(shipped.joinpath(name).read_bytes())
+    # One folder per install (the ONNX file's location) and per version of the
+    # shipped tokenizer files: two virtual environments never share, and an
+    # upgrade never reuses a folder assembled from older files.
     target = (
-        cache_dir
-        / "models"
-        / f"{DEFAULT_MODEL_ID}-{DEFAULT_ONNX_SHA256[:12]}-{tokenizer.hexdigest()[:8]}"
+        cache_dir / "models" / f"{DEFAULT_MODEL_ID}-{DEFAULT_ONNX_SHA256[:12]}-{source.hexdigest()}"
     )
     if _complete(target, onnx):
         return target
-    staging = target.with_name(f"{target.name}.tmp-{os.getpid()}-{threading.get_ident()}")
+    suffix = f"{os.getpid()}-{threading.get_ident()}"
+    staging = target.with_name(f"{target.name}.tmp-{suffix}")
     try:
         staging.mkdir(parents=True, exist_ok=True)
         for name in TOKENIZER_FILES:
@@ -163,6 +163,11 @@ def default_model_dir(cache_dir: Path | None = None) -> Path:
             (staging / "model.onnx").symlink_to(onnx)
         except OSError:
             shutil.copyfile(onnx, staging / "model.onnx")
+        if target.exists() and not _complete(target, onnx):
+            # Left half-made (or its model moved): set it aside, then replace it.
+            broken = target.with_name(f"{target.name}.broken-{suffix}")
+            target.rename(broken)
+            shutil.rmtree(broken, ignore_errors=True)
         try:
             staging.rename(target)
         except OSError:

