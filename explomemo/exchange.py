@@ -17,16 +17,15 @@ from pydantic import ValidationError
 from explomemo import inputs
 from explomemo.errors import ExportFileError
 from explomemo.files import resolve_root
-from explomemo.memos import MemoCache
+from explomemo.memos import MemoCache, stale_entries
 from explomemo.models import (
     ExportedFile,
     ExportedMemo,
     ImportResult,
-    StaleEntry,
     StaleReport,
 )
-from explomemo.store import FileRow
-from explomemo.validity import Progress, Validator, state_of
+from explomemo.store import FileRow, MemoRow
+from explomemo.validity import Progress, Validator
 
 
 def export_memos(cache: MemoCache, project: str | None = None) -> Iterator[str]:
@@ -115,38 +114,26 @@ def stale_from_export(
 ) -> StaleReport:
     """Check exported memos against ``root`` (default: the current directory), no database."""
     where = resolve_root(root)
-    memo_list = list(memos)
+    rows: list[MemoRow] = []
+    files: dict[int, list[FileRow]] = {}
     sizes: dict[str, set[int]] = {}
-    for memo in memo_list:
+    for memo in memos:
+        rows.append(
+            MemoRow(
+                memo.id, memo.project, memo.question, memo.conclusion, memo.root, memo.recorded_at
+            )
+        )
+        files[memo.id] = [FileRow(f.path, f.sha256, f.xxh3, f.size) for f in memo.files]
         for f in memo.files:
             sizes.setdefault(f.path, set()).add(f.size)
     validator = Validator(None, progress=progress)
     try:
-        observed = validator.observe(where, sizes)
+        seen = validator.observe(where, sizes)
     finally:
         validator.close()
-    stale: list[StaleEntry] = []
-    for memo in memo_list:
-        changed: list[str] = []
-        missing: list[str] = []
-        for f in memo.files:
-            state = state_of(observed[f.path], FileRow(f.path, f.sha256, f.xxh3, f.size))
-            if state == "changed":
-                changed.append(f.path)
-            elif state == "missing":
-                missing.append(f.path)
-        if changed or missing:
-            stale.append(
-                StaleEntry(
-                    id=memo.id,
-                    project=memo.project,
-                    question=memo.question,
-                    changed=changed,
-                    missing=missing,
-                )
-            )
+    stale = stale_entries(rows, files, seen)
     stale.sort(key=lambda e: (e.project, e.id))
-    return StaleReport(checked=len(memo_list), stale=stale)
+    return StaleReport(checked=len(rows), stale=stale)
 
 
 def import_memos(cache: MemoCache, memos: Iterable[ExportedMemo]) -> ImportResult:

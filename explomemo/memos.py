@@ -476,7 +476,7 @@ class MemoCache:
             checked=len(snapshot.memos),
             stale=[
                 StaleMemo(id=e.id, question=e.question, changed=e.changed, missing=e.missing)
-                for e in _stale_of(snapshot.affected_by(seen), snapshot.files, seen)
+                for e in stale_entries(snapshot.affected_by(seen), snapshot.files, seen)
             ],
         )
 
@@ -505,7 +505,7 @@ class MemoCache:
                 if where is None
                 else self._observe(where, group_files)
             )
-            entries += _stale_of(group, files, seen)
+            entries += stale_entries(group, files, seen)
         entries.sort(key=lambda e: (e.project, e.id))
         return StaleReport(checked=len(memos), stale=entries)
 
@@ -586,10 +586,11 @@ def _checked(files: Sequence[FileRow], seen: dict[str, Seen]) -> list[CheckedFil
     ]
 
 
-def _stale_of(
+def stale_entries(
     memos: Iterable[MemoRow], files: dict[int, list[FileRow]], seen: dict[str, Seen]
 ) -> list[StaleEntry]:
-    """The stale ones among ``memos``, given what each path is now."""
+    """The stale ones among ``memos`` (with their changed and missing files), given
+    what each recorded path is now (``seen``, from :meth:`Validator.observe`)."""
     stale: list[StaleEntry] = []
     for memo in memos:
         changed: list[str] = []
