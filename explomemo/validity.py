@@ -26,7 +26,7 @@ from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import Literal
 
 from explomemo.errors import StoreError
-from explomemo.files import Opener, Refused, Root, open_regular
+from explomemo.files import Opener, Refused, Root
 from explomemo.hashing import Digest, hash_fd, xxh3_fd
 from explomemo.store import FileRow, StatRow, Store
 
@@ -293,7 +293,10 @@ def _trusted(entry: StatRow) -> bool:
 
 
 def _read_row(opener: Opener, rel: str, taken_at: int) -> _Row | None:
-    """:func:`read_entry` through an opener, as a plain tuple (the hot path of a re-read)."""
+    """Read one file through an opener into a stat-cache row (None: missing).
+
+    A plain tuple, not a StatRow: this is the hot path of a re-read.
+    """
     try:
         fd, before = opener.open(rel)
     except Refused:
@@ -324,45 +327,15 @@ def _read_row(opener: Opener, rel: str, taken_at: int) -> _Row | None:
     return (before.st_dev, before.st_ino, size, mtime_ns, ctime_ns, xxh3, cached_at_ns)
 
 
-def read_entry(
-    root: Root, rel: str, *, opener: Opener | None = None, taken_at: int | None = None
-) -> StatRow | None:
-    """Read one file safely and return its new stat-cache entry (None: missing).
-
-    With ``opener`` the file is opened through it (its folders stay open),
-    else by :func:`open_regular`. ``taken_at`` is a time before the call.
-    """
-    try:
-        if opener is not None:
-            fd, opened = opener.open(rel)
-        else:
-            fd, opened = open_regular(root, rel), None
-    except Refused:
-        return None
-    try:
-        return digest_entry(fd, sha256=False, opened=opened, taken_at=taken_at)[1]
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
-
-
 def digest_entry(
     fd: int,
     *,
     sha256: bool,
     limit: int | None = None,
-    opened: os.stat_result | None = None,
-    taken_at: int | None = None,
 ) -> tuple[Digest, StatRow]:
-    """Digest an open file and make the stat-cache entry that vouches for the digest.
-
-    ``opened`` is the file's ``fstat`` just after it was opened and before any
-    read (saves one ``fstat``); ``taken_at`` a time before that ``fstat``.
-    """
-    if taken_at is None:
-        taken_at = time.time_ns()
-    before = os.fstat(fd) if opened is None else opened
+    """Digest an open file and make the stat-cache entry that vouches for the digest."""
+    taken_at = time.time_ns()
+    before = os.fstat(fd)
     digest = hash_fd(fd, sha256=sha256, limit=limit, expected_size=before.st_size)
     after = os.fstat(fd)
     entry = StatRow(
