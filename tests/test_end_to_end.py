@@ -65,11 +65,11 @@ def invoke(db: Path, *args: str) -> Any:
     return CliRunner().invoke(cli, ["--db", str(db), *args])
 
 
-def test_cli_flags_exactly_the_changed_memos(repo: Repo, db_path: Path, no_model: None) -> None:
-    first, second = build_history(repo)
+def record_all(db: Path, repo: Repo) -> None:
+    """Record MEMOS through the CLI; each must print its result JSON."""
     for question, conclusion, files in MEMOS:
         result = invoke(
-            db_path,
+            db,
             "record",
             "--project",
             "demo",
@@ -83,6 +83,11 @@ def test_cli_flags_exactly_the_changed_memos(repo: Repo, db_path: Path, no_model
         )
         assert result.exit_code == 0, result.output
         assert json.loads(result.stdout)["recorded"] is True
+
+
+def test_cli_flags_exactly_the_changed_memos(repo: Repo, db_path: Path, no_model: None) -> None:
+    first, second = build_history(repo)
+    record_all(db_path, repo)
     fresh = invoke(
         db_path,
         "stale",
@@ -144,20 +149,7 @@ def test_export_checked_in_ci_without_database(
     repo: Repo, db_path: Path, tmp_path: Path, no_model: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     _, second = build_history(repo)
-    for question, conclusion, files in MEMOS:
-        invoke(
-            db_path,
-            "record",
-            "--project",
-            "demo",
-            "--root",
-            str(repo.path),
-            "--question",
-            question,
-            "--conclusion",
-            conclusion,
-            *files,
-        )
+    record_all(db_path, repo)
     export = repo.path / ".explomemo" / "memos.jsonl"
     assert invoke(db_path, "export", "-o", str(export)).exit_code == 0
     repo.commit("memos")
