@@ -452,10 +452,13 @@ class MemoCache:
             matches=[m for _, m in ranked[:limit]],
         )
 
-    def _observe(self, root: Root, files: Iterable[FileRow]) -> dict[str, Seen]:
+    def _observe(self, root: Root | None, files: Iterable[FileRow]) -> dict[str, Seen]:
+        """What each file is now; under a root that no longer exists, every file is missing."""
         sizes: dict[str, set[int]] = {}
         for f in files:
             sizes.setdefault(f.path, set()).add(f.size)
+        if root is None:
+            return dict.fromkeys(sizes, None)
         return self.validator.observe(root, sizes)
 
     # Stale ---------------------------------------------------------------
@@ -500,11 +503,7 @@ class MemoCache:
         for recorded_root, group in groups.items():
             where = fixed if fixed is not None else _recorded_root(recorded_root)
             group_files = [f for m in group for f in files.get(m.id, [])]
-            seen: dict[str, Seen] = (
-                dict.fromkeys((f.path for f in group_files), None)
-                if where is None
-                else self._observe(where, group_files)
-            )
+            seen = self._observe(where, group_files)
             entries += stale_entries(group, files, seen)
         entries.sort(key=lambda e: (e.project, e.id))
         return StaleReport(checked=len(memos), stale=entries)
@@ -554,12 +553,7 @@ class MemoCache:
             raise NotFoundError(f"no memo with id {memo_id}: list the ids with explomemo list")
         memo = found[0]
         where = resolve_root(root) if root is not None else _recorded_root(memo.root)
-        seen: dict[str, Seen] = (
-            dict.fromkeys((f.path for f in files), None)
-            if where is None
-            else self._observe(where, files)
-        )
-        checked = _checked(files, seen)
+        checked = _checked(files, self._observe(where, files))
         return MemoDetail(
             id=memo.id,
             project=memo.project,
@@ -596,10 +590,10 @@ def stale_entries(
         changed: list[str] = []
         missing: list[str] = []
         for f in files.get(memo.id, ()):
-            now = seen[f.path]
-            if now is None:
+            state = state_of(seen[f.path], f)
+            if state == "missing":
                 missing.append(f.path)
-            elif now != f.xxh3:
+            elif state == "changed":
                 changed.append(f.path)
         if changed or missing:
             stale.append(

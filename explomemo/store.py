@@ -453,16 +453,6 @@ class Store:
             found.setdefault(memo_id, []).append(FileRow(path, sha256, xxh3, size))
         return found
 
-    def embeddings(
-        self, conn: sqlite3.Connection, project: str
-    ) -> list[tuple[int, bytes | None, str | None, str | None]]:
-        """(id, vector, model, text hash) of every memo of a project."""
-        return conn.execute(
-            "SELECT id, embedding, embedding_model, embedding_text_hash FROM memos"
-            " WHERE project = ? ORDER BY id",
-            (project,),
-        ).fetchall()
-
     def memos_needing_embedding(self, conn: sqlite3.Connection, model: str) -> list[int]:
         """Ids of memos without a vector from ``model``."""
         return [
@@ -473,10 +463,6 @@ class Store:
                 (model,),
             )
         ]
-
-    def projects(self, conn: sqlite3.Connection) -> list[str]:
-        """Every project with at least one memo."""
-        return [row[0] for row in conn.execute("SELECT DISTINCT project FROM memos ORDER BY 1")]
 
     # Word search -------------------------------------------------------
 
@@ -518,19 +504,6 @@ class Store:
         return found
 
     # Stat cache and embedding cache -------------------------------------
-
-    def stat_rows(self, conn: sqlite3.Connection, abs_paths: Sequence[str]) -> dict[str, StatRow]:
-        """The stat-cache entries of these absolute paths."""
-        found: dict[str, StatRow] = {}
-        for chunk in _chunks(list(abs_paths)):
-            marks = ",".join("?" * len(chunk))
-            for path, *values in conn.execute(
-                "SELECT abs_path, dev, ino, size, mtime_ns, ctime_ns, xxh3, cached_at_ns"
-                f" FROM file_stats WHERE abs_path IN ({marks})",
-                chunk,
-            ):
-                found[path] = StatRow(*values)
-        return found
 
     def stat_rows_under(
         self, conn: sqlite3.Connection, prefix: str, min_age_ns: int
