@@ -2,13 +2,16 @@
 
 A :class:`MemoCache` holds an open :class:`~explomemo.store.Store`, a
 :class:`~explomemo.validity.Validator` (its stat cache stays warm for as long
-as the cache lives), the embedding model source, and the in-memory vector
-indexes of the projects it has searched.
+as the cache lives), the embedding model source, the in-memory vector
+indexes of the projects it has searched, and one thread that computes the
+vectors of the memos it records.
 """
 
 from __future__ import annotations
 
+import logging
 import os
+import queue
 import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -51,6 +54,10 @@ if TYPE_CHECKING:
 STALE_PENALTY = 0.05
 #: How long a recall waits for a model that is still loading before it answers by words.
 MODEL_WAIT_SECONDS = 20.0
+#: How long a recall waits for the vectors of memos this process just recorded.
+VECTOR_WAIT_SECONDS = 20.0
+
+logger = logging.getLogger("explomemo")
 
 
 class ModelSource(Protocol):
@@ -114,6 +121,16 @@ def text_hash(model_id: str, text: str) -> str:
     return xxhash.xxh3_128_hexdigest(model_id.encode() + b"\x00" + text.encode())
 
 
+@dataclass(frozen=True)
+class _VectorJob:
+    """A recorded memo whose vector is computed after the record returned."""
+
+    memo_id: int
+    project: str
+    text: str
+    embedder: Embedder
+
+
 @dataclass
 class ProjectFiles:
     """A project's memos and recorded files as of one memo version, kept between requests."""
@@ -159,6 +176,12 @@ class MemoCache:
         self._projects: dict[str, ProjectFiles] = {}
         self._cache_lock = threading.Lock()
         self._words = WordSearch()
+        # Vectors of recorded memos are computed here, off the request path;
+        # _pending counts the jobs of each project not finished yet.
+        self._jobs: queue.SimpleQueue[_VectorJob | None] = queue.SimpleQueue()
+        self._pending: dict[str, int] = {}
+        self._pending_changed = threading.Condition()
+        self._vector_thread: threading.Thread | None = None
 
     @classmethod
     def open(cls, db_path: Path | None = None, model: ModelSource | None = None) -> MemoCache:
@@ -166,7 +189,11 @@ class MemoCache:
         return cls(Store.open(db_path), model)
 
     def close(self) -> None:
-        """Release the database and the hashing threads."""
+        """Finish the vectors still being computed, then release the database and threads."""
+        if self._vector_thread is not None:
+            self._jobs.put(None)
+            self._vector_thread.join()
+            self._vector_thread = None
         self.validator.close()
         self.store.close()
 
@@ -184,7 +211,10 @@ class MemoCache:
         """Record a conclusion with the SHA-256 of every file it rests on.
 
         Every rule of SPEC.md is checked and every file hashed before anything
-        is written; the memo, its files and its vector land in one transaction.
+        is written; the memo and its files land in one transaction. Its vector
+        lands in that transaction too when the embedding cache has it;
+        otherwise it is computed right after, off the request path (a recall
+        in this process waits for it, see :meth:`wait_for_vectors`).
         """
         inputs.check_text("question", question, inputs.MAX_QUESTION)
         inputs.check_text("conclusion", conclusion, inputs.MAX_CONCLUSION)
@@ -194,14 +224,10 @@ class MemoCache:
         hashed = [self._hash_for_record(where, rel, given) for rel, given in rels.items()]
         recorded = [row for row, _ in hashed]
         embedder = self.model.ready()
+        text = embedding_text(question, conclusion, [f.path for f in recorded])
         vector: tuple[bytes, str, str] | None = None
         if embedder is not None:
-            text = embedding_text(question, conclusion, [f.path for f in recorded])
-            vector = (
-                self._vectors(embedder, [text])[0],
-                embedder.model_id,
-                text_hash(embedder.model_id, text),
-            )
+            vector = self._cached_vector(embedder, text)
         key = inputs.question_key(question)
         entries = {where.absolute(row.path): entry for row, entry in hashed}
         recorded_at = now_iso()
@@ -225,13 +251,17 @@ class MemoCache:
             after = self.store.memo_version()
         self.validator.remember(entries, persist=False)
         memo = MemoRow(memo_id, project, question, conclusion, where.path, recorded_at)
-        self._update_in_place(project, before, after, memo, recorded, vector)
+        follows = embedder is not None and vector is None
+        self._update_in_place(project, before, after, memo, recorded, vector, follows)
+        if follows:
+            assert embedder is not None
+            self._embed_later(_VectorJob(memo_id, project, text, embedder))
         return RecordResult(
             id=memo_id,
             project=project,
             root=where.path,
             replaced=existing is not None,
-            semantic_index=vector is not None,
+            semantic_index=embedder is not None,
             files=[RecordedFile(path=f.path, sha256=f.sha256, size=f.size) for f in recorded],
         )
 
@@ -269,6 +299,63 @@ class MemoCache:
         return FileRow(rel, digest.sha256, digest.xxh3, digest.size), entry
 
     # Embeddings ------------------------------------------------------------
+
+    def _cached_vector(self, embedder: Embedder, text: str) -> tuple[bytes, str, str] | None:
+        """(vector, model id, text hash) from the embedding cache, or None."""
+        key = text_hash(embedder.model_id, text)
+        with self.store.errors(), self.store.read() as conn:
+            found = self.store.cached_vectors(conn, [key])
+        return (found[key], embedder.model_id, key) if key in found else None
+
+    def _embed_later(self, job: _VectorJob) -> None:
+        with self._pending_changed:
+            self._pending[job.project] = self._pending.get(job.project, 0) + 1
+            if self._vector_thread is None:
+                self._vector_thread = threading.Thread(
+                    target=self._vector_worker, name="explomemo-vectors", daemon=True
+                )
+                self._vector_thread.start()
+        self._jobs.put(job)
+
+    def _vector_worker(self) -> None:
+        while (job := self._jobs.get()) is not None:
+            try:
+                self._write_vector(job)
+            except Exception as exc:
+                # The memo stays without a vector; the next index build of its
+                # project embeds it (fill_embeddings), so nothing is lost.
+                logger.warning("could not embed memo %d: %s", job.memo_id, exc)
+                with self._cache_lock:
+                    self._indexes.pop(job.project, None)
+            finally:
+                with self._pending_changed:
+                    self._pending[job.project] -= 1
+                    self._pending_changed.notify_all()
+
+    def _write_vector(self, job: _VectorJob) -> None:
+        model_id = job.embedder.model_id
+        vector = self._vectors(job.embedder, [job.text])[0]
+        with self.store.errors(), self.store.write() as conn:
+            before = self.store.memo_version()
+            memos = self.store.memos(conn, ids=[job.memo_id])
+            files = self.store.files_of(conn, [job.memo_id]).get(job.memo_id, [])
+            if not memos or job.text != embedding_text(
+                memos[0].question, memos[0].conclusion, [f.path for f in files]
+            ):
+                return  # forgotten or recorded again since: that record has its own job
+            self.store.set_embedding(
+                conn, job.memo_id, vector, model_id, text_hash(model_id, job.text)
+            )
+            after = self.store.memo_version()
+        self._vector_in_place(job.project, before, after, job.memo_id, vector, model_id)
+
+    def wait_for_vectors(self, project: str, timeout: float | None = None) -> bool:
+        """Wait until the vectors of ``project``'s memos recorded here are stored.
+
+        False when ``timeout`` seconds passed first.
+        """
+        with self._pending_changed:
+            return self._pending_changed.wait_for(lambda: not self._pending.get(project), timeout)
 
     def _vectors(self, embedder: Embedder, texts: Sequence[str]) -> list[bytes]:
         """float32 bytes of each text, through the embedding cache."""
@@ -339,17 +426,24 @@ class MemoCache:
         memo: MemoRow,
         files: list[FileRow],
         vector: tuple[bytes, str, str] | None,
+        vector_follows: bool,
     ) -> None:
         """After this process's own record, bring the in-memory caches up to date.
 
         Only when nothing else wrote in between (the version this cache was
         built at is the one our transaction started from); otherwise the next
         request rebuilds them. At 100,000 memos a rebuild costs a second.
+        When the vector follows from the vector thread, the index stays as it
+        is until then (a recall waits for it).
         """
         with self._cache_lock:
             index = self._indexes.get(project)
             if index is not None:
-                if index.version == before and vector is not None and vector[1] == index.model_id:
+                if index.version != before:
+                    del self._indexes[project]
+                elif vector_follows:
+                    index.version = after
+                elif vector is not None and vector[1] == index.model_id:
                     try:
                         index.upsert(memo.id, vector[0])
                         index.version = after
@@ -361,6 +455,28 @@ class MemoCache:
             if snapshot is not None:
                 if snapshot.version == before:
                     snapshot.add(memo, files)
+                    snapshot.version = after
+                else:
+                    del self._projects[project]
+
+    def _vector_in_place(
+        self, project: str, before: int, after: int, memo_id: int, vector: bytes, model_id: str
+    ) -> None:
+        """After the vector thread stored a vector, bring the in-memory caches up to date."""
+        with self._cache_lock:
+            index = self._indexes.get(project)
+            if index is not None:
+                if index.version == before and index.model_id == model_id:
+                    try:
+                        index.upsert(memo_id, vector)
+                        index.version = after
+                    except ValueError:
+                        del self._indexes[project]
+                else:
+                    del self._indexes[project]
+            snapshot = self._projects.get(project)
+            if snapshot is not None:
+                if snapshot.version == before:
                     snapshot.version = after
                 else:
                     del self._projects[project]
@@ -409,6 +525,7 @@ class MemoCache:
         embedder = self.model.wait(MODEL_WAIT_SECONDS) if self.model.enabled else None
         vector_hits: list[tuple[int, float]] | None = None
         if embedder is not None:
+            self.wait_for_vectors(project, VECTOR_WAIT_SECONDS)
             query_vector = _query_vector(embedder, query)
             vector_hits = self._index(embedder, project, len(query_vector)).top(
                 query_vector, CANDIDATES

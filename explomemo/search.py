@@ -220,11 +220,19 @@ class WordSearch:
         }
         weight_sum = sum(idf.values())
         # A word is in a memo when some word of the memo starts with its stem.
-        patterns = [(re.compile(r"\b" + re.escape(_stem(w))), weight) for w, weight in idf.items()]
+        # One pattern for all stems scans each text once; longest first, so a
+        # stem that is a prefix of another is still seen through the longer one.
+        stems = {w: _stem(w) for w in words}
+        alternatives = sorted(set(stems.values()), key=lambda stem: (-len(stem), stem))
+        pattern = re.compile(r"\b(" + "|".join(map(re.escape, alternatives)) + ")")
         scores: dict[int, float] = {}
         for memo_id, text in store.memo_texts(conn, sorted(candidates)):
-            lowered = text[:MAX_TEXT_CHARS].lower()
-            covered = sum(weight for pattern, weight in patterns if pattern.search(lowered))
+            found = set(pattern.findall(text[:MAX_TEXT_CHARS].lower()))
+            covered = sum(
+                weight
+                for w, weight in idf.items()
+                if any(seen.startswith(stems[w]) for seen in found)
+            )
             if not covered:
                 continue
             rank = ranks.get(memo_id, 0.0)

