@@ -14,7 +14,7 @@ import os
 import queue
 import threading
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
@@ -143,6 +143,8 @@ class ProjectFiles:
     #: Each recorded path with every xxh3 it was recorded with, and the memos resting on it.
     digests: dict[str, set[str]]
     by_path: dict[str, list[int]]
+    #: The recorded xxh3 of each path that every memo recorded with the same content.
+    sole_digest: dict[str, str] = field(default_factory=dict)
 
     def add(self, memo: MemoRow, files: Sequence[FileRow]) -> None:
         """Take in one memo (new, or replacing the one with its id)."""
@@ -150,16 +152,21 @@ class ProjectFiles:
         self.files[memo.id] = list(files)
         for f in files:
             self.sizes.setdefault(f.path, set()).add(f.size)
-            self.digests.setdefault(f.path, set()).add(f.xxh3)
+            digests = self.digests.setdefault(f.path, set())
+            digests.add(f.xxh3)
+            if len(digests) == 1:
+                self.sole_digest[f.path] = f.xxh3
+            else:
+                self.sole_digest.pop(f.path, None)
             self.by_path.setdefault(f.path, []).append(memo.id)
 
     def affected_by(self, seen: dict[str, Seen]) -> list[MemoRow]:
         """The memos resting on a path whose content may differ from what one recorded."""
-        ids: set[int] = set()
-        for path, now in seen.items():
-            recorded = self.digests[path]
-            if now is None or now not in recorded or len(recorded) > 1:
-                ids.update(self.by_path[path])
+        sole = self.sole_digest
+        # A path recorded with one content that still has it affects no memo:
+        # one dict lookup each, the common case of a check where nothing changed.
+        suspects = [path for path, now in seen.items() if sole.get(path) != now]
+        ids = {memo_id for path in suspects for memo_id in self.by_path[path]}
         return [self.memos[i] for i in sorted(ids) if i in self.memos]
 
 
