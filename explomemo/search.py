@@ -7,8 +7,9 @@ conclusion and file paths; the query keeps only its content words, so "how is
 X wired?" does not match every memo through "how" and "is".
 
 Scores are in [0, 1]. With a model, a memo's score is its cosine similarity
-plus a small weight of its word score; without one, the word score alone. A
-memo below the cut-off is not returned, so an unrelated query gets nothing.
+plus a small weight of its word score, less a penalty when the query's words
+are unknown to every memo; without a model, the word score alone. A memo
+below the cut-off is not returned, so an unrelated query gets nothing.
 """
 
 from __future__ import annotations
@@ -27,13 +28,18 @@ if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
-#: Fused score (cosine + weighted word score) a memo needs when a model is present.
-#: Chosen on benchmarks/recall_quality: MiniLM gives unrelated programming
-#: questions a best cosine of 0.14-0.39, and a paraphrase's memo 0.30 or more
-#: nine times in ten.
-FUSED_CUTOFF = 0.31
+#: Fused score a memo needs when a model is present. It, WORDS_WEIGHT and
+#: UNKNOWN_PENALTY were chosen together on the tuning queries of
+#: benchmarks/recall_quality (best recall@1 with 8 of 10 unrelated queries
+#: answered with nothing) and then checked once on its held-out queries.
+FUSED_CUTOFF = 0.27
 #: Weight of the word score in the fused score.
-WORDS_WEIGHT = 0.10
+WORDS_WEIGHT = 0.20
+#: Taken off the fused score, times the share of the query's content words
+#: that no memo in the database contains: a query naming only things the
+#: memos never mention ("how are SQLAlchemy sessions scoped?") must be closer
+#: in meaning to be returned.
+UNKNOWN_PENALTY = 0.10
 #: Word score a memo needs when words decide alone (no model).
 WORDS_CUTOFF = 0.22
 #: Share of IDF-weighted coverage in the word score (the rest is BM25).
@@ -74,6 +80,15 @@ def content_words(text: str) -> list[str]:
     """The query's words that carry meaning: lower-cased, no stop words, no duplicates."""
     words = [w for w in _WORD.findall(text.lower()) if w not in STOP_WORDS and len(w) > 1]
     return list(dict.fromkeys(words))
+
+
+@dataclass
+class WordScores:
+    """Word scores of the memos sharing a content word with a query, and what the query lacks."""
+
+    scores: dict[int, float]
+    #: Share of the query's content words found in no memo at all (0 when it has none).
+    unknown: float = 0.0
 
 
 @dataclass
@@ -194,7 +209,7 @@ class WordSearch:
         project: str,
         query: str,
         also: Iterable[int] = (),
-    ) -> dict[int, float]:
+    ) -> WordScores:
         """Word scores in [0, 1] of the memos that share a content word with ``query``.
 
         ``also`` adds candidates found another way (by vector). The score is
@@ -204,8 +219,9 @@ class WordSearch:
         """
         words = content_words(query)[:MAX_QUERY_WORDS]
         if not words:
-            return {}
+            return WordScores({})
         total, frequencies = self._frequencies_of(store, conn, words)
+        unknown = sum(1 for w in words if not frequencies[w]) / len(words)
         common = max(COMMON_FLOOR, COMMON_SHARE * total)
         rare = [w for w in words if frequencies[w] <= common]
         ranks: dict[int, float] = {}
@@ -213,7 +229,7 @@ class WordSearch:
             ranks = dict(store.word_matches(conn, project, _any_of(rare), CANDIDATES))
         candidates = set(ranks) | set(also)
         if not candidates:
-            return {}
+            return WordScores({}, unknown)
         idf = {
             w: math.log(1.0 + (total - frequencies[w] + 0.5) / (frequencies[w] + 0.5))
             for w in words
@@ -239,7 +255,7 @@ class WordSearch:
             scores[memo_id] = COVERAGE_WEIGHT * covered / weight_sum + (1 - COVERAGE_WEIGHT) * (
                 1.0 - math.exp(-max(0.0, -rank) / BM25_SCALE)
             )
-        return scores
+        return WordScores(scores, unknown)
 
     def _frequencies_of(
         self, store: Store, conn: sqlite3.Connection, words: list[str]
@@ -254,7 +270,9 @@ class WordSearch:
             if word not in known:
                 known[word] = store.word_frequency(conn, _any_of([word]))
         with self._lock:
-            self._frequencies.update(known)
+            # A word no memo holds is counted again next time: the next
+            # record may be the first to hold it (it costs one index lookup).
+            self._frequencies.update((w, n) for w, n in known.items() if n)
         return total, known
 
 
@@ -271,7 +289,7 @@ def _any_of(words: list[str]) -> str:
     return " OR ".join('"' + w.replace('"', '""') + '"' for w in words)
 
 
-def fuse(vector_hits: list[tuple[int, float]] | None, words: dict[int, float]) -> list[Candidate]:
+def fuse(vector_hits: list[tuple[int, float]] | None, words: WordScores) -> list[Candidate]:
     """Blend both sides into candidates above the cut-off, best first.
 
     ``vector_hits`` is None when no model is available: words decide alone.
@@ -281,7 +299,7 @@ def fuse(vector_hits: list[tuple[int, float]] | None, words: dict[int, float]) -
     """
     found: list[Candidate] = []
     if vector_hits is None:
-        for memo_id, score in words.items():
+        for memo_id, score in words.scores.items():
             if score >= WORDS_CUTOFF:
                 found.append(Candidate(memo_id, round(score, 4), "words"))
     else:
@@ -289,9 +307,10 @@ def fuse(vector_hits: list[tuple[int, float]] | None, words: dict[int, float]) -
         # A memo found by words only is not among the nearest vectors: its
         # cosine is at most the lowest one there.
         floor = min(cosines.values(), default=0.0)
-        for memo_id in cosines.keys() | words.keys():
-            cosine = cosines.get(memo_id, floor)
-            word = words.get(memo_id, 0.0)
+        penalty = UNKNOWN_PENALTY * words.unknown
+        for memo_id in cosines.keys() | words.scores.keys():
+            cosine = cosines.get(memo_id, floor) - penalty
+            word = words.scores.get(memo_id, 0.0)
             score = min(1.0, max(0.0, cosine + WORDS_WEIGHT * word))
             if score < FUSED_CUTOFF:
                 continue

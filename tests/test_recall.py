@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from fakes import FakeEmbedder
 
-from explomemo import embeddings
+from explomemo import embeddings, search
 from explomemo import memos as memos_module
 from explomemo.embeddings import DEFAULT_MODEL_ID, Embedder, load_embedder
 from explomemo.errors import ModelError
@@ -409,4 +409,32 @@ def test_a_failed_vector_is_filled_by_the_next_recall(
     result = cache.recall(query="pool size", project="svc", root=str(app))
     assert result.matches[0].id == ids["db"]
     assert [m for _, m, _ in _stored_vectors(db_path)] == ["fake-model"] * 3
+    cache.close()
+
+
+def test_cutoff_asks_more_of_a_query_whose_words_no_memo_holds(app: Path, db_path: Path) -> None:
+    # Every query sits at cosine 0.33 from the memo: above the cut-off (0.27),
+    # but not once the penalty for words no memo holds (0.10) is taken off.
+    angle = math.acos(0.33)
+
+    def vector_of(text: str) -> list[float]:
+        if text.startswith("How is the pool"):
+            return [math.cos(angle), math.sin(angle)]
+        return [1.0, 0.0]
+
+    cache = MemoCache.open(db_path, FixedModel(FakeEmbedder(vector_of)))
+    memo = cache.record(
+        question="How is the pool sized?",
+        conclusion="app/db.py sets pool_size=5.",
+        files=["app/db.py"],
+        project="svc",
+        root=str(app),
+    ).id
+    assert search.FUSED_CUTOFF < 0.33 < search.FUSED_CUTOFF + search.UNKNOWN_PENALTY
+    unknown = cache.recall(
+        query="how are zyzzyva frobnicators scoped?", project="svc", root=str(app)
+    )
+    assert unknown.matches == []
+    half = cache.recall(query="zyzzyva frobnicator sizing", project="svc", root=str(app))
+    assert [(m.id, m.matched_by) for m in half.matches] == [(memo, "words")]
     cache.close()

@@ -84,30 +84,39 @@ def check_structure(labels: dict[str, Any], root: Path) -> list[str]:
             problems.append(f"{where}: needs exactly {QUERIES_PER_MEMO} queries")
         elif not all(isinstance(q, str) and q.strip() for q in queries):
             problems.append(f"{where}: empty query")
+        heldout = memo.get("heldout")
+        if not isinstance(heldout, str) or not heldout.strip():
+            problems.append(f"{where}: needs one held-out query")
 
     unrelated = labels.get("unrelated")
     if not isinstance(unrelated, list) or len(unrelated) != EXPECTED_UNRELATED:
         problems.append(f"expected {EXPECTED_UNRELATED} unrelated queries")
     elif len(set(unrelated)) != len(unrelated):
         problems.append("duplicate unrelated queries")
+    heldout_unrelated = labels.get("heldout_unrelated")
+    if not isinstance(heldout_unrelated, list) or len(heldout_unrelated) != EXPECTED_UNRELATED:
+        problems.append(f"expected {EXPECTED_UNRELATED} held-out unrelated queries")
+    elif set(heldout_unrelated) & set(unrelated or []):
+        problems.append("a held-out unrelated query is also in the tuning set")
     return problems
 
 
-def report_overlap(memos: list[dict[str, Any]]) -> None:
+def report_overlap(memos: list[dict[str, Any]], field: str) -> None:
     vs_question: list[float] = []
     vs_memo: list[float] = []
     worst: tuple[float, str] = (-1.0, "")
     for memo in memos:
         q_words = content_words(memo["question"])
         full_words = q_words | content_words(memo["conclusion"])
-        for query in memo["queries"]:
+        queries = memo[field] if isinstance(memo[field], list) else [memo[field]]
+        for query in queries:
             words = content_words(query)
             score = jaccard(words, q_words)
             vs_question.append(score)
             vs_memo.append(jaccard(words, full_words))
             if score > worst[0]:
                 worst = (score, f"{memo['key']}: {query}")
-    print(f"queries: {len(vs_question)}")
+    print(f"{field}: {len(vs_question)} queries")
     print(f"query vs question:            mean {mean(vs_question):.3f}  max {max(vs_question):.3f}")
     print(f"query vs question+conclusion: mean {mean(vs_memo):.3f}  max {max(vs_memo):.3f}")
     print(f"highest query/question overlap: {worst[0]:.3f} ({worst[1]})")
@@ -128,7 +137,8 @@ def main(argv: list[str]) -> int:
         print(f"PROBLEM: {problem}", file=sys.stderr)
     memos = labels.get("memos")
     if isinstance(memos, list) and memos and not problems:
-        report_overlap(memos)
+        report_overlap(memos, "queries")
+        report_overlap(memos, "heldout")
     print(
         f"memos: {len(memos) if isinstance(memos, list) else 0}, "
         f"unrelated: {len(labels.get('unrelated') or [])}, "
