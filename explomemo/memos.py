@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import os
 import queue
+import sqlite3
 import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -107,9 +108,11 @@ def embedding_text(question: str, conclusion: str, paths: Sequence[str]) -> str:
 
     File names without folders and extensions ("httpx/_client.py" is "client")
     carry the meaning of a path in a few tokens; the model reads at most 256.
+    They come in path order, so the text does not depend on the order the
+    files were given in.
     """
     names: list[str] = []
-    for path in paths:
+    for path in sorted(paths):
         name = path.rsplit("/", 1)[-1].split(".", 1)[0].strip("_").replace("_", " ")
         if name and name not in names:
             names.append(name)
@@ -165,7 +168,7 @@ class ProjectFiles:
         sole = self.sole_digest
         # A path recorded with one content that still has it affects no memo:
         # one dict lookup each, the common case of a check where nothing changed.
-        suspects = [path for path, now in seen.items() if sole.get(path) != now]
+        suspects = [path for path, now in seen.items() if now is None or sole.get(path) != now]
         ids = {memo_id for path in suspects for memo_id in self.by_path[path]}
         return [self.memos[i] for i in sorted(ids) if i in self.memos]
 
@@ -189,6 +192,7 @@ class MemoCache:
         self._pending: dict[str, int] = {}
         self._pending_changed = threading.Condition()
         self._vector_thread: threading.Thread | None = None
+        self._closing = False
 
     @classmethod
     def open(cls, db_path: Path | None = None, model: ModelSource | None = None) -> MemoCache:
@@ -197,10 +201,12 @@ class MemoCache:
 
     def close(self) -> None:
         """Finish the vectors still being computed, then release the database and threads."""
-        if self._vector_thread is not None:
+        with self._pending_changed:
+            self._closing = True
+            thread, self._vector_thread = self._vector_thread, None
+        if thread is not None:
             self._jobs.put(None)
-            self._vector_thread.join()
-            self._vector_thread = None
+            thread.join()
         self.validator.close()
         self.store.close()
 
@@ -258,11 +264,13 @@ class MemoCache:
             after = self.store.memo_version()
         self.validator.remember(entries, persist=False)
         memo = MemoRow(memo_id, project, question, conclusion, where.path, recorded_at)
-        follows = embedder is not None and vector is None
+        # Counted as pending before the index is marked current, so a recall on
+        # another thread cannot search the index without waiting for it.
+        follows = embedder is not None and vector is None and self._expect_vector(project)
         self._update_in_place(project, before, after, memo, recorded, vector, follows)
         if follows:
             assert embedder is not None
-            self._embed_later(_VectorJob(memo_id, project, text, embedder))
+            self._jobs.put(_VectorJob(memo_id, project, text, embedder))
         return RecordResult(
             id=memo_id,
             project=project,
@@ -314,15 +322,18 @@ class MemoCache:
             found = self.store.cached_vectors(conn, [key])
         return (found[key], embedder.model_id, key) if key in found else None
 
-    def _embed_later(self, job: _VectorJob) -> None:
+    def _expect_vector(self, project: str) -> bool:
+        """Count one vector to come for ``project``; False once the cache is closing."""
         with self._pending_changed:
-            self._pending[job.project] = self._pending.get(job.project, 0) + 1
+            if self._closing:
+                return False
+            self._pending[project] = self._pending.get(project, 0) + 1
             if self._vector_thread is None:
                 self._vector_thread = threading.Thread(
                     target=self._vector_worker, name="explomemo-vectors", daemon=True
                 )
                 self._vector_thread.start()
-        self._jobs.put(job)
+            return True
 
     def _vector_worker(self) -> None:
         while (job := self._jobs.get()) is not None:
@@ -341,20 +352,28 @@ class MemoCache:
 
     def _write_vector(self, job: _VectorJob) -> None:
         model_id = job.embedder.model_id
-        vector = self._vectors(job.embedder, [job.text])[0]
+        key = text_hash(model_id, job.text)
+        vector = job.embedder.embed([job.text])[0].tobytes()
         with self.store.errors(), self.store.write() as conn:
             before = self.store.memo_version()
-            memos = self.store.memos(conn, ids=[job.memo_id])
-            files = self.store.files_of(conn, [job.memo_id]).get(job.memo_id, [])
-            if not memos or job.text != embedding_text(
-                memos[0].question, memos[0].conclusion, [f.path for f in files]
-            ):
-                return  # forgotten or recorded again since: that record has its own job
-            self.store.set_embedding(
-                conn, job.memo_id, vector, model_id, text_hash(model_id, job.text)
-            )
+            self.store.cache_vectors(conn, {key: vector})
+            if self._current_texts(conn, [job.memo_id]).get(job.memo_id) != job.text:
+                # Forgotten or recorded again since: whatever replaced it
+                # brings its own vector (inline, by its own job, or by a fill).
+                return
+            self.store.set_embedding(conn, job.memo_id, vector, model_id, key)
             after = self.store.memo_version()
         self._vector_in_place(job.project, before, after, job.memo_id, vector, model_id)
+
+    def _current_texts(self, conn: sqlite3.Connection, ids: Sequence[int]) -> dict[int, str]:
+        """The embedding text of each memo as the database holds it now."""
+        files = self.store.files_of(conn, ids)
+        return {
+            memo.id: embedding_text(
+                memo.question, memo.conclusion, [f.path for f in files.get(memo.id, [])]
+            )
+            for memo in self.store.memos(conn, ids=ids)
+        }
 
     def wait_for_vectors(self, project: str, timeout: float | None = None) -> bool:
         """Wait until the vectors of ``project``'s memos recorded here are stored.
@@ -393,7 +412,12 @@ class MemoCache:
             ]
             vectors = self._vectors(embedder, texts)
             with self.store.errors(), self.store.write() as conn:
+                # A memo recorded again while its text was embedded keeps the
+                # vector of its new text.
+                current = self._current_texts(conn, chunk)
                 for memo, text, vector in zip(memos, texts, vectors, strict=True):
+                    if current.get(memo.id) != text:
+                        continue
                     self.store.set_embedding(
                         conn, memo.id, vector, embedder.model_id, text_hash(embedder.model_id, text)
                     )
@@ -532,7 +556,11 @@ class MemoCache:
         embedder = self.model.wait(MODEL_WAIT_SECONDS) if self.model.enabled else None
         vector_hits: list[tuple[int, float]] | None = None
         if embedder is not None:
-            self.wait_for_vectors(project, VECTOR_WAIT_SECONDS)
+            if not self.wait_for_vectors(project, VECTOR_WAIT_SECONDS):
+                # The index lacks those memos' vectors: build it again, and the
+                # build embeds whatever lacks one.
+                with self._cache_lock:
+                    self._indexes.pop(project, None)
             query_vector = _query_vector(embedder, query)
             vector_hits = self._index(embedder, project, len(query_vector)).top(
                 query_vector, CANDIDATES

@@ -251,7 +251,9 @@ def _inline_refs(schema: dict[str, Any]) -> None:
         if isinstance(node, dict):
             ref = node.get("$ref")
             if isinstance(ref, str) and ref.startswith("#/$defs/"):
-                return resolve(definitions[ref.removeprefix("#/$defs/")])
+                # Keys beside a $ref (a description, a default) stay, over the definition.
+                beside = {key: resolve(value) for key, value in node.items() if key != "$ref"}
+                return {**resolve(definitions[ref.removeprefix("#/$defs/")]), **beside}
             return {key: resolve(value) for key, value in node.items()}
         if isinstance(node, list):
             return [resolve(item) for item in node]

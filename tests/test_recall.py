@@ -305,14 +305,19 @@ def test_model_folder_of_another_install_is_not_reused(tmp_path: Path) -> None:
 
 
 class GatedEmbedder(FakeEmbedder):
-    """A FakeEmbedder that embeds only once ``gate`` is set (a slow model, held still)."""
+    """A FakeEmbedder that embeds memo texts only once ``gate`` is set (a slow model, held still).
+
+    Queries (one line) go through at once; memo texts (question, file names and
+    conclusion on three lines) wait.
+    """
 
     def __init__(self) -> None:
         super().__init__(lambda text: _axis(0) if "pool" in text else _axis(1))
         self.gate = threading.Event()
 
     def embed(self, texts: Any) -> Any:
-        assert self.gate.wait(30), "the test never opened the gate"
+        if any("\n" in text for text in texts):
+            assert self.gate.wait(30), "the test never opened the gate"
         return super().embed(texts)
 
 
@@ -325,14 +330,22 @@ def _stored_vectors(db_path: Path) -> list[tuple[int, str | None, str | None]]:
 
 def test_record_returns_before_its_vector_and_recall_waits_for_it(app: Path, db_path: Path) -> None:
     model = GatedEmbedder()
+    model.gate.set()
     cache = MemoCache.open(db_path, FixedModel(model))
+    question, conclusion, files = MEMOS["auth"]
+    cache.record(
+        question=question, conclusion=conclusion, files=files, project="svc", root=str(app)
+    )
+    # The project's vectors are now in memory; the next record must reach them.
+    assert cache.recall(query="pool size", project="svc", root=str(app)).matches == []
+    model.gate.clear()
     question, conclusion, files = MEMOS["db"]
     recorded = cache.record(
         question=question, conclusion=conclusion, files=files, project="svc", root=str(app)
     )
-    # The model has not run, yet the memo and its hashes are stored.
-    assert recorded.semantic_index and model.embedded == []
-    assert _stored_vectors(db_path) == [(recorded.id, None, None)]
+    # The model has not run on it, yet the memo and its hashes are stored.
+    assert recorded.semantic_index
+    assert _stored_vectors(db_path)[-1] == (recorded.id, None, None)
     assert not cache.wait_for_vectors("svc", 0.05)
     assert cache.wait_for_vectors("other-project", 0)
 
@@ -347,38 +360,82 @@ def test_record_returns_before_its_vector_and_recall_waits_for_it(app: Path, db_
     asker.join(30)
     (result,) = answers
     assert [(m.id, m.matched_by) for m in result.matches] == [(recorded.id, "both")]
-    assert _stored_vectors(db_path)[0][1] == "fake-model"
+    assert _stored_vectors(db_path)[-1][1] == "fake-model"
     cache.close()
 
 
 def test_a_memo_recorded_again_keeps_only_the_newest_vector(app: Path, db_path: Path) -> None:
     model = GatedEmbedder()
+    model.gate.set()
     cache = MemoCache.open(db_path, FixedModel(model))
     question, conclusion, files = MEMOS["db"]
+    newer = "Moved to app/http.py."
+    # The newer text's vector is put in the embedding cache through another
+    # project, so recording it below stores its vector inline, with no job.
+    cache.record(question=question, conclusion=newer, files=files, project="warm", root=str(app))
+    assert cache.wait_for_vectors("warm", 30)
+    model.gate.clear()
     first = cache.record(
         question=question, conclusion=conclusion, files=files, project="svc", root=str(app)
     )
     again = cache.record(
-        question=question,
-        conclusion="Moved to app/http.py.",
-        files=files,
-        project="svc",
-        root=str(app),
+        question=question, conclusion=newer, files=files, project="svc", root=str(app)
     )
     assert again.id == first.id
     model.gate.set()
     assert cache.wait_for_vectors("svc", 30)
-    # Both texts went through the model, in order; the first one's vector was not stored
-    # over the second (its job found the memo changed).
-    assert [text.rsplit("\n", 1)[-1] for text in model.embedded] == [
-        conclusion,
-        "Moved to app/http.py.",
-    ]
-    (row,) = _stored_vectors(db_path)
+    # The first text's job ran after the inline vector landed; it found the memo
+    # changed and did not overwrite it.
+    assert model.embedded[-1].endswith(conclusion)
     expected = memos_module.text_hash(
-        "fake-model", memos_module.embedding_text(question, "Moved to app/http.py.", ["app/db.py"])
+        "fake-model", memos_module.embedding_text(question, newer, files)
     )
-    assert row == (first.id, "fake-model", expected)
+    assert _stored_vectors(db_path)[-1] == (first.id, "fake-model", expected)
+    cache.close()
+
+
+def test_files_given_in_any_order_get_the_memo_its_vector(app: Path, db_path: Path) -> None:
+    cache = MemoCache.open(db_path, FixedModel(FakeEmbedder(lambda text: _axis(0))))
+    recorded = cache.record(
+        question="How is auth wired?",
+        conclusion="Tokens are checked in the middleware.",
+        files=["app/tokens.py", "app/middleware.py"],
+        project="svc",
+        root=str(app),
+    )
+    assert cache.wait_for_vectors("svc", 30)
+    assert _stored_vectors(db_path)[0][:2] == (recorded.id, "fake-model")
+    cache.close()
+
+
+def test_a_fill_does_not_store_the_vector_of_an_outdated_text(app: Path, db_path: Path) -> None:
+    question, conclusion, files = MEMOS["db"]
+    MemoCache.open(db_path, FixedModel(None)).record(
+        question=question, conclusion=conclusion, files=files, project="svc", root=str(app)
+    )
+    cache: MemoCache
+
+    def vector_of(text: str) -> list[float]:
+        if text.endswith(conclusion) and not model.embedded[:-1]:
+            # While the fill embeds the old text, the memo is recorded again
+            # and its new vector stored.
+            cache.record(
+                question=question,
+                conclusion="Rewritten.",
+                files=files,
+                project="svc",
+                root=str(app),
+            )
+            assert cache.wait_for_vectors("svc", 30)
+        return _axis(0)
+
+    model = FakeEmbedder(vector_of)
+    cache = MemoCache.open(db_path, FixedModel(model))
+    cache.fill_embeddings(model)
+    expected = memos_module.text_hash(
+        "fake-model", memos_module.embedding_text(question, "Rewritten.", files)
+    )
+    assert _stored_vectors(db_path)[0][2] == expected
     cache.close()
 
 

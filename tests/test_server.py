@@ -109,3 +109,36 @@ def test_errors_are_one_plain_sentence(
     text = result.content[0].text
     assert expected in text
     assert "\n" not in text and "Traceback" not in text
+
+
+def test_output_schemas_are_inlined_and_valid(db_path: Path) -> None:
+    from jsonschema import Draft202012Validator
+
+    from explomemo.models import Match, RecallResult
+
+    async def story(client: Client) -> Any:
+        return await client.list_tools()
+
+    tools = {t.name: t for t in run(db_path, story).tools}
+    for tool in tools.values():
+        schema = tool.output_schema
+        assert schema is not None
+        # Clients check every result against it: no $ref to resolve per item.
+        assert "$ref" not in json.dumps(schema) and "$defs" not in schema, tool.name
+        Draft202012Validator.check_schema(schema)
+    recall_schema = tools["memory_exploration_recall"].output_schema
+    match = Match(
+        id=1,
+        question="q",
+        conclusion="c",
+        score=0.5,
+        matched_by="both",
+        status="fresh",
+        recorded_at="2026-11-30T10:00:00Z",
+        files=[],
+    )
+    result = RecallResult(project="p", root="/r", query="q", semantic_index=True, matches=[match])
+    good = result.model_dump(mode="json")
+    assert not list(Draft202012Validator(recall_schema).iter_errors(good))
+    bad = {**good, "matches": [{**good["matches"][0], "status": "maybe"}]}
+    assert list(Draft202012Validator(recall_schema).iter_errors(bad))

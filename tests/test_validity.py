@@ -129,3 +129,21 @@ def test_clone_at_another_path_is_fresh(
     assert stale_ids(words_cache, clone) == {}
     (clone / "m1.py").write_text("edited")
     assert stale_ids(words_cache, clone) == {1: (["m1.py"], []), 2: (["m1.py"], [])}
+
+
+def test_file_recorded_with_two_contents_then_deleted(
+    words_cache: MemoCache, old_tree: Path
+) -> None:
+    # In a server the project's files stay in memory between checks; a path
+    # recorded with two different contents is then suspect whatever is seen.
+    words_cache.record(
+        question="a", conclusion="c", files=["m0.py"], project="p", root=str(old_tree)
+    )
+    assert stale_ids(words_cache, old_tree) == {}
+    (old_tree / "m0.py").write_text("edited\n")
+    words_cache.record(
+        question="b", conclusion="c", files=["m0.py"], project="p", root=str(old_tree)
+    )
+    assert stale_ids(words_cache, old_tree) == {1: (["m0.py"], [])}
+    (old_tree / "m0.py").unlink()
+    assert stale_ids(words_cache, old_tree) == {1: ([], ["m0.py"]), 2: ([], ["m0.py"])}
