@@ -267,7 +267,16 @@ class MemoCache:
         # Counted as pending before the index is marked current, so a recall on
         # another thread cannot search the index without waiting for it.
         follows = embedder is not None and vector is None and self._expect_vector(project)
-        self._update_in_place(project, before, after, memo, recorded, vector, follows)
+        self._update_in_place(
+            project,
+            before,
+            after,
+            memo_id,
+            vector=vector,
+            vector_follows=follows,
+            memo=memo,
+            files=recorded,
+        )
         if follows:
             assert embedder is not None
             self._jobs.put(_VectorJob(memo_id, project, text, embedder))
@@ -363,7 +372,9 @@ class MemoCache:
                 return
             self.store.set_embedding(conn, job.memo_id, vector, model_id, key)
             after = self.store.memo_version()
-        self._vector_in_place(job.project, before, after, job.memo_id, vector, model_id)
+        self._update_in_place(
+            job.project, before, after, job.memo_id, vector=(vector, model_id, key)
+        )
 
     def _current_texts(self, conn: sqlite3.Connection, ids: Sequence[int]) -> dict[int, str]:
         """The embedding text of each memo as the database holds it now."""
@@ -454,29 +465,31 @@ class MemoCache:
         project: str,
         before: int,
         after: int,
-        memo: MemoRow,
-        files: list[FileRow],
+        memo_id: int,
+        *,
         vector: tuple[bytes, str, str] | None,
-        vector_follows: bool,
+        vector_follows: bool = False,
+        memo: MemoRow | None = None,
+        files: Sequence[FileRow] = (),
     ) -> None:
-        """After this process's own record, bring the in-memory caches up to date.
+        """After this process's own write, bring the in-memory caches up to date.
 
-        Only when nothing else wrote in between (the version this cache was
-        built at is the one our transaction started from); otherwise the next
-        request rebuilds them. At 100,000 memos a rebuild costs a second.
-        When the vector follows from the vector thread, the index stays as it
-        is until then (a recall waits for it).
+        The write is a record (``memo`` and its ``files``, with its vector or
+        one that follows from the vector thread) or the vector thread storing
+        a vector. Only when nothing else wrote in between (the version this
+        cache was built at is the one our transaction started from);
+        otherwise the next request rebuilds them. At 100,000 memos a rebuild
+        costs a second. When the vector follows, the index stays as it is
+        until then (a recall waits for it).
         """
         with self._cache_lock:
             index = self._indexes.get(project)
             if index is not None:
-                if index.version != before:
-                    del self._indexes[project]
-                elif vector_follows:
+                if index.version == before and vector_follows:
                     index.version = after
-                elif vector is not None and vector[1] == index.model_id:
+                elif index.version == before and vector is not None and vector[1] == index.model_id:
                     try:
-                        index.upsert(memo.id, vector[0])
+                        index.upsert(memo_id, vector[0])
                         index.version = after
                     except ValueError:
                         del self._indexes[project]
@@ -485,29 +498,8 @@ class MemoCache:
             snapshot = self._projects.get(project)
             if snapshot is not None:
                 if snapshot.version == before:
-                    snapshot.add(memo, files)
-                    snapshot.version = after
-                else:
-                    del self._projects[project]
-
-    def _vector_in_place(
-        self, project: str, before: int, after: int, memo_id: int, vector: bytes, model_id: str
-    ) -> None:
-        """After the vector thread stored a vector, bring the in-memory caches up to date."""
-        with self._cache_lock:
-            index = self._indexes.get(project)
-            if index is not None:
-                if index.version == before and index.model_id == model_id:
-                    try:
-                        index.upsert(memo_id, vector)
-                        index.version = after
-                    except ValueError:
-                        del self._indexes[project]
-                else:
-                    del self._indexes[project]
-            snapshot = self._projects.get(project)
-            if snapshot is not None:
-                if snapshot.version == before:
+                    if memo is not None:
+                        snapshot.add(memo, files)
                     snapshot.version = after
                 else:
                     del self._projects[project]
