@@ -415,22 +415,17 @@ class MemoCache:
         for start in range(0, len(ids), batch):
             chunk = ids[start : start + batch]
             with self.store.errors(), self.store.read() as conn:
-                memos = self.store.memos(conn, ids=chunk)
-                files = self.store.files_of(conn, chunk)
-            texts = [
-                embedding_text(m.question, m.conclusion, [f.path for f in files[m.id]])
-                for m in memos
-            ]
-            vectors = self._vectors(embedder, texts)
+                texts = self._current_texts(conn, chunk)
+            vectors = self._vectors(embedder, list(texts.values()))
             with self.store.errors(), self.store.write() as conn:
                 # A memo recorded again while its text was embedded keeps the
                 # vector of its new text.
                 current = self._current_texts(conn, chunk)
-                for memo, text, vector in zip(memos, texts, vectors, strict=True):
-                    if current.get(memo.id) != text:
+                for (memo_id, text), vector in zip(texts.items(), vectors, strict=True):
+                    if current.get(memo_id) != text:
                         continue
                     self.store.set_embedding(
-                        conn, memo.id, vector, embedder.model_id, text_hash(embedder.model_id, text)
+                        conn, memo_id, vector, embedder.model_id, text_hash(embedder.model_id, text)
                     )
         return len(ids)
 
