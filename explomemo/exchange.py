@@ -25,7 +25,7 @@ from explomemo.models import (
     StaleReport,
 )
 from explomemo.store import FileRow, MemoRow
-from explomemo.validity import Progress, Validator
+from explomemo.validity import Progress, Validator, expect
 
 
 def export_memos(cache: MemoCache, project: str | None = None) -> Iterator[str]:
@@ -116,7 +116,6 @@ def stale_from_export(
     where = resolve_root(root)
     rows: list[MemoRow] = []
     files: dict[int, list[FileRow]] = {}
-    sizes: dict[str, set[int]] = {}
     for memo in memos:
         rows.append(
             MemoRow(
@@ -124,14 +123,12 @@ def stale_from_export(
             )
         )
         files[memo.id] = [FileRow(f.path, f.sha256, f.xxh3, f.size) for f in memo.files]
-        for f in memo.files:
-            sizes.setdefault(f.path, set()).add(f.size)
     validator = Validator(None, progress=progress)
     try:
-        seen = validator.observe(where, sizes)
+        changes = validator.observe(where, expect(where, (f for fs in files.values() for f in fs)))
     finally:
         validator.close()
-    stale = stale_entries(rows, files, seen)
+    stale = stale_entries(rows, files, changes)
     stale.sort(key=lambda e: (e.project, e.id))
     return StaleReport(checked=len(rows), stale=stale)
 

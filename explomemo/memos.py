@@ -42,7 +42,7 @@ from explomemo.models import (
 )
 from explomemo.search import WordSearch
 from explomemo.store import MAX_ID, FileRow, MemoRow, StatRow, Store
-from explomemo.validity import Seen, Validator, digest_entry, state_of
+from explomemo.validity import Expected, Seen, Validator, digest_entry, expect, state_of
 
 if TYPE_CHECKING:
     import numpy as np
@@ -139,37 +139,33 @@ class ProjectFiles:
     """A project's memos and recorded files as of one memo version, kept between requests."""
 
     version: int
-    memos: dict[int, MemoRow]
-    files: dict[int, list[FileRow]]
-    #: Each recorded path with every size it was recorded at.
-    sizes: dict[str, set[int]]
-    #: Each recorded path with every xxh3 it was recorded with, and the memos resting on it.
-    digests: dict[str, set[str]]
-    by_path: dict[str, list[int]]
-    #: The recorded xxh3 of each path that every memo recorded with the same content.
-    sole_digest: dict[str, str] = field(default_factory=dict)
+    memos: dict[int, MemoRow] = field(default_factory=dict)
+    files: dict[int, list[FileRow]] = field(default_factory=dict)
+    #: Each recorded path with the memos resting on it.
+    by_path: dict[str, list[int]] = field(default_factory=dict)
+    #: What a check under each root (by real path) expects, built once per version.
+    _expected: dict[str, list[Expected]] = field(default_factory=dict)
 
     def add(self, memo: MemoRow, files: Sequence[FileRow]) -> None:
         """Take in one memo (new, or replacing the one with its id)."""
         self.memos[memo.id] = memo
         self.files[memo.id] = list(files)
         for f in files:
-            self.sizes.setdefault(f.path, set()).add(f.size)
-            digests = self.digests.setdefault(f.path, set())
-            digests.add(f.xxh3)
-            if len(digests) == 1:
-                self.sole_digest[f.path] = f.xxh3
-            else:
-                self.sole_digest.pop(f.path, None)
             self.by_path.setdefault(f.path, []).append(memo.id)
+        # A new dict, not clear(): a check in another thread may hold the old one.
+        self._expected = {}
 
-    def affected_by(self, seen: dict[str, Seen]) -> list[MemoRow]:
-        """The memos resting on a path whose content may differ from what one recorded."""
-        sole = self.sole_digest
-        # A path recorded with one content that still has it affects no memo:
-        # one dict lookup each, the common case of a check where nothing changed.
-        suspects = [path for path, now in seen.items() if now is None or sole.get(path) != now]
-        ids = {memo_id for path in suspects for memo_id in self.by_path[path]}
+    def expected(self, root: Root) -> list[Expected]:
+        """What a check of every memo under ``root`` expects of each distinct path."""
+        found = self._expected.get(root.real)
+        if found is None:
+            found = expect(root, (f for files in self.files.values() for f in files))
+            self._expected[root.real] = found
+        return found
+
+    def affected_by(self, changes: dict[str, Seen]) -> list[MemoRow]:
+        """The memos resting on a path that may not hold the content they recorded."""
+        ids = {memo_id for path in changes for memo_id in self.by_path[path]}
         return [self.memos[i] for i in sorted(ids) if i in self.memos]
 
 
@@ -511,7 +507,7 @@ class MemoCache:
                 version = self.store.memo_version()
                 memos = self.store.memos(conn, project=project)
                 files = self.store.all_files(conn, project)
-        snapshot = ProjectFiles(version, {}, {}, {}, {}, {})
+        snapshot = ProjectFiles(version)
         for memo in memos:
             snapshot.add(memo, files.get(memo.id, []))
         with self._cache_lock:
@@ -592,13 +588,13 @@ class MemoCache:
         )
 
     def _observe(self, root: Root | None, files: Iterable[FileRow]) -> dict[str, Seen]:
-        """What each file is now; under a root that no longer exists, every file is missing."""
-        sizes: dict[str, set[int]] = {}
-        for f in files:
-            sizes.setdefault(f.path, set()).add(f.size)
+        """The files that may not hold their recorded content (see :meth:`Validator.observe`).
+
+        Under a root that no longer exists, every file is missing.
+        """
         if root is None:
-            return dict.fromkeys(sizes, None)
-        return self.validator.observe(root, sizes)
+            return {f.path: None for f in files}
+        return self.validator.observe(root, expect(root, files))
 
     # Stale ---------------------------------------------------------------
 
@@ -611,14 +607,14 @@ class MemoCache:
         inputs.check_text("project", project, inputs.MAX_PROJECT)
         where = resolve_root(root)
         snapshot = self._project_files(project)
-        seen = self.validator.observe(where, snapshot.sizes)
+        changes = self.validator.observe(where, snapshot.expected(where))
         return StaleResult(
             project=project,
             root=where.path,
             checked=len(snapshot.memos),
             stale=[
                 StaleMemo(id=e.id, question=e.question, changed=e.changed, missing=e.missing)
-                for e in stale_entries(snapshot.affected_by(seen), snapshot.files, seen)
+                for e in stale_entries(snapshot.affected_by(changes), snapshot.files, changes)
             ],
         )
 
@@ -642,8 +638,8 @@ class MemoCache:
         for recorded_root, group in groups.items():
             where = fixed if fixed is not None else _recorded_root(recorded_root)
             group_files = [f for m in group for f in files.get(m.id, [])]
-            seen = self._observe(where, group_files)
-            entries += stale_entries(group, files, seen)
+            changes = self._observe(where, group_files)
+            entries += stale_entries(group, files, changes)
         entries.sort(key=lambda e: (e.project, e.id))
         return StaleReport(checked=len(memos), stale=entries)
 
@@ -712,24 +708,25 @@ def _recorded_root(path: str) -> Root | None:
         return None
 
 
-def _checked(files: Sequence[FileRow], seen: dict[str, Seen]) -> list[CheckedFile]:
+def _checked(files: Sequence[FileRow], changes: dict[str, Seen]) -> list[CheckedFile]:
     return [
-        CheckedFile(path=f.path, sha256=f.sha256, size=f.size, state=state_of(seen[f.path], f))
+        CheckedFile(path=f.path, sha256=f.sha256, size=f.size, state=state_of(changes, f))
         for f in files
     ]
 
 
 def stale_entries(
-    memos: Iterable[MemoRow], files: dict[int, list[FileRow]], seen: dict[str, Seen]
+    memos: Iterable[MemoRow], files: dict[int, list[FileRow]], changes: dict[str, Seen]
 ) -> list[StaleEntry]:
     """The stale ones among ``memos`` (with their changed and missing files), given
-    what each recorded path is now (``seen``, from :meth:`Validator.observe`)."""
+    the paths that may not hold their recorded content (``changes``, from
+    :meth:`Validator.observe`)."""
     stale: list[StaleEntry] = []
     for memo in memos:
         changed: list[str] = []
         missing: list[str] = []
         for f in files.get(memo.id, ()):
-            state = state_of(seen[f.path], f)
+            state = state_of(changes, f)
             if state == "missing":
                 missing.append(f.path)
             elif state == "changed":

@@ -21,9 +21,9 @@ import sqlite3
 import stat
 import threading
 import time
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor, wait
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from explomemo.errors import StoreError
 from explomemo.files import Opener, Refused, Root
@@ -44,11 +44,41 @@ RACY_NS = 2_000_000_000
 _StatKey = tuple[int, int, int, int, int]
 
 
-def state_of(seen: Seen, recorded: FileRow) -> FileState:
-    """A recorded file's state given what is on disk now."""
-    if seen is None:
+class Expected(NamedTuple):
+    """One path a check looks at, with what the memos recorded of it."""
+
+    rel: str
+    #: The absolute path under the root's real path, built once (its hash is kept with it).
+    path: str
+    #: Every size the path was recorded at.
+    sizes: set[int]
+    #: The xxh3 every memo recorded for the path; None when they recorded different contents.
+    digest: str | None
+
+
+def expect(root: Root, files: Iterable[FileRow]) -> list[Expected]:
+    """What a check of ``files`` under ``root`` expects: one entry per distinct path."""
+    sizes: dict[str, set[int]] = {}
+    digests: dict[str, set[str]] = {}
+    for f in files:
+        sizes.setdefault(f.path, set()).add(f.size)
+        digests.setdefault(f.path, set()).add(f.xxh3)
+    return [
+        Expected(rel, root.absolute(rel), sizes[rel], next(iter(d)) if len(d) == 1 else None)
+        for rel, d in digests.items()
+    ]
+
+
+def state_of(changes: Mapping[str, Seen], recorded: FileRow) -> FileState:
+    """A recorded file's state, given what :meth:`Validator.observe` found.
+
+    A path ``changes`` leaves out holds the one content every memo recorded
+    for it, so it holds ``recorded``'s.
+    """
+    now = changes.get(recorded.path, recorded.xxh3)
+    if now is None:
         return "missing"
-    return "unchanged" if seen == recorded.xxh3 else "changed"
+    return "unchanged" if now == recorded.xxh3 else "changed"
 
 
 class Validator:
@@ -86,29 +116,30 @@ class Validator:
             self._pool.shutdown(wait=True)
             self._pool = None
 
-    def observe(self, root: Root, expected: Mapping[str, Collection[int]]) -> dict[str, Seen]:
-        """What each relative path is now; ``expected`` maps it to the sizes memos recorded.
+    def observe(self, root: Root, expected: Iterable[Expected]) -> dict[str, Seen]:
+        """What each expected path is now, for the paths that may not hold their recorded content.
 
-        A file whose size matches no recorded size is known changed without
-        being read; a file whose stat matches a settled entry is not read.
+        A path left out of the answer holds exactly its ``digest``: its stat
+        matches a settled entry of that content, so it was not read. Nothing
+        changed costs one ``stat`` per path and an empty answer. A file whose
+        size matches no recorded size is known changed without being read.
         """
         prefix = root.absolute("")
         if prefix not in self._loaded:
             self._load_root(prefix)
-        settled = self._settled
+        settled_get = self._settled.get
         os_stat = os.stat
         is_regular = stat.S_ISREG
-        seen: dict[str, Seen] = {}
-        to_read: list[str] = []
+        changes: dict[str, Seen] = {}
+        to_read: list[tuple[str, str | None]] = []
         to_read_bytes = 0
-        for rel, sizes in expected.items():
-            path = prefix + rel
+        for rel, path, sizes, digest in expected:
             try:
                 st = os_stat(path)
             except (OSError, ValueError):
-                seen[rel] = None
+                changes[rel] = None
                 continue
-            hit = settled.get(path)
+            hit = settled_get(path)
             if hit is not None and hit[0] == (
                 st.st_dev,
                 st.st_ino,
@@ -116,26 +147,31 @@ class Validator:
                 st.st_mtime_ns,
                 st.st_ctime_ns,
             ):
-                seen[rel] = hit[1]
+                if hit[1] != digest:
+                    changes[rel] = hit[1]
             elif not is_regular(st.st_mode):
-                seen[rel] = None
+                changes[rel] = None
             elif st.st_size not in sizes:
-                seen[rel] = RESIZED
+                changes[rel] = RESIZED
             else:
-                to_read.append(rel)
+                to_read.append((rel, digest))
                 to_read_bytes += st.st_size
         if to_read:
             # In path order, folder by folder: measured about a tenth faster
             # than the memos' order (locality in the kernel's caches).
             to_read.sort()
-            rows = self._read_all(root, to_read, to_read_bytes)
-            self._take(prefix, to_read, rows, seen)
-        return seen
+            rels = [rel for rel, _ in to_read]
+            rows = self._read_all(root, rels, to_read_bytes)
+            self._take(prefix, rels, rows)
+            for (rel, digest), row in zip(to_read, rows, strict=True):
+                if row is None:
+                    changes[rel] = None
+                elif row[5] != digest:
+                    changes[rel] = row[5]
+        return changes
 
-    def _take(
-        self, prefix: str, rels: list[str], rows: list[_Row | None], seen: dict[str, Seen]
-    ) -> None:
-        """Record what was read: in ``seen``, and as entries where they can be trusted.
+    def _take(self, prefix: str, rels: list[str], rows: list[_Row | None]) -> None:
+        """Keep what was read as stat-cache entries, where they can be trusted.
 
         An entry taken within :data:`RACY_NS` of its file's last change is
         never trusted, now or later (its times are fixed), so it is neither
@@ -145,11 +181,9 @@ class Validator:
         untrusted: list[str] = []
         for rel, row in zip(rels, rows, strict=True):
             if row is None:
-                seen[rel] = None
                 untrusted.append(prefix + rel)
                 continue
-            _, _, _, mtime_ns, ctime_ns, xxh3, cached_at_ns = row
-            seen[rel] = xxh3
+            _, _, _, mtime_ns, ctime_ns, _, cached_at_ns = row
             if cached_at_ns - max(mtime_ns, ctime_ns) > RACY_NS:
                 trusted[prefix + rel] = StatRow(*row)
             else:

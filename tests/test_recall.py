@@ -187,7 +187,7 @@ def test_recall_rehashes_only_returned_memos(
     original = words_cache.validator.observe
 
     def spy(root: Any, expected: Any) -> Any:
-        seen.extend(expected)
+        seen.extend(e.rel for e in expected)
         return original(root, expected)
 
     monkeypatch.setattr(words_cache.validator, "observe", spy)

@@ -2,15 +2,23 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from pathlib import Path
 
 import pytest
+import xxhash
 
 from explomemo import validity
+from explomemo.files import resolve_root
 from explomemo.hashing import COUNTERS
 from explomemo.memos import FixedModel, MemoCache
+from explomemo.store import FileRow
+
+
+def xxh3_hex(data: bytes) -> str:
+    return xxhash.xxh3_128_hexdigest(data)
 
 
 @pytest.fixture
@@ -147,3 +155,56 @@ def test_file_recorded_with_two_contents_then_deleted(
     assert stale_ids(words_cache, old_tree) == {1: (["m0.py"], [])}
     (old_tree / "m0.py").unlink()
     assert stale_ids(words_cache, old_tree) == {1: ([], ["m0.py"]), 2: ([], ["m0.py"])}
+
+
+def test_file_recorded_with_two_contents_then_put_back(
+    words_cache: MemoCache, old_tree: Path
+) -> None:
+    first = (old_tree / "m0.py").read_bytes()
+    words_cache.record(
+        question="a", conclusion="c", files=["m0.py"], project="p", root=str(old_tree)
+    )
+    (old_tree / "m0.py").write_bytes(first.upper())
+    words_cache.record(
+        question="b", conclusion="c", files=["m0.py"], project="p", root=str(old_tree)
+    )
+    (old_tree / "m0.py").write_bytes(first)
+    # Read once, then answered from the stat cache: the same answer both times.
+    assert stale_ids(words_cache, old_tree) == {2: (["m0.py"], [])}
+    COUNTERS.reset()
+    assert stale_ids(words_cache, old_tree) == {2: (["m0.py"], [])}
+    assert COUNTERS.files == 0
+
+
+@pytest.mark.parametrize("contents", [1, 2])
+def test_link_out_of_root_with_a_recorded_size_is_missing(
+    words_cache: MemoCache, old_tree: Path, contents: int
+) -> None:
+    data = (old_tree / "m0.py").read_bytes()
+    for i in range(contents):
+        (old_tree / "m0.py").write_bytes(data if i == 0 else data.upper())
+        words_cache.record(
+            question=f"q{i}", conclusion="c", files=["m0.py"], project="p", root=str(old_tree)
+        )
+    outside = old_tree.parent / "outside.py"
+    outside.write_bytes(data)  # the size and bytes of what was recorded first
+    (old_tree / "m0.py").unlink()
+    (old_tree / "m0.py").symlink_to(outside)
+    assert stale_ids(words_cache, old_tree) == {i + 1: ([], ["m0.py"]) for i in range(contents)}
+
+
+def test_observe_answers_only_paths_that_may_differ(old_tree: Path) -> None:
+    root = resolve_root(str(old_tree))
+    data = [(old_tree / f"m{i}.py").read_bytes() for i in range(5)]
+    rows = [FileRow(f"m{i}.py", "", xxh3_hex(data[i]), len(data[i])) for i in range(5)]
+    validator = validity.Validator(None)
+    expected = validity.expect(root, rows)
+    assert validator.observe(root, expected) == {}
+    edited = b"x" * len(data[2])
+    (old_tree / "m2.py").write_bytes(edited)
+    COUNTERS.reset()
+    assert validator.observe(root, expected) == {"m2.py": xxh3_hex(edited)}
+    assert COUNTERS.files == 1
+    # Two recorded contents: the path is answered with what it holds, unchanged or not.
+    two = validity.expect(root, [*rows, dataclasses.replace(rows[0], xxh3="0" * 32)])
+    assert validator.observe(root, two) == {"m0.py": rows[0].xxh3, "m2.py": xxh3_hex(edited)}

@@ -26,7 +26,7 @@ from explomemo import hashing, validity
 from explomemo.files import Opener, Refused, open_regular, resolve_root
 from explomemo.hashing import CHUNK, COUNTERS, hash_fd, xxh3_fd
 from explomemo.memos import FixedModel, MemoCache
-from explomemo.store import StatRow, Store
+from explomemo.store import FileRow, StatRow, Store
 
 INSIDE = b"inside root\n"
 
@@ -240,7 +240,10 @@ def test_parallel_reads_match_one_thread(tmp_path: Path, monkeypatch: pytest.Mon
     os.symlink(rels[2], root_path / "link.bin")
     rels += ["link.bin", "missing.bin"]
     root = resolve_root(str(root_path))
-    expected = {rel: set(sizes) | {100} for rel in rels}
+    # No recorded digest: every path is reported with what it holds now.
+    expected = [
+        validity.Expected(rel, root.absolute(rel), set(sizes) | {100}, None) for rel in rels
+    ]
     results = {}
     before = _open_fds()
     for workers, parallel_from in ((1, 1 << 62), (2, 0), (3, 0)):
@@ -281,7 +284,7 @@ def test_a_worker_error_is_raised_and_stops_the_others(
     validator = validity.Validator(None, workers=2)
     try:
         with pytest.raises(RuntimeError, match="boom"):
-            validator.observe(root, {rel: {300} for rel in rels})
+            validator.observe(root, validity.expect(root, [FileRow(r, "", "", 300) for r in rels]))
     finally:
         validator.close()
 
