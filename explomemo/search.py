@@ -101,23 +101,29 @@ class Candidate:
 
 
 class VectorIndex:
-    """The vectors of one project's memos for one model: ids and a contiguous matrix.
+    """The vectors of one project's memos for one model: ids and one contiguous int8 matrix.
 
-    Rows live in a buffer with spare capacity, so a memo this process records
-    is added in place instead of rebuilding the matrix.
+    Each row is kept as int8 with a scale of its own (its largest component
+    maps to 127): a quarter of the memory of float32, 37 MB instead of
+    147 MB at 100,000 memos of 384 dimensions. A product converts the rows
+    back to float32 a block at a time; its cosines are within about 0.002
+    of float32's. Rows live in buffers with spare capacity, so a memo this
+    process records is added in place instead of rebuilding the matrix.
     """
 
     def __init__(
         self,
         ids: npt.NDArray[np.int64],
-        matrix: npt.NDArray[np.float32],
+        codes: npt.NDArray[np.int8],
+        scales: npt.NDArray[np.float32],
         count: int,
         version: int,
         lacking: int,
         model_id: str,
     ) -> None:
         self._ids = ids
-        self._rows = matrix
+        self._codes = codes
+        self._scales = scales
         self._count = count
         self.version = version
         #: Memos of the project without a vector of this model.
@@ -128,10 +134,19 @@ class VectorIndex:
         """The ``n`` most similar memos as (id, cosine)."""
         import numpy as np
 
-        if self._count == 0:
+        count = self._count
+        if count == 0:
             return []
-        sims = self._rows[: self._count] @ query
-        n = min(n, len(sims))
+        sims = np.empty(count, dtype=np.float32)
+        # Scratch of this call (calls run on several threads at once).
+        block = np.empty((min(count, SCAN_ROWS), self._codes.shape[1]), dtype=np.float32)
+        for start in range(0, count, SCAN_ROWS):
+            end = min(start + SCAN_ROWS, count)
+            rows = block[: end - start]
+            rows[...] = self._codes[start:end]
+            np.matmul(rows, query, out=sims[start:end])
+        sims *= self._scales[:count]
+        n = min(n, count)
         best = np.argpartition(-sims, n - 1)[:n]
         best = best[np.argsort(-sims[best])]
         return [(int(self._ids[i]), float(sims[i])) for i in best]
@@ -140,30 +155,53 @@ class VectorIndex:
         """Put one memo's vector in place (replacing its row, or adding one)."""
         import numpy as np
 
-        row = np.frombuffer(vector, dtype=np.float32)
+        row = np.frombuffer(vector, dtype=np.float32)[None, :]
         ids = self._ids[: self._count]
         at = int(np.searchsorted(ids, memo_id))
         if at < self._count and ids[at] == memo_id:
-            self._rows[at] = row
+            _quantize(row, self._codes[at : at + 1], self._scales[at : at + 1])
             return
         if at != self._count:
             raise ValueError("memo ids arrive in increasing order")
         if self._count == len(self._ids):
             capacity = max(16, self._count + self._count // 2)
             grown_ids = np.empty(capacity, dtype=np.int64)
-            grown_rows = np.empty((capacity, self._rows.shape[1]), dtype=np.float32)
+            grown_codes = np.empty((capacity, self._codes.shape[1]), dtype=np.int8)
+            grown_scales = np.empty(capacity, dtype=np.float32)
             grown_ids[: self._count] = ids
-            grown_rows[: self._count] = self._rows[: self._count]
-            self._ids, self._rows = grown_ids, grown_rows
-        self._ids[self._count] = memo_id
-        self._rows[self._count] = row
+            grown_codes[: self._count] = self._codes[: self._count]
+            grown_scales[: self._count] = self._scales[: self._count]
+            self._ids, self._codes, self._scales = grown_ids, grown_codes, grown_scales
+        at = self._count
+        self._ids[at] = memo_id
+        _quantize(row, self._codes[at : at + 1], self._scales[at : at + 1])
         self._count += 1
+
+
+#: Rows converted at a time, to quantize or to multiply (1.5 MB of float32 at 384 dimensions).
+SCAN_ROWS = 1024
+
+
+def _quantize(
+    rows: npt.NDArray[np.float32], codes: npt.NDArray[np.int8], scales: npt.NDArray[np.float32]
+) -> None:
+    """Write ``rows`` into ``codes`` as int8, each with the scale that maps its peak to 127."""
+    import numpy as np
+
+    peak = np.abs(rows).max(axis=1)
+    scale = np.where(peak > 0, peak / 127, 1).astype(np.float32)
+    scales[...] = scale
+    codes[...] = np.rint(rows / scale[:, None])
 
 
 def build_vector_index(
     conn: sqlite3.Connection, project: str, model_id: str, dim: int, version: int
 ) -> VectorIndex:
-    """Read a project's vectors of ``model_id`` into one preallocated matrix, row by row."""
+    """Read a project's vectors of ``model_id`` into one preallocated int8 matrix.
+
+    The float32 rows pass through a block of :data:`SCAN_ROWS`, so the
+    float32 matrix never exists whole.
+    """
     import numpy as np
 
     total, count = conn.execute(
@@ -174,18 +212,25 @@ def build_vector_index(
     # instead of copying the whole matrix.
     capacity = count + max(64, count // 32)
     ids = np.empty(capacity, dtype=np.int64)
-    matrix = np.empty((capacity, dim), dtype=np.float32)
-    filled = 0
+    codes = np.empty((capacity, dim), dtype=np.int8)
+    scales = np.empty(capacity, dtype=np.float32)
+    block = np.empty((SCAN_ROWS, dim), dtype=np.float32)
+    filled = pending = 0
     for memo_id, blob in conn.execute(
         "SELECT id, embedding FROM memos WHERE project = ? AND embedding_model = ? ORDER BY id",
         (project, model_id),
     ):
-        if filled == count or blob is None or len(blob) != dim * 4:
+        if filled + pending == count or blob is None or len(blob) != dim * 4:
             continue
-        ids[filled] = memo_id
-        matrix[filled] = np.frombuffer(blob, dtype=np.float32)
-        filled += 1
-    return VectorIndex(ids, matrix, filled, version, total - filled, model_id)
+        ids[filled + pending] = memo_id
+        block[pending] = np.frombuffer(blob, dtype=np.float32)
+        pending += 1
+        if pending == SCAN_ROWS:
+            _quantize(block, codes[filled : filled + pending], scales[filled : filled + pending])
+            filled, pending = filled + pending, 0
+    end = filled + pending
+    _quantize(block[:pending], codes[filled:end], scales[filled:end])
+    return VectorIndex(ids, codes, scales, end, version, total - end, model_id)
 
 
 class WordSearch:

@@ -1,0 +1,105 @@
+"""The int8 vector index ranks and scores as the float32 vectors it was built from."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+
+from explomemo.embeddings import Embedder
+from explomemo.search import SCAN_ROWS, VectorIndex, build_vector_index
+from explomemo.store import Store
+
+#: How far an int8 cosine may be from the float32 one (see VectorIndex).
+TOLERANCE = 0.003
+
+SUBJECTS = [
+    "the login form",
+    "the retry policy of outgoing HTTP calls",
+    "the database connection pool",
+    "JWT signature checks",
+    "the cache of rendered templates",
+    "background job scheduling",
+    "the settings loaded from environment variables",
+    "the CSV export of invoices",
+    "rate limiting per API key",
+    "the websocket reconnect loop",
+]
+ASPECTS = ["Where is {} configured?", "How is {} tested?", "Who calls {}?", "Why does {} fail?"]
+
+
+def texts() -> list[str]:
+    return [aspect.format(subject) for subject in SUBJECTS for aspect in ASPECTS]
+
+
+def exact_top(
+    vectors: npt.NDArray[np.float32], ids: list[int], query: npt.NDArray[np.float32], n: int
+) -> list[tuple[int, float]]:
+    sims = vectors @ query
+    order = np.argsort(-sims)[:n]
+    return [(ids[i], float(sims[i])) for i in order]
+
+
+def assert_close(got: list[tuple[int, float]], want: list[tuple[int, float]]) -> None:
+    assert len(got) == len(want)
+    exact = dict(want)
+    for (got_id, got_sim), (_, want_sim) in zip(got, want, strict=True):
+        # Same scores rank by rank; where two memos are closer than the
+        # tolerance they may swap, so each id's own cosine is checked too.
+        assert abs(got_sim - want_sim) <= TOLERANCE
+        if got_id in exact:
+            assert abs(got_sim - exact[got_id]) <= TOLERANCE
+
+
+def test_index_built_from_the_store_matches_float32(embedder: Embedder, tmp_path: Path) -> None:
+    store = Store.open(tmp_path / "memos.db")
+    vectors = embedder.embed(texts())
+    ids: list[int] = []
+    with store.write() as conn:
+        for i, vector in enumerate(vectors):
+            memo_id = store.save_memo(
+                conn,
+                memo_id=None,
+                project="p",
+                question=f"q{i}",
+                question_key=f"q{i}",
+                conclusion="c",
+                root="/",
+                recorded_at="2026-01-01T00:00:00Z",
+                files=[],
+            )
+            store.set_embedding(conn, memo_id, vector.tobytes(), "m", f"h{i}")
+            ids.append(memo_id)
+    with store.read() as conn:
+        index = build_vector_index(conn, "p", "m", vectors.shape[1], 1)
+    store.close()
+    assert index.lacking == 0
+    queries = embedder.embed(["where do we configure login?", "how are invoices exported?"])
+    for query in [*queries, vectors[7]]:
+        assert_close(index.top(query, 10), exact_top(vectors, ids, query, 10))
+    assert index.top(vectors[7], 1)[0][0] == ids[7]
+
+
+def test_rows_added_and_replaced_in_place(embedder: Embedder) -> None:
+    rng = np.random.default_rng(3)
+    count = SCAN_ROWS * 2 + 5  # more than one block of the product
+    vectors = rng.standard_normal((count, 384)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    index = VectorIndex(
+        np.empty(0, dtype=np.int64),
+        np.empty((0, 384), dtype=np.int8),
+        np.empty(0, dtype=np.float32),
+        0,
+        1,
+        0,
+        "m",
+    )
+    ids = list(range(10, 10 + count))
+    for memo_id, vector in zip(ids, vectors, strict=True):
+        index.upsert(memo_id, vector.tobytes())
+    query = embedder.embed(["a query"])[0]
+    vectors[3] = query  # memo ids[3] recorded again with another text
+    index.upsert(ids[3], query.tobytes())
+    assert_close(index.top(query, 20), exact_top(vectors, ids, query, 20))
+    assert index.top(query, 1)[0][0] == ids[3]
