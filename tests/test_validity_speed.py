@@ -22,7 +22,7 @@ import pytest
 import xxhash
 from reliability_helpers import SECRET
 
-from explomemo import hashing, validity
+from explomemo import hashing, readers, validity
 from explomemo.files import Opener, Refused, open_regular, resolve_root
 from explomemo.hashing import CHUNK, COUNTERS, hash_fd, xxh3_fd
 from explomemo.memos import FixedModel, MemoCache
@@ -230,39 +230,85 @@ def _recorder(calls: list[tuple[int, int]]) -> Callable[[int, int], None]:
     return progress
 
 
+#: How a Validator reads: (workers, PARALLEL_MEAN_BYTES, HELPERS_MIN_BYTES).
+READ_MODES = {
+    "one thread": (1, 0, 0),
+    "two threads": (2, 0, 1 << 62),
+    "three threads": (3, 0, 1 << 62),
+    "a helper process": (2, 1 << 62, 0),
+    "two helper processes": (3, 1 << 62, 0),
+}
+
+
 @pytest.mark.timeout(60)
 @pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs /proc")
-def test_parallel_reads_match_one_thread(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Several workers read exactly what one does; progress ends at the total; no fd leaks."""
+def test_parallel_reads_match_one_thread(
+    tree: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Threads and helper processes read exactly what one thread does, refuse what it
+    refuses, count what they read here; progress ends at the total; no fd leaks."""
     root_path = tmp_path / "proj"
     sizes = [0, 1, 100, CHUNK - 1, CHUNK, CHUNK + 1, 3 * CHUNK + 7] + [5000] * 150
     rels = _many_files(root_path, sizes)
     os.symlink(rels[2], root_path / "link.bin")
-    rels += ["link.bin", "missing.bin"]
+    os.symlink(tree["outside"] / "secret.txt", root_path / "out.bin")
+    rels += ["link.bin", "out.bin", "missing.bin"]
     root = resolve_root(str(root_path))
     # No recorded digest: every path is reported with what it holds now.
     expected = [
-        validity.Expected(rel, root.absolute(rel), set(sizes) | {100}, None) for rel in rels
+        validity.Expected(rel, root.absolute(rel), set(sizes) | {100, len(SECRET)}, None)
+        for rel in rels
     ]
     results = {}
+    counted = {}
     before = _open_fds()
-    for workers, parallel_from in ((1, 1 << 62), (2, 0), (3, 0)):
+    for mode, (workers, parallel_from, helpers_from) in READ_MODES.items():
         monkeypatch.setattr(validity, "PARALLEL_MEAN_BYTES", parallel_from)
+        monkeypatch.setattr(validity, "HELPERS_MIN_BYTES", helpers_from)
         calls: list[tuple[int, int]] = []
         validator = validity.Validator(None, workers=workers, progress=_recorder(calls))
+        COUNTERS.reset()
         try:
-            results[workers] = validator.observe(root, expected)
+            results[mode] = validator.observe(root, expected)
+            assert not validator._helpers_failed
         finally:
             validator.close()
+        counted[mode] = (COUNTERS.files, COUNTERS.bytes)
         assert calls[-1] == (len(rels) - 1, len(rels) - 1)  # the missing file is not read
         assert [done for done, _ in calls] == sorted(done for done, _ in calls)
-    assert results[1] == results[2] == results[3]
-    assert results[1]["missing.bin"] is None
-    assert results[1]["link.bin"] == results[1][rels[2]]
+    assert all(found == results["one thread"] for found in results.values())
+    assert all(count == (len(rels) - 2, sum(sizes) + 100) for count in counted.values())
+    found = results["one thread"]
+    assert found["missing.bin"] is None
+    assert found["out.bin"] is None
+    assert found["link.bin"] == found[rels[2]]
     for i, size in enumerate(sizes):
         data = bytes((i + j) % 251 for j in range(size))
-        assert results[1][rels[i]] == xxhash.xxh3_128_hexdigest(data)
+        assert found[rels[i]] == xxhash.xxh3_128_hexdigest(data)
     assert _open_fds() == before
+
+
+@pytest.mark.timeout(60)
+def test_a_helper_process_that_dies_is_replaced_by_this_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root_path = tmp_path / "proj"
+    rels = _many_files(root_path, [300] * 200)
+    root = resolve_root(str(root_path))
+    expected = [validity.Expected(rel, root.absolute(rel), {300}, None) for rel in rels]
+    monkeypatch.setattr(validity, "HELPERS_MIN_BYTES", 0)
+    validator = validity.Validator(None, workers=2)
+    try:
+        first = validator.observe(root, expected)
+        [helper] = validator._idle_helpers  # kept for the next read
+        helper._process.kill()
+        helper._process.wait()
+        (root_path / rels[150]).write_bytes(b"y" * 300)
+        second = validator.observe(root, expected)
+        assert validator._helpers_failed and not validator._idle_helpers
+    finally:
+        validator.close()
+    assert second == {**first, rels[150]: xxhash.xxh3_128_hexdigest(b"y" * 300)}
 
 
 @pytest.mark.timeout(60)
@@ -272,14 +318,14 @@ def test_a_worker_error_is_raised_and_stops_the_others(
     root_path = tmp_path / "proj"
     rels = _many_files(root_path, [300] * 200)
     root = resolve_root(str(root_path))
-    real = validity._read_row
+    real = readers.read_row
 
-    def failing(opener: Opener, rel: str, taken_at: int) -> Any:
+    def failing(opener: Opener, rel: str, taken_at: int, racy_ns: int) -> Any:
         if rel == rels[137]:
             raise RuntimeError("boom")
-        return real(opener, rel, taken_at)
+        return real(opener, rel, taken_at, racy_ns)
 
-    monkeypatch.setattr(validity, "_read_row", failing)
+    monkeypatch.setattr(validity, "read_row", failing)
     monkeypatch.setattr(validity, "PARALLEL_MEAN_BYTES", 0)
     validator = validity.Validator(None, workers=2)
     try:

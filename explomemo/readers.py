@@ -1,0 +1,137 @@
+"""Reading files for a check: one file into a stat-cache row, here or in a helper process.
+
+Threads share the GIL, and a file of 100 KB costs five short system calls
+that each hand it over; on two cores two threads read such files more slowly
+than one (see :data:`explomemo.validity.PARALLEL_MEAN_BYTES`). Helper
+processes share nothing: a :class:`Helper` is ``python -m explomemo.readers``,
+which takes a batch of paths on its stdin and answers with their rows on its
+stdout, both pickled, until its stdin closes. It reads through the same
+:class:`~explomemo.files.Opener` as this process, so it opens nothing this
+process would refuse.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import subprocess
+import sys
+from pathlib import Path
+from typing import BinaryIO
+
+from explomemo.files import Opener, Refused, Root
+from explomemo.hashing import COUNTERS, xxh3_fd
+
+#: A new stat-cache entry as read: (dev, ino, size, mtime_ns, ctime_ns, xxh3, cached_at_ns).
+Row = tuple[int, int, int, int, int, str, int]
+
+
+def read_row(opener: Opener, rel: str, taken_at: int, racy_ns: int) -> Row | None:
+    """Read one file through an opener into a stat-cache row (None: missing).
+
+    ``taken_at`` is a time before the check's first read; an entry of a file
+    changed less than ``racy_ns`` before it is never trusted. A plain tuple,
+    not a StatRow: this is the hot path of a re-read.
+    """
+    try:
+        fd, before = opener.open(rel)
+    except Refused:
+        return None
+    mtime_ns = before.st_mtime_ns
+    ctime_ns = before.st_ctime_ns
+    # An entry of a file changed within the racy window of the check is never
+    # trusted, whatever happens during the read: no second fstat is needed to decide.
+    racy = taken_at - max(mtime_ns, ctime_ns) <= racy_ns
+    try:
+        size, xxh3 = xxh3_fd(fd, before.st_size)
+        # A file that changed while it was read gets an entry that is never
+        # trusted, so the next check reads it again.
+        if racy:
+            cached_at_ns = 0
+        else:
+            after = os.fstat(fd)
+            same = (
+                before.st_size == after.st_size == size
+                and mtime_ns == after.st_mtime_ns
+                and ctime_ns == after.st_ctime_ns
+            )
+            cached_at_ns = taken_at if same else 0
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    return (before.st_dev, before.st_ino, size, mtime_ns, ctime_ns, xxh3, cached_at_ns)
+
+
+class HelperError(Exception):
+    """A helper process failed or went away; its batch is to be read here instead."""
+
+
+class Helper:
+    """One helper process that reads batches of files under a root."""
+
+    def __init__(self) -> None:
+        package_parent = str(Path(__file__).resolve().parent.parent)
+        path = os.environ.get("PYTHONPATH")
+        env = {**os.environ, "PYTHONPATH": package_parent + (os.pathsep + path if path else "")}
+        try:
+            self._process = subprocess.Popen(
+                [sys.executable, "-m", "explomemo.readers"],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                env=env,
+            )
+        except OSError as exc:
+            raise HelperError(f"cannot start a helper process: {exc}") from exc
+
+    def read(self, root: Root, rels: list[str], taken_at: int, racy_ns: int) -> list[Row | None]:
+        """The rows of ``rels`` under ``root``, read by the helper (its reads are counted here)."""
+        stdin, stdout = self._process.stdin, self._process.stdout
+        assert stdin is not None and stdout is not None
+        try:
+            pickle.dump((root.real, rels, taken_at, racy_ns), stdin, pickle.HIGHEST_PROTOCOL)
+            stdin.flush()
+            rows, files, nbytes = pickle.load(stdout)
+            if not isinstance(rows, list) or len(rows) != len(rels):
+                raise ValueError(f"{len(rels)} paths asked, an answer of another shape")
+        except (OSError, EOFError, pickle.UnpicklingError, ValueError, TypeError) as exc:
+            # Whatever state it is in, it is of no more use.
+            self._process.kill()
+            raise HelperError(f"helper process {self._process.pid} failed: {exc!r}") from exc
+        COUNTERS.add(files, nbytes)
+        return rows
+
+    def close(self) -> None:
+        """Let the helper finish (its stdin closes), or stop it."""
+        try:
+            if self._process.stdin is not None:
+                self._process.stdin.close()
+            self._process.wait(timeout=5)
+        except (OSError, subprocess.TimeoutExpired):
+            self._process.kill()
+            self._process.wait()
+        finally:
+            if self._process.stdout is not None:
+                self._process.stdout.close()
+
+
+def serve(requests: BinaryIO, answers: BinaryIO) -> None:
+    """A helper's loop: read each batch asked for, answer with its rows and read counts."""
+    while True:
+        try:
+            root_real, rels, taken_at, racy_ns = pickle.load(requests)
+        except EOFError:
+            return
+        COUNTERS.reset()
+        with Opener(Root(root_real, root_real)) as opener:
+            rows = [read_row(opener, rel, taken_at, racy_ns) for rel in rels]
+        pickle.dump((rows, COUNTERS.files, COUNTERS.bytes), answers, pickle.HIGHEST_PROTOCOL)
+        answers.flush()
+
+
+if __name__ == "__main__":
+    channel_in, channel_out = sys.stdin.buffer, sys.stdout.buffer
+    # Nothing but answers may reach the channel.
+    sys.stdout = sys.stderr
+    serve(channel_in, channel_out)
