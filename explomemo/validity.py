@@ -19,6 +19,7 @@ import itertools
 import os
 import sqlite3
 import stat
+import struct
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -42,7 +43,20 @@ RESIZED = ""
 #: An entry taken less than this after the file's last change is racy (2 s: FAT's granularity).
 RACY_NS = 2_000_000_000
 
-_StatKey = tuple[int, int, int, int, int]
+#: A file's identity as the stat cache compares it: (dev, ino, size, mtime_ns,
+#: ctime_ns) packed in one bytes object, so a check fetches and compares one
+#: object per file instead of five ints (measured: a fifth of a nothing-changed
+#: check). A time outside int64 nanoseconds (before 1677, after 2262) cannot be
+#: packed; its key is the tuple, which never equals a packed one.
+_StatKey = bytes | tuple[int, int, int, int, int]
+_pack_key = struct.Struct("=QQqqq").pack
+
+
+def _stat_key(dev: int, ino: int, size: int, mtime_ns: int, ctime_ns: int) -> _StatKey:
+    try:
+        return _pack_key(dev, ino, size, mtime_ns, ctime_ns)
+    except struct.error:
+        return (dev, ino, size, mtime_ns, ctime_ns)
 
 
 class Expected(NamedTuple):
@@ -143,6 +157,7 @@ class Validator:
         if prefix not in self._loaded:
             self._load_root(prefix)
         settled_get = self._settled.get
+        pack_key = _pack_key
         os_stat = os.stat
         is_regular = stat.S_ISREG
         changes: dict[str, Seen] = {}
@@ -155,16 +170,19 @@ class Validator:
                 changes[rel] = None
                 continue
             hit = settled_get(path)
-            if hit is not None and hit[0] == (
-                st.st_dev,
-                st.st_ino,
-                st.st_size,
-                st.st_mtime_ns,
-                st.st_ctime_ns,
-            ):
-                if hit[1] != digest:
-                    changes[rel] = hit[1]
-            elif not is_regular(st.st_mode):
+            if hit is not None:
+                # _stat_key, inlined: this is the loop a check spends its time in.
+                try:
+                    key: _StatKey = pack_key(
+                        st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
+                    )
+                except struct.error:
+                    key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+                if hit[0] == key:
+                    if hit[1] != digest:
+                        changes[rel] = hit[1]
+                    continue
+            if not is_regular(st.st_mode):
                 changes[rel] = None
             elif st.st_size not in sizes:
                 changes[rel] = RESIZED
@@ -233,7 +251,7 @@ class Validator:
     def _learn(self, entries: dict[str, StatRow]) -> None:
         for path, entry in entries.items():
             if _trusted(entry):
-                key = (entry.dev, entry.ino, entry.size, entry.mtime_ns, entry.ctime_ns)
+                key = _stat_key(entry.dev, entry.ino, entry.size, entry.mtime_ns, entry.ctime_ns)
                 self._settled[path] = (key, entry.xxh3)
             else:
                 self._settled.pop(path, None)
@@ -253,7 +271,7 @@ class Validator:
             settled = self._settled
             settled.update(
                 {
-                    path: ((dev, ino, size, mtime_ns, ctime_ns), xxh3)
+                    path: (_stat_key(dev, ino, size, mtime_ns, ctime_ns), xxh3)
                     for path, dev, ino, size, mtime_ns, ctime_ns, xxh3 in rows
                     if path not in settled
                 }

@@ -208,3 +208,20 @@ def test_observe_answers_only_paths_that_may_differ(old_tree: Path) -> None:
     # Two recorded contents: the path is answered with what it holds, unchanged or not.
     two = validity.expect(root, [*rows, dataclasses.replace(rows[0], xxh3="0" * 32)])
     assert validator.observe(root, two) == {"m0.py": rows[0].xxh3, "m2.py": xxh3_hex(edited)}
+
+
+def test_a_file_dated_after_2262_is_checked(words_cache: MemoCache, old_tree: Path) -> None:
+    # No int64 holds its time in nanoseconds, so its stat key cannot be packed.
+    record_all(words_cache, old_tree)
+    far = 2**63 + 10**12
+    try:
+        os.utime(old_tree / "m4.py", ns=(far, far))
+    except (OSError, OverflowError):
+        pytest.skip("this file system cannot store a time after 2262")
+    assert stale_ids(words_cache, old_tree) == {}
+    COUNTERS.reset()
+    assert stale_ids(words_cache, old_tree) == {}
+    assert COUNTERS.files == 1  # a time in the future is never trusted: read again
+    (old_tree / "m4.py").write_text("module 9\n" * 100)
+    os.utime(old_tree / "m4.py", ns=(far, far))
+    assert stale_ids(words_cache, old_tree) == {3: (["m4.py"], [])}
