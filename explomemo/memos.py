@@ -134,6 +134,10 @@ class _VectorJob:
     embedder: Embedder
 
 
+#: Roots whose expectations a project keeps at once (a server asked about many worktrees).
+_EXPECTED_ROOTS = 4
+
+
 @dataclass
 class ProjectFiles:
     """A project's memos and recorded files as of one memo version, kept between requests."""
@@ -157,10 +161,17 @@ class ProjectFiles:
 
     def expected(self, root: Root) -> list[Expected]:
         """What a check of every memo under ``root`` expects of each distinct path."""
-        found = self._expected.get(root.real)
+        # The dict of this moment: when a record adds a memo meanwhile, what
+        # is built here lands in the dict that add() discarded, never in its
+        # new one. (list() of a dict's values holds the GIL: an add in another
+        # thread cannot change the dict under it.)
+        cache = self._expected
+        found = cache.get(root.real)
         if found is None:
-            found = expect(root, (f for files in self.files.values() for f in files))
-            self._expected[root.real] = found
+            found = expect(root, [f for files in list(self.files.values()) for f in files])
+            if len(cache) >= _EXPECTED_ROOTS:
+                cache.clear()
+            cache[root.real] = found
         return found
 
     def affected_by(self, changes: dict[str, Seen]) -> list[MemoRow]:

@@ -7,7 +7,7 @@ processes share nothing: a :class:`Helper` is ``python -m explomemo.readers``,
 which takes a batch of paths on its stdin and answers with their rows on its
 stdout, both pickled, until its stdin closes. It reads through the same
 :class:`~explomemo.files.Opener` as this process, so it opens nothing this
-process would refuse.
+process would refuse, and imports nothing from the folder being checked.
 """
 
 from __future__ import annotations
@@ -68,36 +68,49 @@ class HelperError(Exception):
 
 
 class Helper:
-    """One helper process that reads batches of files under a root."""
+    """One helper process that reads batches of files under a root.
+
+    It starts as ``python -P -m explomemo.readers`` in ``/``: nothing from the
+    folder being checked (which may hold a package or a module named like one
+    of ours or the standard library's) comes on its import path. Its first
+    answer names the file it runs; one that runs another copy of explomemo is
+    not used.
+    """
 
     def __init__(self) -> None:
-        package_parent = str(Path(__file__).resolve().parent.parent)
-        path = os.environ.get("PYTHONPATH")
-        env = {**os.environ, "PYTHONPATH": package_parent + (os.pathsep + path if path else "")}
         try:
             self._process = subprocess.Popen(
-                [sys.executable, "-m", "explomemo.readers"],
+                [sys.executable, "-P", "-m", "explomemo.readers"],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.DEVNULL,
-                env=env,
+                cwd="/",
             )
-        except OSError as exc:
+        except (OSError, ValueError, TypeError) as exc:
             raise HelperError(f"cannot start a helper process: {exc}") from exc
+        self._greeted = False
 
     def read(self, root: Root, rels: list[str], taken_at: int, racy_ns: int) -> list[Row | None]:
         """The rows of ``rels`` under ``root``, read by the helper (its reads are counted here)."""
         stdin, stdout = self._process.stdin, self._process.stdout
         assert stdin is not None and stdout is not None
         try:
+            if not self._greeted:
+                runs = pickle.load(stdout)
+                if runs != _THIS_FILE:
+                    raise ValueError(f"it runs {runs!r}, not {_THIS_FILE!r}")
+                self._greeted = True
             pickle.dump((root.real, rels, taken_at, racy_ns), stdin, pickle.HIGHEST_PROTOCOL)
             stdin.flush()
             rows, files, nbytes = pickle.load(stdout)
             if not isinstance(rows, list) or len(rows) != len(rels):
                 raise ValueError(f"{len(rels)} paths asked, an answer of another shape")
-        except (OSError, EOFError, pickle.UnpicklingError, ValueError, TypeError) as exc:
-            # Whatever state it is in, it is of no more use.
+        except BaseException as exc:
+            # Whatever state it is in (an answer may be left in the pipe), it
+            # is of no more use.
             self._process.kill()
+            if not isinstance(exc, Exception):
+                raise
             raise HelperError(f"helper process {self._process.pid} failed: {exc!r}") from exc
         COUNTERS.add(files, nbytes)
         return rows
@@ -116,8 +129,15 @@ class Helper:
                 self._process.stdout.close()
 
 
+#: The file this module runs from, as a helper names it in its first answer.
+_THIS_FILE = str(Path(__file__).resolve())
+
+
 def serve(requests: BinaryIO, answers: BinaryIO) -> None:
-    """A helper's loop: read each batch asked for, answer with its rows and read counts."""
+    """A helper's loop: name this file, then read each batch asked for and answer with
+    its rows and read counts, until ``requests`` ends."""
+    pickle.dump(_THIS_FILE, answers, pickle.HIGHEST_PROTOCOL)
+    answers.flush()
     while True:
         try:
             root_real, rels, taken_at, racy_ns = pickle.load(requests)

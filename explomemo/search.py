@@ -1,6 +1,6 @@
 """Search by meaning and by words, fused, with a relevance cut-off.
 
-Vectors of a project's memos are kept in one contiguous float32 matrix in
+Vectors of a project's memos are kept in one contiguous int8 matrix in
 memory, built once from the store and rebuilt only when the database changed.
 Word overlap is SQLite FTS5 (BM25, Porter stemming) over question,
 conclusion and file paths; the query keeps only its content words, so "how is
@@ -185,13 +185,20 @@ SCAN_ROWS = 1024
 def _quantize(
     rows: npt.NDArray[np.float32], codes: npt.NDArray[np.int8], scales: npt.NDArray[np.float32]
 ) -> None:
-    """Write ``rows`` into ``codes`` as int8, each with the scale that maps its peak to 127."""
+    """Write ``rows`` into ``codes`` as int8, each with the scale that maps its peak to 127.
+
+    A row of zeros, or one with a NaN or an infinity, is stored as zeros: it
+    scores 0 against every query.
+    """
     import numpy as np
 
     peak = np.abs(rows).max(axis=1)
-    scale = np.where(peak > 0, peak / 127, 1).astype(np.float32)
+    usable = np.isfinite(peak) & (peak / 127 > 0)
+    scale = np.where(usable, peak / 127, 1).astype(np.float32)
+    with np.errstate(invalid="ignore"):
+        quantized = np.where(usable[:, None], np.rint(rows / scale[:, None]), 0)
+    codes[...] = quantized
     scales[...] = scale
-    codes[...] = np.rint(rows / scale[:, None])
 
 
 def build_vector_index(

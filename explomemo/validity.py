@@ -22,8 +22,9 @@ import stat
 import struct
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
+from operator import itemgetter
 from typing import Literal, NamedTuple
 
 from explomemo.errors import StoreError
@@ -69,6 +70,8 @@ class Expected(NamedTuple):
     sizes: set[int]
     #: The xxh3 every memo recorded for the path; None when they recorded different contents.
     digest: str | None
+    #: The folder of ``rel`` ("" for root).
+    folder: str
 
 
 def expect(root: Root, files: Iterable[FileRow]) -> list[Expected]:
@@ -84,9 +87,39 @@ def expect(root: Root, files: Iterable[FileRow]) -> list[Expected]:
         sizes.setdefault(f.path, set()).add(f.size)
         digests.setdefault(f.path, set()).add(f.xxh3)
     return [
-        Expected(rel, root.absolute(rel), sizes[rel], next(iter(d)) if len(d) == 1 else None)
+        Expected(
+            rel,
+            root.absolute(rel),
+            sizes[rel],
+            next(iter(d)) if len(d) == 1 else None,
+            rel.rpartition("/")[0],
+        )
         for rel, d in sorted(digests.items())
     ]
+
+
+def _linked_folders(prefix: str, folders: Iterable[str]) -> set[str]:
+    """The folders under ``prefix`` that are symbolic links, or lie under one.
+
+    One ``lstat`` per distinct folder (ancestors included), parents first.
+    """
+    every: set[str] = set()
+    for folder in folders:
+        while folder and folder not in every:
+            every.add(folder)
+            folder = folder.rpartition("/")[0]
+    linked: set[str] = set()
+    for folder in sorted(every):
+        if folder.rpartition("/")[0] in linked:
+            linked.add(folder)
+            continue
+        try:
+            mode = os.lstat(prefix + folder).st_mode
+        except (OSError, ValueError):
+            continue  # its files are missing: their own stat says so
+        if stat.S_ISLNK(mode):
+            linked.add(folder)
+    return linked
 
 
 def state_of(changes: Mapping[str, Seen], recorded: FileRow) -> FileState:
@@ -119,7 +152,7 @@ class Validator:
         # loaded: every path under them is known from then on.
         self._loaded: set[str] = set()
         # Entries old enough to be trusted, as (stat key, xxh3): the hot path
-        # of a check is one dict lookup and one tuple comparison per file.
+        # of a check is one dict lookup and one bytes comparison per file.
         self._settled: dict[str, tuple[_StatKey, str]] = {}
         self._lock = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None
@@ -128,6 +161,7 @@ class Validator:
         self._idle_helpers: list[Helper] = []
         self._started_helpers = 0
         self._helpers_failed = False
+        self._closed = False
 
     def clear(self) -> None:
         """Forget the entries held in memory (the next check consults the store again)."""
@@ -141,21 +175,26 @@ class Validator:
             self._pool.shutdown(wait=True)
             self._pool = None
         with self._lock:
-            helpers, self._idle_helpers = self._idle_helpers, []
-        for helper in helpers:
-            helper.close()
+            self._closed = True
+        self._give_back_helpers([])
 
-    def observe(self, root: Root, expected: Iterable[Expected]) -> dict[str, Seen]:
+    def observe(self, root: Root, expected: Sequence[Expected]) -> dict[str, Seen]:
         """What each expected path is now, for the paths that may not hold their recorded content.
 
         A path left out of the answer holds exactly its ``digest``: its stat
-        matches a settled entry of that content, so it was not read. Nothing
-        changed costs one ``stat`` per path and an empty answer. A file whose
-        size matches no recorded size is known changed without being read.
+        matches a settled entry of that content (it was not read), or it was
+        read and found to hold it. Nothing changed costs one ``stat`` per path
+        and an empty answer. A file whose size matches no recorded size is
+        known changed without being read.
         """
         prefix = root.absolute("")
         if prefix not in self._loaded:
             self._load_root(prefix)
+        # os.stat follows links. A file's stat does not change when a folder
+        # on its way becomes a link (moved out of root and linked back), so
+        # the files under a linked folder skip the stat cache: the Opener
+        # then reads them, or refuses them when the link leads out of root.
+        linked = _linked_folders(prefix, {e.folder for e in expected})
         settled_get = self._settled.get
         pack_key = _pack_key
         os_stat = os.stat
@@ -163,14 +202,14 @@ class Validator:
         changes: dict[str, Seen] = {}
         to_read: list[tuple[str, str | None]] = []
         to_read_bytes = 0
-        for rel, path, sizes, digest in expected:
+        for rel, path, sizes, digest, folder in expected:
             try:
                 st = os_stat(path)
             except (OSError, ValueError):
                 changes[rel] = None
                 continue
             hit = settled_get(path)
-            if hit is not None:
+            if hit is not None and not (linked and folder in linked):
                 # _stat_key, inlined: this is the loop a check spends its time in.
                 try:
                     key: _StatKey = pack_key(
@@ -192,7 +231,7 @@ class Validator:
         if to_read:
             # In path order, folder by folder: measured about a tenth faster
             # than the memos' order (locality in the kernel's caches).
-            to_read.sort()
+            to_read.sort(key=itemgetter(0))
             rels = [rel for rel, _ in to_read]
             rows = self._read_all(root, rels, to_read_bytes)
             self._take(prefix, rels, rows)
@@ -300,7 +339,10 @@ class Validator:
         processes: list[Helper] = []
         if workers > 1 and nbytes >= HELPERS_MIN_BYTES:
             processes = self._take_helpers(workers - 1)
-        if not processes and nbytes < PARALLEL_MEAN_BYTES * total:
+        if processes:
+            # Helpers found busy by another check are not made up for with threads.
+            workers = 1 + len(processes)
+        elif nbytes < PARALLEL_MEAN_BYTES * total:
             workers = 1
         batch = max(1, min(_MAX_BATCH, total // (workers * 4)))
         batches = itertools.count()
@@ -347,12 +389,12 @@ class Validator:
             try:
                 work(0)
             finally:
-                # Never return (or raise) while a helper still writes into results.
+                # Never return (or raise) while another worker still writes into results.
                 wait(futures)
         finally:
             self._give_back_helpers(processes)
         for future in futures:
-            future.result()  # a helper's exception is this call's
+            future.result()  # another worker's exception is this call's
         if progress is not None:
             progress(total, total)
         return results
@@ -361,15 +403,16 @@ class Validator:
         """Up to ``count`` helper processes for one read: idle ones, or new ones.
 
         No more than one per other core ever runs; a read that finds them all
-        busy (another check is reading) goes without. None after one failed.
+        busy (another check is reading) goes without. None after one failed,
+        or once the Validator is closed.
         """
         with self._lock:
-            if self._helpers_failed:
+            if self._helpers_failed or self._closed:
                 return []
             taken = self._idle_helpers[:count]
             del self._idle_helpers[:count]
-            starting = min(count - len(taken), self._workers - 1 - self._started_helpers)
-            self._started_helpers += max(0, starting)
+            starting = max(0, min(count - len(taken), self._workers - 1 - self._started_helpers))
+            self._started_helpers += starting
         for _ in range(starting):
             try:
                 taken.append(Helper())
@@ -380,16 +423,18 @@ class Validator:
         return taken
 
     def _give_back_helpers(self, helpers: list[Helper]) -> None:
-        """Keep the helpers of a finished read for the next; stop them all after a failure."""
+        """Keep the helpers of a finished read for the next; stop them all after a
+        failure or once the Validator is closed."""
         with self._lock:
-            failed = self._helpers_failed
-            if not failed:
-                self._idle_helpers += helpers
+            if self._helpers_failed or self._closed:
+                done = helpers + self._idle_helpers
+                self._idle_helpers = []
+                self._started_helpers -= len(done)
             else:
-                self._started_helpers -= len(helpers)
-        if failed:
-            for helper in helpers:
-                helper.close()
+                self._idle_helpers += helpers
+                done = []
+        for helper in done:
+            helper.close()
 
 
 #: Files are read on every core only when they average at least this size. Each

@@ -6,10 +6,12 @@ import dataclasses
 import os
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 import xxhash
 
+from explomemo import memos as memos_module
 from explomemo import validity
 from explomemo.files import resolve_root
 from explomemo.hashing import COUNTERS
@@ -218,6 +220,8 @@ def test_a_file_dated_after_2262_is_checked(words_cache: MemoCache, old_tree: Pa
         os.utime(old_tree / "m4.py", ns=(far, far))
     except (OSError, OverflowError):
         pytest.skip("this file system cannot store a time after 2262")
+    if (old_tree / "m4.py").stat().st_mtime_ns != far:
+        pytest.skip("this file system does not keep a time after 2262")
     assert stale_ids(words_cache, old_tree) == {}
     COUNTERS.reset()
     assert stale_ids(words_cache, old_tree) == {}
@@ -225,3 +229,47 @@ def test_a_file_dated_after_2262_is_checked(words_cache: MemoCache, old_tree: Pa
     (old_tree / "m4.py").write_text("module 9\n" * 100)
     os.utime(old_tree / "m4.py", ns=(far, far))
     assert stale_ids(words_cache, old_tree) == {3: (["m4.py"], [])}
+
+
+def test_a_record_during_a_check_does_not_leave_it_an_outdated_list(
+    words_cache: MemoCache, old_tree: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    record_all(words_cache, old_tree)
+    snapshot = words_cache._project_files("p")
+    root = resolve_root(str(old_tree))
+    real_expect = validity.expect
+
+    def expect_while_recording(*args: Any) -> list[validity.Expected]:
+        # A record lands while the check builds what it expects.
+        monkeypatch.setattr(memos_module, "expect", real_expect)
+        words_cache.record(
+            question="d", conclusion="c", files=["m0.py", "new.py"], project="p", root=str(old_tree)
+        )
+        return real_expect(*args)
+
+    (old_tree / "new.py").write_text("new\n")
+    monkeypatch.setattr(memos_module, "expect", expect_while_recording)
+    assert "new.py" not in {e.rel for e in snapshot.expected(root)}  # built before the record
+    assert "new.py" in {e.rel for e in snapshot.expected(root)}
+    (old_tree / "new.py").unlink()
+    assert stale_ids(words_cache, old_tree) == {4: ([], ["new.py"])}
+
+
+def test_a_folder_moved_out_of_root_and_linked_back_is_missing(
+    words_cache: MemoCache, old_tree: Path
+) -> None:
+    (old_tree / "lib").mkdir()
+    (old_tree / "lib" / "a.py").write_text("a\n")
+    (old_tree / "pkg").mkdir()
+    (old_tree / "pkg" / "b.py").write_text("b\n")
+    for question, path in (("a", "lib/a.py"), ("b", "alias/b.py")):
+        if path.startswith("alias"):
+            (old_tree / "alias").symlink_to("pkg")  # a folder link inside root: allowed
+        words_cache.record(
+            question=question, conclusion="c", files=[path], project="p", root=str(old_tree)
+        )
+    assert stale_ids(words_cache, old_tree) == {}  # warm: both settled in the stat cache
+    # The files keep their inode and ctime: only the folder moved.
+    (old_tree / "lib").rename(old_tree.parent / "lib-outside")
+    (old_tree / "lib").symlink_to(old_tree.parent / "lib-outside")
+    assert stale_ids(words_cache, old_tree) == {1: ([], ["lib/a.py"])}

@@ -117,6 +117,35 @@ def test_opener_gives_the_fstat_of_what_it_opened(tree: dict[str, Path]) -> None
             )
 
 
+@pytest.mark.timeout(30)
+def test_a_helper_process_reads_and_refuses_as_this_one_does(
+    tree: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = resolve_root(str(tree["root"]))
+    # Started from a folder with a package of our name (as a checked project
+    # may have): the helper must not import it.
+    decoy = tmp_path / "decoy"
+    (decoy / "explomemo").mkdir(parents=True)
+    (decoy / "explomemo" / "__init__.py").write_text(
+        f"open({str(tmp_path / 'imported')!r}, 'w').close()\n"
+    )
+    monkeypatch.chdir(decoy)
+    taken_at = time.time_ns()
+    with Opener(root) as opener:
+        here = [readers.read_row(opener, rel, taken_at, 0) for rel in PATHS]
+    helper = readers.Helper()
+    COUNTERS.reset()
+    try:
+        there = helper.read(root, PATHS, taken_at, 0)
+    finally:
+        helper.close()
+    assert there == here
+    read = [rel for rel, row in zip(PATHS, there, strict=True) if row is not None]
+    assert read == [*PATHS[:6], "pkg/./mod.py", "pkg/../a.py", "pkg//mod.py"]
+    assert COUNTERS.files == len(read)  # the helper's reads are counted in this process
+    assert not (tmp_path / "imported").exists()
+
+
 class OpenSpy:
     """Records every name os.open is asked to open."""
 
@@ -230,6 +259,30 @@ def _recorder(calls: list[tuple[int, int]]) -> Callable[[int, int], None]:
     return progress
 
 
+def _helpers_take_part(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Make each read start only once a helper process was handed a batch; count the batches.
+
+    Without it, this thread could read every file while the helper starts.
+    """
+    handed = threading.Event()
+    batches: list[int] = []
+    real_read, real_row = readers.Helper.read, readers.read_row
+
+    def helper_read(self: readers.Helper, root: Any, rels: list[str], *args: Any) -> Any:
+        batches.append(len(rels))
+        handed.set()
+        return real_read(self, root, rels, *args)
+
+    def read_row(*args: Any) -> Any:
+        if threading.current_thread() is threading.main_thread():
+            assert handed.wait(10), "no helper process was handed a batch"
+        return real_row(*args)
+
+    monkeypatch.setattr(readers.Helper, "read", helper_read)
+    monkeypatch.setattr(validity, "read_row", read_row)
+    return batches
+
+
 #: How a Validator reads: (workers, PARALLEL_MEAN_BYTES, HELPERS_MIN_BYTES).
 READ_MODES = {
     "one thread": (1, 0, 0),
@@ -256,7 +309,9 @@ def test_parallel_reads_match_one_thread(
     root = resolve_root(str(root_path))
     # No recorded digest: every path is reported with what it holds now.
     expected = [
-        validity.Expected(rel, root.absolute(rel), set(sizes) | {100, len(SECRET)}, None)
+        validity.Expected(
+            rel, root.absolute(rel), set(sizes) | {100, len(SECRET)}, None, rel.rpartition("/")[0]
+        )
         for rel in rels
     ]
     results = {}
@@ -265,6 +320,8 @@ def test_parallel_reads_match_one_thread(
     for mode, (workers, parallel_from, helpers_from) in READ_MODES.items():
         monkeypatch.setattr(validity, "PARALLEL_MEAN_BYTES", parallel_from)
         monkeypatch.setattr(validity, "HELPERS_MIN_BYTES", helpers_from)
+        if "helper" in mode:
+            helper_batches = _helpers_take_part(monkeypatch)
         calls: list[tuple[int, int]] = []
         validator = validity.Validator(None, workers=workers, progress=_recorder(calls))
         COUNTERS.reset()
@@ -274,6 +331,9 @@ def test_parallel_reads_match_one_thread(
         finally:
             validator.close()
         counted[mode] = (COUNTERS.files, COUNTERS.bytes)
+        if "helper" in mode:
+            assert helper_batches
+            monkeypatch.undo()
         assert calls[-1] == (len(rels) - 1, len(rels) - 1)  # the missing file is not read
         assert [done for done, _ in calls] == sorted(done for done, _ in calls)
     assert all(found == results["one thread"] for found in results.values())
@@ -295,11 +355,16 @@ def test_a_helper_process_that_dies_is_replaced_by_this_one(
     root_path = tmp_path / "proj"
     rels = _many_files(root_path, [300] * 200)
     root = resolve_root(str(root_path))
-    expected = [validity.Expected(rel, root.absolute(rel), {300}, None) for rel in rels]
+    expected = [
+        validity.Expected(rel, root.absolute(rel), {300}, None, rel.rpartition("/")[0])
+        for rel in rels
+    ]
     monkeypatch.setattr(validity, "HELPERS_MIN_BYTES", 0)
+    batches = _helpers_take_part(monkeypatch)
     validator = validity.Validator(None, workers=2)
     try:
         first = validator.observe(root, expected)
+        assert batches
         [helper] = validator._idle_helpers  # kept for the next read
         helper._process.kill()
         helper._process.wait()

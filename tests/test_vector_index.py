@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
+import pytest
 
+from explomemo import search
 from explomemo.embeddings import Embedder
-from explomemo.search import SCAN_ROWS, VectorIndex, build_vector_index
+from explomemo.search import VectorIndex, build_vector_index
 from explomemo.store import Store
 
 #: How far an int8 cosine may be from the float32 one (see VectorIndex).
@@ -52,7 +55,10 @@ def assert_close(got: list[tuple[int, float]], want: list[tuple[int, float]]) ->
             assert abs(got_sim - exact[got_id]) <= TOLERANCE
 
 
-def test_index_built_from_the_store_matches_float32(embedder: Embedder, tmp_path: Path) -> None:
+def test_index_built_from_the_store_matches_float32(
+    embedder: Embedder, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(search, "SCAN_ROWS", 7)  # several full blocks and a partial one
     store = Store.open(tmp_path / "memos.db")
     vectors = embedder.embed(texts())
     ids: list[int] = []
@@ -81,9 +87,12 @@ def test_index_built_from_the_store_matches_float32(embedder: Embedder, tmp_path
     assert index.top(vectors[7], 1)[0][0] == ids[7]
 
 
-def test_rows_added_and_replaced_in_place(embedder: Embedder) -> None:
+def test_rows_added_and_replaced_in_place(
+    embedder: Embedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(search, "SCAN_ROWS", 64)
     rng = np.random.default_rng(3)
-    count = SCAN_ROWS * 2 + 5  # more than one block of the product
+    count = 64 * 2 + 5  # more than one block of the product
     vectors = rng.standard_normal((count, 384)).astype(np.float32)
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
     index = VectorIndex(
@@ -103,3 +112,23 @@ def test_rows_added_and_replaced_in_place(embedder: Embedder) -> None:
     index.upsert(ids[3], query.tobytes())
     assert_close(index.top(query, 20), exact_top(vectors, ids, query, 20))
     assert index.top(query, 1)[0][0] == ids[3]
+
+
+def test_a_vector_of_zeros_or_not_finite_scores_zero() -> None:
+    index = VectorIndex(
+        np.empty(0, dtype=np.int64),
+        np.empty((0, 3), dtype=np.int8),
+        np.empty(0, dtype=np.float32),
+        0,
+        1,
+        0,
+        "m",
+    )
+    rows = [[0, 0, 0], [np.nan, 1, 0], [np.inf, 0, 0], [1e-45, 0, 0], [0.6, 0.8, 0]]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no "invalid value encountered in cast"
+        for memo_id, row in enumerate(rows, start=1):
+            index.upsert(memo_id, np.array(row, dtype=np.float32).tobytes())
+        found = dict(index.top(np.array([0.6, 0.8, 0], dtype=np.float32), 5))
+    assert found[5] == pytest.approx(1.0, abs=TOLERANCE)
+    assert [found[i] for i in (1, 2, 3, 4)] == [0.0, 0.0, 0.0, 0.0]
