@@ -13,14 +13,15 @@ process would refuse, and imports nothing from the folder being checked.
 from __future__ import annotations
 
 import os
-import pickle
-import subprocess
 import sys
 from pathlib import Path
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
 from explomemo.files import Opener, Refused, Root
 from explomemo.hashing import COUNTERS, xxh3_fd
+
+if TYPE_CHECKING:
+    import subprocess
 
 #: A new stat-cache entry as read: (dev, ino, size, mtime_ns, ctime_ns, xxh3, cached_at_ns).
 Row = tuple[int, int, int, int, int, str, int]
@@ -78,6 +79,10 @@ class Helper:
     """
 
     def __init__(self) -> None:
+        # Imported here: the CLI starts without them unless a large read needs a helper.
+        import subprocess
+
+        self._process: subprocess.Popen[bytes]
         try:
             self._process = subprocess.Popen(
                 [sys.executable, "-P", "-m", "explomemo.readers"],
@@ -92,6 +97,8 @@ class Helper:
 
     def read(self, root: Root, rels: list[str], taken_at: int, racy_ns: int) -> list[Row | None]:
         """The rows of ``rels`` under ``root``, read by the helper (its reads are counted here)."""
+        import pickle
+
         stdin, stdout = self._process.stdin, self._process.stdout
         assert stdin is not None and stdout is not None
         try:
@@ -117,6 +124,8 @@ class Helper:
 
     def close(self) -> None:
         """Let the helper finish (its stdin closes), or stop it."""
+        import subprocess
+
         try:
             if self._process.stdin is not None:
                 self._process.stdin.close()
@@ -136,6 +145,8 @@ _THIS_FILE = str(Path(__file__).resolve())
 def serve(requests: BinaryIO, answers: BinaryIO) -> None:
     """A helper's loop: name this file, then read each batch asked for and answer with
     its rows and read counts, until ``requests`` ends."""
+    import pickle
+
     pickle.dump(_THIS_FILE, answers, pickle.HIGHEST_PROTOCOL)
     answers.flush()
     while True:
