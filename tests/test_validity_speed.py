@@ -369,6 +369,7 @@ def test_a_helper_process_that_dies_is_replaced_by_this_one(
         helper._process.kill()
         helper._process.wait()
         (root_path / rels[150]).write_bytes(b"y" * 300)
+        assert _helpers_take_part(monkeypatch) == []  # the dead helper is handed a batch again
         second = validator.observe(root, expected)
         assert validator._helpers_failed and not validator._idle_helpers
     finally:
