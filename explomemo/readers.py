@@ -3,9 +3,10 @@
 Threads share the GIL, and a file of 100 KB costs five short system calls
 that each hand it over; on two cores two threads read such files more slowly
 than one (see :data:`explomemo.validity.PARALLEL_MEAN_BYTES`). Helper
-processes share nothing: a :class:`Helper` is ``python -m explomemo.readers``,
-which takes a batch of paths on its stdin and answers with their rows on its
-stdout, both pickled, until its stdin closes. It reads through the same
+processes share nothing: a :class:`Helper` is ``python -P -m
+explomemo.readers`` started in ``/``, which names the file it runs, then takes
+a batch of paths on its stdin and answers with their rows on its stdout, both
+pickled, until its stdin closes. It reads through the same
 :class:`~explomemo.files.Opener` as this process, so it opens nothing this
 process would refuse, and imports nothing from the folder being checked.
 """
@@ -98,11 +99,17 @@ class Helper:
     def read(self, root: Root, rels: list[str], taken_at: int, racy_ns: int) -> list[Row | None]:
         """The rows of ``rels`` under ``root``, read by the helper (its reads are counted here)."""
         import pickle
+        import select
 
         stdin, stdout = self._process.stdin, self._process.stdout
         assert stdin is not None and stdout is not None
         try:
             if not self._greeted:
+                # A wrong interpreter, or one that hangs at start-up, must not
+                # hold the check: it gets GREETING_SECONDS to name its file.
+                ready, _, _ = select.select([stdout], [], [], GREETING_SECONDS)
+                if not ready:
+                    raise TimeoutError(f"no greeting within {GREETING_SECONDS} s")
                 runs = pickle.load(stdout)
                 if runs != _THIS_FILE:
                     raise ValueError(f"it runs {runs!r}, not {_THIS_FILE!r}")
@@ -137,6 +144,9 @@ class Helper:
             if self._process.stdout is not None:
                 self._process.stdout.close()
 
+
+#: How long a new helper may take to name its file (Python starts in about 40 ms).
+GREETING_SECONDS = 30.0
 
 #: The file this module runs from, as a helper names it in its first answer.
 _THIS_FILE = str(Path(__file__).resolve())

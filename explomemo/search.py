@@ -187,16 +187,19 @@ def _quantize(
 ) -> None:
     """Write ``rows`` into ``codes`` as int8, each with the scale that maps its peak to 127.
 
-    A row of zeros, or one with a NaN or an infinity, is stored as zeros: it
-    scores 0 against every query.
+    A row of zeros, one with a NaN or an infinity, or one whose largest
+    component is subnormal is stored as zeros: it scores 0 against every query.
     """
     import numpy as np
 
     peak = np.abs(rows).max(axis=1)
-    usable = np.isfinite(peak) & (peak / 127 > 0)
+    # A scale below float32's smallest normal number loses the precision
+    # that keeps codes within +-127.
+    usable = np.isfinite(peak) & (peak >= 127 * np.finfo(np.float32).tiny)
     scale = np.where(usable, peak / 127, 1).astype(np.float32)
     with np.errstate(invalid="ignore"):
         quantized = np.where(usable[:, None], np.rint(rows / scale[:, None]), 0)
+    np.clip(quantized, -127, 127, out=quantized)
     codes[...] = quantized
     scales[...] = scale
 

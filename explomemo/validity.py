@@ -1,7 +1,8 @@
 """The validity engine: is each recorded file still byte-identical?
 
-A check costs one ``stat`` per distinct file when nothing changed, and one
-read per changed file otherwise, however many memos share it. As git's index
+A check costs one ``lstat`` per distinct file (and per folder) when nothing
+changed, and one read per changed file otherwise, however many memos share
+it. As git's index
 and ccache's manifests do, a stat cache remembers each file's identity
 (device, inode, size, mtime_ns, ctime_ns) with the xxh3-128 of its content.
 The entry is trusted only when the stat is identical *and* the entry is not
@@ -98,28 +99,32 @@ def expect(root: Root, files: Iterable[FileRow]) -> list[Expected]:
     ]
 
 
-def _linked_folders(prefix: str, folders: Iterable[str]) -> set[str]:
-    """The folders under ``prefix`` that are symbolic links, or lie under one.
+def _folders_out_of_root(prefix: str, folders: Iterable[str]) -> set[str]:
+    """The folders under ``prefix`` (a root's real path and "/") that lead out of it.
 
-    One ``lstat`` per distinct folder (ancestors included), parents first.
+    One ``lstat`` per distinct folder (ancestors included), parents first; a
+    folder that is a symbolic link is resolved, and it and everything under
+    it lead out of root when its real path is not inside root.
     """
     every: set[str] = set()
     for folder in folders:
         while folder and folder not in every:
             every.add(folder)
             folder = folder.rpartition("/")[0]
-    linked: set[str] = set()
+    out: set[str] = set()
     for folder in sorted(every):
-        if folder.rpartition("/")[0] in linked:
-            linked.add(folder)
+        if folder.rpartition("/")[0] in out:
+            out.add(folder)
             continue
         try:
-            mode = os.lstat(prefix + folder).st_mode
+            if not stat.S_ISLNK(os.lstat(prefix + folder).st_mode):
+                continue
+            real = os.path.realpath(prefix + folder)
         except (OSError, ValueError):
-            continue  # its files are missing: their own stat says so
-        if stat.S_ISLNK(mode):
-            linked.add(folder)
-    return linked
+            continue  # its files are missing: their own lstat says so
+        if not (real + "/").startswith(prefix):
+            out.add(folder)
+    return out
 
 
 def state_of(changes: Mapping[str, Seen], recorded: FileRow) -> FileState:
@@ -171,45 +176,45 @@ class Validator:
 
     def close(self) -> None:
         """Stop the hashing threads and the helper processes."""
-        if self._pool is not None:
-            self._pool.shutdown(wait=True)
-            self._pool = None
         with self._lock:
             self._closed = True
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=True)
         self._give_back_helpers([])
 
     def observe(self, root: Root, expected: Sequence[Expected]) -> dict[str, Seen]:
         """What each expected path is now, for the paths that may not hold their recorded content.
 
-        A path left out of the answer holds exactly its ``digest``: its stat
-        matches a settled entry of that content (it was not read), or it was
-        read and found to hold it. Nothing changed costs one ``stat`` per path
-        and an empty answer. A file whose size matches no recorded size is
-        known changed without being read.
+        A path left out of the answer holds exactly its ``digest``: its
+        ``lstat`` matches a settled entry of that content (it was not read),
+        or it was read and found to hold it. Nothing changed costs one
+        ``lstat`` per path and per folder, and an empty answer. A file whose
+        size matches no recorded size is known changed without being read.
         """
         prefix = root.absolute("")
         if prefix not in self._loaded:
             self._load_root(prefix)
-        # os.stat follows links. A file's stat does not change when a folder
-        # on its way becomes a link (moved out of root and linked back), so
-        # the files under a linked folder skip the stat cache: the Opener
-        # then reads them, or refuses them when the link leads out of root.
-        linked = _linked_folders(prefix, {e.folder for e in expected})
+        # A file's stat does not change when a folder on its way is moved out
+        # of root and linked back: the files under such a folder skip the
+        # stat cache, and the Opener refuses them.
+        outside = _folders_out_of_root(prefix, {e.folder for e in expected})
         settled_get = self._settled.get
         pack_key = _pack_key
-        os_stat = os.stat
+        os_lstat = os.lstat
         is_regular = stat.S_ISREG
+        is_link = stat.S_ISLNK
         changes: dict[str, Seen] = {}
         to_read: list[tuple[str, str | None]] = []
         to_read_bytes = 0
         for rel, path, sizes, digest, folder in expected:
             try:
-                st = os_stat(path)
+                st = os_lstat(path)
             except (OSError, ValueError):
                 changes[rel] = None
                 continue
             hit = settled_get(path)
-            if hit is not None and not (linked and folder in linked):
+            if hit is not None and not (outside and folder in outside):
                 # _stat_key, inlined: this is the loop a check spends its time in.
                 try:
                     key: _StatKey = pack_key(
@@ -221,7 +226,12 @@ class Validator:
                     if hit[1] != digest:
                         changes[rel] = hit[1]
                     continue
-            if not is_regular(st.st_mode):
+            if is_link(st.st_mode):
+                # A recorded file that is a link (allowed while it stays in
+                # root) is read through the Opener every time: where it leads
+                # may have moved without its target's stat changing.
+                to_read.append((rel, digest))
+            elif not is_regular(st.st_mode):
                 changes[rel] = None
             elif st.st_size not in sizes:
                 changes[rel] = RESIZED
@@ -381,11 +391,18 @@ class Validator:
         futures: list[Future[None]] = []
         try:
             if workers > 1:
-                if self._pool is None:
-                    self._pool = ThreadPoolExecutor(
-                        max(1, self._workers - 1), thread_name_prefix="explomemo-hash"
-                    )
-                futures = [self._pool.submit(work, worker) for worker in range(1, workers)]
+                with self._lock:
+                    if self._pool is None and not self._closed:
+                        self._pool = ThreadPoolExecutor(
+                            max(1, self._workers - 1), thread_name_prefix="explomemo-hash"
+                        )
+                    pool = self._pool
+                try:
+                    for worker in range(1, workers):
+                        if pool is not None:
+                            futures.append(pool.submit(work, worker))
+                except RuntimeError:
+                    pass  # closed meanwhile: the workers started take every batch
             try:
                 work(0)
             finally:

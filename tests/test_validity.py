@@ -262,14 +262,17 @@ def test_a_folder_moved_out_of_root_and_linked_back_is_missing(
     (old_tree / "lib" / "a.py").write_text("a\n")
     (old_tree / "pkg").mkdir()
     (old_tree / "pkg" / "b.py").write_text("b\n")
-    for question, path in (("a", "lib/a.py"), ("b", "alias/b.py")):
-        if path.startswith("alias"):
-            (old_tree / "alias").symlink_to("pkg")  # a folder link inside root: allowed
+    (old_tree / "alias").symlink_to("pkg")  # a folder link inside root: allowed
+    (old_tree / "link.py").symlink_to("lib/a.py")  # a file link inside root: allowed
+    for question, path in (("a", "lib/a.py"), ("b", "alias/b.py"), ("c", "link.py")):
         words_cache.record(
             question=question, conclusion="c", files=[path], project="p", root=str(old_tree)
         )
-    assert stale_ids(words_cache, old_tree) == {}  # warm: both settled in the stat cache
+    assert stale_ids(words_cache, old_tree) == {}
+    COUNTERS.reset()
+    assert stale_ids(words_cache, old_tree) == {}
+    assert COUNTERS.files == 1  # only link.py: a file link is read every time
     # The files keep their inode and ctime: only the folder moved.
     (old_tree / "lib").rename(old_tree.parent / "lib-outside")
     (old_tree / "lib").symlink_to(old_tree.parent / "lib-outside")
-    assert stale_ids(words_cache, old_tree) == {1: ([], ["lib/a.py"])}
+    assert stale_ids(words_cache, old_tree) == {1: ([], ["lib/a.py"]), 3: ([], ["link.py"])}

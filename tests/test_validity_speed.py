@@ -12,6 +12,7 @@ import hashlib
 import os
 import shutil
 import sqlite3
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -144,6 +145,38 @@ def test_a_helper_process_reads_and_refuses_as_this_one_does(
     assert read == [*PATHS[:6], "pkg/./mod.py", "pkg/../a.py", "pkg//mod.py"]
     assert COUNTERS.files == len(read)  # the helper's reads are counted in this process
     assert not (tmp_path / "imported").exists()
+
+
+@pytest.mark.timeout(30)
+def test_a_helper_running_another_copy_is_refused(
+    tree: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(readers, "_THIS_FILE", "/another/explomemo/readers.py")
+    helper = readers.Helper()
+    try:
+        with pytest.raises(readers.HelperError, match="another"):
+            helper.read(resolve_root(str(tree["root"])), ["a.py"], time.time_ns(), 0)
+        assert helper._process.wait(10) is not None  # killed
+    finally:
+        helper.close()
+
+
+@pytest.mark.timeout(30)
+def test_a_helper_that_never_greets_is_given_up(
+    tree: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    hanging = tmp_path / "hanging-python"
+    hanging.write_text("#!/bin/sh\nexec sleep 60\n")
+    hanging.chmod(0o755)
+    monkeypatch.setattr(sys, "executable", str(hanging))
+    monkeypatch.setattr(readers, "GREETING_SECONDS", 0.5)
+    helper = readers.Helper()
+    try:
+        with pytest.raises(readers.HelperError, match="greeting"):
+            helper.read(resolve_root(str(tree["root"])), ["a.py"], time.time_ns(), 0)
+        assert helper._process.wait(10) is not None  # killed
+    finally:
+        helper.close()
 
 
 class OpenSpy:
@@ -360,6 +393,7 @@ def test_a_helper_process_that_dies_is_replaced_by_this_one(
         for rel in rels
     ]
     monkeypatch.setattr(validity, "HELPERS_MIN_BYTES", 0)
+    monkeypatch.setattr(validity, "RACY_NS", 10**18)  # no entry is trusted: all read each time
     batches = _helpers_take_part(monkeypatch)
     validator = validity.Validator(None, workers=2)
     try:
@@ -369,7 +403,7 @@ def test_a_helper_process_that_dies_is_replaced_by_this_one(
         helper._process.kill()
         helper._process.wait()
         (root_path / rels[150]).write_bytes(b"y" * 300)
-        assert _helpers_take_part(monkeypatch) == []  # the dead helper is handed a batch again
+        _helpers_take_part(monkeypatch)  # this thread waits until the dead helper is handed one
         second = validator.observe(root, expected)
         assert validator._helpers_failed and not validator._idle_helpers
     finally:
@@ -441,22 +475,26 @@ def test_a_new_process_loads_its_root_in_one_query_and_stats_once(
     try:
         ranges = Calls(Store.stat_rows_under)
         monkeypatch.setattr(Store, "stat_rows_under", ranges.wrapper)
-        real_stat = os.stat
+        real_lstat = os.lstat
         full_path_stats: list[str] = []
+        prefix = f"{settled_tree.resolve()}/"
 
-        def counting_stat(path: Any, *args: Any, **kwargs: Any) -> Any:
-            if isinstance(path, str) and path.startswith(f"{settled_tree.resolve()}/"):
+        def counting_lstat(path: Any, *args: Any, **kwargs: Any) -> Any:
+            if isinstance(path, str) and path.startswith(prefix):
                 full_path_stats.append(path)
-            return real_stat(path, *args, **kwargs)
+            return real_lstat(path, *args, **kwargs)
 
-        monkeypatch.setattr(os, "stat", counting_stat)
+        monkeypatch.setattr(os, "lstat", counting_lstat)
         COUNTERS.reset()
         result = second.stale(project="p", root=str(settled_tree))
-        monkeypatch.setattr(os, "stat", real_stat)
+        monkeypatch.setattr(os, "lstat", real_lstat)
         assert result.stale == [] and result.checked == 5
         assert COUNTERS.files == 0
         assert ranges.count == 1  # the only way the store hands out stat-cache rows
-        assert len(full_path_stats) == len(set(full_path_stats)) == 40  # one stat per file
+        files = [path for path in full_path_stats if not os.path.isdir(path)]
+        folders = [path for path in full_path_stats if os.path.isdir(path)]
+        assert len(files) == len(set(files)) == 40  # one lstat per file
+        assert len(folders) == len(set(folders))  # and one per folder
         second.stale(project="p", root=str(settled_tree))
         assert ranges.count == 1  # the root is loaded once per process
         second.validator.clear()
