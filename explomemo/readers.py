@@ -3,10 +3,10 @@
 Threads share the GIL, and a file of 100 KB costs five short system calls
 that each hand it over; on two cores two threads read such files more slowly
 than one (see :data:`explomemo.validity.PARALLEL_MEAN_BYTES`). Helper
-processes share nothing: a :class:`Helper` is ``python -P -m
-explomemo.readers`` started in ``/``, which names the file it runs, then takes
-a batch of paths on its stdin and answers with their rows on its stdout, both
-pickled, until its stdin closes. It reads through the same
+processes share nothing: a :class:`Helper` is a ``python -P`` started in
+``/`` that imports this very package by its folder and names the file it
+runs, then takes a batch of paths on its stdin and answers with their rows on
+its stdout, both pickled, until its stdin closes. It reads through the same
 :class:`~explomemo.files.Opener` as this process, so it opens nothing this
 process would refuse, and imports nothing from the folder being checked.
 """
@@ -72,11 +72,12 @@ class HelperError(Exception):
 class Helper:
     """One helper process that reads batches of files under a root.
 
-    It starts as ``python -P -m explomemo.readers`` in ``/``: nothing from the
-    folder being checked (which may hold a package or a module named like one
-    of ours or the standard library's) comes on its import path. Its first
-    answer names the file it runs; one that runs another copy of explomemo is
-    not used.
+    It starts as ``python -P`` in ``/``: nothing from the folder being
+    checked (which may hold a package or a module named like one of ours or
+    the standard library's) comes on its import path. It imports the
+    explomemo package this process runs from by its folder, whatever copy the
+    import path would find. Its first answer names the file it runs; one that
+    runs another copy of explomemo is not used.
     """
 
     def __init__(self) -> None:
@@ -86,7 +87,7 @@ class Helper:
         self._process: subprocess.Popen[bytes]
         try:
             self._process = subprocess.Popen(
-                [sys.executable, "-P", "-m", "explomemo.readers"],
+                [sys.executable, "-P", "-c", _BOOTSTRAP, str(Path(__file__).resolve().parent)],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.DEVNULL,
@@ -145,6 +146,21 @@ class Helper:
                 self._process.stdout.close()
 
 
+#: A helper's program: import the explomemo package this process runs from, by its
+#: folder (argv[1]), whichever other copy the import path holds, then serve.
+_BOOTSTRAP = """
+import importlib.util, sys
+folder = sys.argv[1]
+spec = importlib.util.spec_from_file_location(
+    "explomemo", folder + "/__init__.py", submodule_search_locations=[folder]
+)
+package = importlib.util.module_from_spec(spec)
+sys.modules["explomemo"] = package
+spec.loader.exec_module(package)
+from explomemo.readers import main
+main()
+"""
+
 #: How long a new helper may take to name its file (Python starts in about 40 ms).
 GREETING_SECONDS = 30.0
 
@@ -171,7 +187,8 @@ def serve(requests: BinaryIO, answers: BinaryIO) -> None:
         answers.flush()
 
 
-if __name__ == "__main__":
+def main() -> None:
+    """A helper process: serve requests on stdin, answers on stdout."""
     channel_in, channel_out = sys.stdin.buffer, sys.stdout.buffer
     # Nothing but answers may reach the channel.
     sys.stdout = sys.stderr
