@@ -51,18 +51,21 @@ def read_row(opener: Opener, rel: str, taken_at: int, racy_ns: int) -> Row | Non
         if racy:
             cached_at_ns = 0
         else:
-            after = os.fstat(fd)
-            same = (
-                before.st_size == after.st_size == size
-                and mtime_ns == after.st_mtime_ns
-                and ctime_ns == after.st_ctime_ns
-            )
-            cached_at_ns = taken_at if same else 0
+            cached_at_ns = taken_at if unchanged_while_read(before, os.fstat(fd), size) else 0
     except OSError:
         return None
     finally:
         os.close(fd)
     return (before.st_dev, before.st_ino, size, mtime_ns, ctime_ns, xxh3, cached_at_ns)
+
+
+def unchanged_while_read(before: os.stat_result, after: os.stat_result, size: int) -> bool:
+    """Whether a file read as ``size`` bytes kept its size and times from before to after."""
+    return (
+        before.st_size == after.st_size == size
+        and before.st_mtime_ns == after.st_mtime_ns
+        and before.st_ctime_ns == after.st_ctime_ns
+    )
 
 
 class HelperError(Exception):

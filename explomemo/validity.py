@@ -31,7 +31,7 @@ from typing import Literal, NamedTuple
 from explomemo.errors import StoreError
 from explomemo.files import Opener, Root
 from explomemo.hashing import Digest, hash_fd
-from explomemo.readers import Helper, HelperError, Row, read_row
+from explomemo.readers import Helper, HelperError, Row, read_row, unchanged_while_read
 from explomemo.store import FileRow, StatRow, Store
 
 FileState = Literal["unchanged", "changed", "missing"]
@@ -496,14 +496,6 @@ def digest_entry(
         xxh3=digest.xxh3,
         # A file that changed while it was read gets an entry that is never
         # trusted, so the next check reads it again.
-        cached_at_ns=taken_at if _same(before, after, digest.size) else 0,
+        cached_at_ns=taken_at if unchanged_while_read(before, after, digest.size) else 0,
     )
     return digest, entry
-
-
-def _same(before: os.stat_result, after: os.stat_result, size: int) -> bool:
-    return (
-        before.st_size == after.st_size == size
-        and before.st_mtime_ns == after.st_mtime_ns
-        and before.st_ctime_ns == after.st_ctime_ns
-    )

@@ -152,13 +152,7 @@ def test_a_helper_running_another_copy_is_refused(
     tree: dict[str, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(readers, "_THIS_FILE", "/another/explomemo/readers.py")
-    helper = readers.Helper()
-    try:
-        with pytest.raises(readers.HelperError, match="another"):
-            helper.read(resolve_root(str(tree["root"])), ["a.py"], time.time_ns(), 0)
-        assert helper._process.wait(10) is not None  # killed
-    finally:
-        helper.close()
+    _assert_given_up(readers.Helper(), tree["root"], "another")
 
 
 @pytest.mark.timeout(30)
@@ -170,11 +164,15 @@ def test_a_helper_that_never_greets_is_given_up(
     hanging.chmod(0o755)
     monkeypatch.setattr(sys, "executable", str(hanging))
     monkeypatch.setattr(readers, "GREETING_SECONDS", 0.5)
-    helper = readers.Helper()
+    _assert_given_up(readers.Helper(), tree["root"], "greeting")
+
+
+def _assert_given_up(helper: readers.Helper, root: Path, why: str) -> None:
+    """The helper's first read fails with ``why`` in the error, and the helper is killed."""
     try:
-        with pytest.raises(readers.HelperError, match="greeting"):
-            helper.read(resolve_root(str(tree["root"])), ["a.py"], time.time_ns(), 0)
-        assert helper._process.wait(10) is not None  # killed
+        with pytest.raises(readers.HelperError, match=why):
+            helper.read(resolve_root(str(root)), ["a.py"], time.time_ns(), 0)
+        assert helper._process.wait(10) is not None
     finally:
         helper.close()
 
