@@ -43,11 +43,8 @@ def _cache(ctx: click.Context, with_model: bool) -> Iterator[MemoCache]:
             model = FixedModel(load_embedder())
         except ModelError as exc:
             click.echo(f"explomemo: warning: {exc}; searching by words only", err=True)
-    cache = MemoCache.open(ctx.obj["db"], model)
-    try:
+    with MemoCache.open(ctx.obj["db"], model) as cache:
         yield cache
-    finally:
-        cache.close()
 
 
 class ExplomemoGroup(click.Group):
@@ -128,7 +125,7 @@ def record(
     files: tuple[str, ...],
 ) -> None:
     """Record a conclusion with the SHA-256 of FILES; prints the result JSON."""
-    from explomemo.report import to_json
+    from explomemo.models import to_json
 
     with _cache(ctx, with_model=True) as cache:
         result = cache.record(
@@ -155,7 +152,8 @@ def recall(
     query: str,
 ) -> None:
     """Find memos of a project relevant to QUERY, each marked fresh or stale."""
-    from explomemo.report import recall_text, to_json
+    from explomemo.models import to_json
+    from explomemo.report import recall_text
 
     with _cache(ctx, with_model=True) as cache:
         result = cache.recall(
@@ -220,7 +218,8 @@ def stale(
 @click.pass_context
 def list_memos(ctx: click.Context, project: str | None, as_json: bool) -> None:
     """List memos without re-hashing their files."""
-    from explomemo.report import list_table, to_json
+    from explomemo.models import to_json
+    from explomemo.report import list_table
 
     with _cache(ctx, with_model=False) as cache:
         memos = cache.list(project=project)
@@ -234,7 +233,8 @@ def list_memos(ctx: click.Context, project: str | None, as_json: bool) -> None:
 @click.pass_context
 def show(ctx: click.Context, memo_id: int, root: str | None, as_json: bool) -> None:
     """Show one memo in full, with the state of each file."""
-    from explomemo.report import show_text, to_json
+    from explomemo.models import to_json
+    from explomemo.report import show_text
 
     with _cache(ctx, with_model=False) as cache:
         memo = cache.show(memo_id, root=root)
@@ -246,7 +246,7 @@ def show(ctx: click.Context, memo_id: int, root: str | None, as_json: bool) -> N
 @click.pass_context
 def forget(ctx: click.Context, memo_id: int) -> None:
     """Delete one memo."""
-    from explomemo.report import to_json
+    from explomemo.models import to_json
 
     with _cache(ctx, with_model=False) as cache:
         result = cache.forget(project=None, memo_id=memo_id)
@@ -282,7 +282,7 @@ def export(ctx: click.Context, project: str | None, output: Path | None) -> None
 def import_file(ctx: click.Context, file: Path) -> None:
     """Merge an export: for the same project and question, the newer memo is kept."""
     from explomemo.exchange import import_memos, read_export
-    from explomemo.report import to_json
+    from explomemo.models import to_json
 
     memos = read_export(file)
     with _cache(ctx, with_model=False) as cache:

@@ -9,22 +9,27 @@ job can check it (``explomemo stale --from``) with no database at all.
 from __future__ import annotations
 
 import json
+import os
+import posixpath
+import re
+import stat
 from collections.abc import Iterable, Iterator
+from datetime import datetime
 from pathlib import Path
-
-from pydantic import ValidationError
+from typing import Any
 
 from explomemo import inputs
-from explomemo.errors import ExportFileError
-from explomemo.files import resolve_root
+from explomemo.errors import ExportFileError, InputError
+from explomemo.files import MAX_ROOT_CHARS, resolve_root
 from explomemo.memos import MemoCache, stale_entries
 from explomemo.models import (
     ExportedFile,
     ExportedMemo,
     ImportResult,
     StaleReport,
+    to_dict,
 )
-from explomemo.store import FileRow, MemoRow
+from explomemo.store import MAX_ID, FileRow, MemoRow
 from explomemo.validity import Progress, Validator, expect
 
 
@@ -47,7 +52,7 @@ def export_memos(cache: MemoCache, project: str | None = None) -> Iterator[str]:
                 for f in files.get(memo.id, [])
             ],
         )
-        yield json.dumps(exported.model_dump(), ensure_ascii=False, separators=(",", ":"))
+        yield json.dumps(to_dict(exported), ensure_ascii=False, separators=(",", ":"))
 
 
 def write_export(path: Path, text: str) -> None:
@@ -65,48 +70,166 @@ def write_export(path: Path, text: str) -> None:
 
 
 def read_export(path: Path) -> list[ExportedMemo]:
-    """Parse an export file, refusing it whole at the first bad line."""
+    """Parse an export file, refusing it whole at the first bad line.
+
+    Every rule ``record`` enforces holds for each line (lengths, at most 64
+    distinct files inside root, 64-hex SHA-256, sizes up to 32 MiB, ids a
+    database can hold), and each refusal names the line and the field. Lines
+    end at ``\n`` only: a memo's text may hold any other line separator.
+    Only a regular file is read, so ``/dev/zero`` or a FIFO cannot hang it or
+    grow without bound.
+    """
+    raw = _read_regular(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        bad_line = raw[: exc.start].count(b"\n") + 1
+        raise ExportFileError(
+            f"line {bad_line} of {path} is not UTF-8 text (byte {exc.start}): regenerate the file"
+            " with explomemo export"
+        ) from None
+    # A byte-order mark is not JSON, but editors on Windows add one: it is ignored.
+    text = text.removeprefix("\ufeff")
+    memos: list[ExportedMemo] = []
+    ids: set[int] = set()
+    for number, line in enumerate(text.split("\n"), start=1):
+        if not line.strip():
+            continue
+        try:
+            memo = _parse_line(line)
+        except _BadLine as exc:
+            raise ExportFileError(
+                f"line {number} of {path} is not an explomemo memo ({exc}):"
+                " regenerate the file with explomemo export"
+            ) from None
+        if memo.id in ids:
+            raise ExportFileError(
+                f"line {number} of {path} repeats memo id {memo.id}: each memo of an export"
+                " has its own id; regenerate the file with explomemo export"
+            )
+        ids.add(memo.id)
+        memos.append(memo)
+    return memos
+
+
+def _read_regular(path: Path) -> bytes:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except FileNotFoundError:
         raise ExportFileError(
             f"export file {path} does not exist: create it with explomemo export -o {path}"
         ) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ExportFileError(f"cannot read export file {path} ({exc}): check the file") from exc
-    memos: list[ExportedMemo] = []
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            memo = ExportedMemo.model_validate_json(line)
-            inputs.check_text("project", memo.project, inputs.MAX_PROJECT)
-            inputs.check_text("question", memo.question, inputs.MAX_QUESTION)
-            inputs.check_text("conclusion", memo.conclusion, inputs.MAX_CONCLUSION)
-        except (ValidationError, ValueError) as exc:
-            first = str(exc).splitlines()[0]
+    except OSError as exc:
+        raise ExportFileError(
+            f"cannot read export file {path} ({exc.strerror}): check the file"
+        ) from exc
+    with os.fdopen(fd, "rb") as stream:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise ExportFileError(
-                f"line {number} of {path} is not an explomemo memo ({first}):"
-                " regenerate the file with explomemo export"
-            ) from None
-        if not memo.files:
-            raise ExportFileError(
-                f"line {number} of {path} has a memo without files:"
-                " regenerate the file with explomemo export"
+                f"export file {path} is not a regular file: pass the path of a file written"
+                " by explomemo export"
             )
-        for f in memo.files:
-            if (
-                f.path.startswith("/")
-                or f.path == ".."
-                or f.path.startswith("../")
-                or "/../" in f.path
-            ):
-                raise ExportFileError(
-                    f"line {number} of {path} names file {f.path!r} outside its root:"
-                    " regenerate the file with explomemo export"
-                )
-        memos.append(memo)
-    return memos
+        try:
+            return stream.read()
+        except OSError as exc:
+            raise ExportFileError(
+                f"cannot read export file {path} ({exc.strerror}): check the file"
+            ) from exc
+
+
+class _BadLine(Exception):
+    """What is wrong with one line of an export, naming the field."""
+
+
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+_XXH3 = re.compile(r"[0-9a-f]{32}")
+_RECORDED_AT = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z")
+
+
+def _parse_line(line: str) -> ExportedMemo:
+    try:
+        data = json.loads(line)
+    except ValueError as exc:
+        raise _BadLine(f"not JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise _BadLine("not a JSON object")
+    memo_id = _integer(data, "id", 1, MAX_ID)
+    project = _text(data, "project", inputs.MAX_PROJECT)
+    question = _text(data, "question", inputs.MAX_QUESTION)
+    conclusion = _text(data, "conclusion", inputs.MAX_CONCLUSION)
+    root = _text(data, "root", MAX_ROOT_CHARS)
+    recorded_at = data.get("recorded_at")
+    if not isinstance(recorded_at, str) or not _RECORDED_AT.fullmatch(recorded_at):
+        raise _BadLine("recorded_at is not a UTC time such as 2026-11-30T10:00:00Z")
+    try:
+        datetime.strptime(recorded_at, "%Y-%m-%dT%H:%M:%SZ")
+    except ValueError:
+        raise _BadLine(f"recorded_at {recorded_at!r} is not a real date and time") from None
+    listed = data.get("files")
+    if not isinstance(listed, list) or not listed:
+        raise _BadLine("files is not a list of 1 to 64 files")
+    if len(listed) > inputs.MAX_FILES:
+        raise _BadLine(f"files holds {len(listed)} files, over the limit of {inputs.MAX_FILES}")
+    exported: list[ExportedFile] = []
+    seen: set[str] = set()
+    for index, item in enumerate(listed):
+        where = f"files[{index}]"
+        if not isinstance(item, dict):
+            raise _BadLine(f"{where} is not a JSON object")
+        path = _text(item, "path", 4096, where)
+        if path != _normal_path(path):
+            raise _BadLine(
+                f"{where}.path {path!r} is not a plain path relative to root (no leading /,"
+                " no . or .. parts, / separators)"
+            )
+        if path in seen:
+            raise _BadLine(f"{where}.path {path!r} appears twice in one memo")
+        seen.add(path)
+        sha256 = item.get("sha256")
+        if not isinstance(sha256, str) or not _SHA256.fullmatch(sha256):
+            raise _BadLine(f"{where}.sha256 is not 64 lowercase hex digits")
+        xxh3 = item.get("xxh3")
+        if not isinstance(xxh3, str) or not _XXH3.fullmatch(xxh3):
+            raise _BadLine(f"{where}.xxh3 is not 32 lowercase hex digits")
+        size = _integer(item, "size", 0, inputs.MAX_FILE_BYTES, where)
+        exported.append(ExportedFile(path=path, sha256=sha256, xxh3=xxh3, size=size))
+    return ExportedMemo(
+        id=memo_id,
+        project=project,
+        question=question,
+        conclusion=conclusion,
+        root=root,
+        recorded_at=recorded_at,
+        files=exported,
+    )
+
+
+def _text(data: dict[str, Any], name: str, maximum: int, within: str = "") -> str:
+    label = f"{within}.{name}" if within else name
+    value = data.get(name)
+    if not isinstance(value, str):
+        raise _BadLine(f"{label} is missing or not a string")
+    try:
+        return inputs.check_text(label, value, maximum)
+    except InputError as exc:
+        raise _BadLine(str(exc).split(":")[0]) from None
+
+
+def _integer(data: dict[str, Any], name: str, low: int, high: int, within: str = "") -> int:
+    label = f"{within}.{name}" if within else name
+    value = data.get(name)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise _BadLine(f"{label} is missing or not a whole number")
+    if not low <= value <= high:
+        raise _BadLine(f"{label} {value} is out of range ({low:,} to {high:,})")
+    return value
+
+
+def _normal_path(path: str) -> str:
+    normal = posixpath.normpath(path)
+    if normal.startswith(("/", "../")) or normal in (".", ".."):
+        return ""
+    return normal
 
 
 def stale_from_export(

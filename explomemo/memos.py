@@ -206,6 +206,12 @@ class MemoCache:
         """Open the database at ``db_path`` (default: EXPLOMEMO_DB or the user data dir)."""
         return cls(Store.open(db_path), model)
 
+    def __enter__(self) -> MemoCache:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     def close(self) -> None:
         """Finish the vectors still being computed, then release the database and threads."""
         with self._pending_changed:

@@ -1,29 +1,57 @@
-"""The result shapes of SPEC.md, as Pydantic models shared by the library, server and CLI."""
+"""The result shapes of the contract (see ``docs/reference.md``), as plain dataclasses.
+
+They are shared by the library, the server and the CLI. Plain dataclasses, not
+Pydantic models: the CLI's ``stale``, ``list``, ``show`` and ``hook`` print them
+without importing Pydantic (building Pydantic models cost a short command most
+of its start-up). The MCP server turns them into its output schemas; a field's
+``description`` metadata is the description a client sees there.
+"""
 
 from __future__ import annotations
 
-from typing import Literal
-
-from pydantic import BaseModel, Field
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
 FileStateName = Literal["unchanged", "changed", "missing"]
 
 
-class RecordedFile(BaseModel):
+def described(text: str) -> Any:
+    """A dataclass field whose description reaches the MCP output schema."""
+    return field(metadata={"description": text})
+
+
+def to_dict(result: Any) -> Any:
+    """A result (or a list of them) as plain JSON-ready data, in field order."""
+    if isinstance(result, list):
+        return [to_dict(item) for item in result]
+    return dataclasses.asdict(result)
+
+
+def to_json(result: Any, indent: int | None = 2) -> str:
+    """A result (or a list of them) as JSON text: UTF-8 characters kept as they are."""
+    return json.dumps(to_dict(result), indent=indent, ensure_ascii=False)
+
+
+@dataclass(frozen=True, kw_only=True)
+class RecordedFile:
     """A file a memo rests on, as it was when recorded."""
 
-    path: str = Field(description="Path relative to root, with / separators.")
+    path: str = described("Path relative to root, with / separators.")
     sha256: str
     size: int
 
 
+@dataclass(frozen=True, kw_only=True)
 class CheckedFile(RecordedFile):
     """A recorded file with its state now."""
 
     state: FileStateName
 
 
-class RecordResult(BaseModel):
+@dataclass(frozen=True, kw_only=True)
+class RecordResult:
     """Result of memory_exploration_record."""
 
     recorded: bool = True
@@ -31,13 +59,14 @@ class RecordResult(BaseModel):
     project: str
     root: str
     replaced: bool
-    semantic_index: bool = Field(
-        description="False when no embedding model was available: found by words until one is."
+    semantic_index: bool = described(
+        "False when no embedding model was available: found by words until one is."
     )
     files: list[RecordedFile]
 
 
-class Match(BaseModel):
+@dataclass(frozen=True, kw_only=True)
+class Match:
     """One recalled memo."""
 
     id: int
@@ -50,7 +79,8 @@ class Match(BaseModel):
     files: list[CheckedFile]
 
 
-class RecallResult(BaseModel):
+@dataclass(frozen=True, kw_only=True)
+class RecallResult:
     """Result of memory_exploration_recall."""
 
     project: str
@@ -60,7 +90,8 @@ class RecallResult(BaseModel):
     matches: list[Match]
 
 
-class StaleMemo(BaseModel):
+@dataclass(frozen=True, kw_only=True)
+class StaleMemo:
     """A memo with at least one changed or missing file."""
 
     id: int
@@ -69,7 +100,8 @@ class StaleMemo(BaseModel):
     missing: list[str]
 
 
-class StaleResult(BaseModel):
+@dataclass(frozen=True, kw_only=True)
+class StaleResult:
     """Result of memory_exploration_stale."""
 
     project: str
@@ -78,27 +110,31 @@ class StaleResult(BaseModel):
     stale: list[StaleMemo]
 
 
-class ForgetResult(BaseModel):
+@dataclass(frozen=True, kw_only=True)
+class ForgetResult:
     """Result of memory_exploration_forget."""
 
     forgotten: bool = True
     id: int
 
 
+@dataclass(frozen=True, kw_only=True)
 class StaleEntry(StaleMemo):
     """A stale memo in the CLI's report, which may span projects."""
 
     project: str
 
 
-class StaleReport(BaseModel):
+@dataclass(frozen=True, kw_only=True)
+class StaleReport:
     """What ``explomemo stale`` found: how many memos were checked, and the stale ones."""
 
     checked: int
     stale: list[StaleEntry]
 
 
-class MemoSummary(BaseModel):
+@dataclass(frozen=True, kw_only=True)
+class MemoSummary:
     """A memo as ``explomemo list`` shows it (no re-hashing)."""
 
     id: int
@@ -109,7 +145,8 @@ class MemoSummary(BaseModel):
     files: int
 
 
-class MemoDetail(BaseModel):
+@dataclass(frozen=True, kw_only=True)
+class MemoDetail:
     """One memo in full, with its files' states (``explomemo show``)."""
 
     id: int
@@ -122,7 +159,8 @@ class MemoDetail(BaseModel):
     files: list[CheckedFile]
 
 
-class ExportedFile(BaseModel):
+@dataclass(frozen=True, kw_only=True)
+class ExportedFile:
     """A file line of an export."""
 
     path: str
@@ -131,7 +169,8 @@ class ExportedFile(BaseModel):
     size: int
 
 
-class ExportedMemo(BaseModel):
+@dataclass(frozen=True, kw_only=True)
+class ExportedMemo:
     """One line of ``explomemo export``: a memo with everything needed to check it."""
 
     id: int
@@ -143,7 +182,8 @@ class ExportedMemo(BaseModel):
     files: list[ExportedFile]
 
 
-class ImportResult(BaseModel):
+@dataclass(frozen=True, kw_only=True)
+class ImportResult:
     """What ``explomemo import`` did."""
 
     read: int

@@ -8,26 +8,18 @@ imported only where a table or a bar is drawn.
 from __future__ import annotations
 
 import io
-import json
 import sys
 import time
 from collections.abc import Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from explomemo.models import MemoDetail, MemoSummary, RecallResult, StaleReport
+from explomemo.models import MemoDetail, MemoSummary, RecallResult, StaleReport, to_json
 
 if TYPE_CHECKING:
     from rich.progress import Progress, TaskID
 
 STALE_FORMATS = ("table", "json", "github", "markdown")
-
-
-def to_json(model: Any) -> str:
-    """A result model (or list of them) as indented JSON."""
-    if isinstance(model, list):
-        return json.dumps([m.model_dump() for m in model], indent=2, ensure_ascii=False)
-    return json.dumps(model.model_dump(), indent=2, ensure_ascii=False)
 
 
 def _render(renderable: Any, width: int | None = None) -> str:

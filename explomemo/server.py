@@ -8,8 +8,10 @@ warms up; once it is loaded, memos recorded without a vector get one.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
+import typing
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -231,6 +233,12 @@ def create_server(db_path: Path | None = None, env: dict[str, str] | None = None
     ) -> ForgetResult:
         return _call(lambda: state(ctx).forget(project=project, memo_id=id))
 
+    results = {
+        "memory_exploration_record": RecordResult,
+        "memory_exploration_recall": RecallResult,
+        "memory_exploration_stale": StaleResult,
+        "memory_exploration_forget": ForgetResult,
+    }
     for tool in server._tool_manager.list_tools():
         # Agents pay for every byte of tools/list in every session: the
         # generated "title" keys only repeat the property names.
@@ -241,7 +249,25 @@ def create_server(db_path: Path | None = None, env: dict[str, str] | None = None
             # nested models inlined they resolve no $ref per item (a third of a
             # recall's time in the SDK's own client, measured at 10k memos).
             _inline_refs(tool.output_schema)
+            _add_descriptions(tool.output_schema, results[tool.name])
     return server
+
+
+def _add_descriptions(schema: dict[str, Any], result: type[Any]) -> None:
+    """Put each dataclass field's ``description`` metadata into the (inlined) schema."""
+    properties = schema.get("properties", {}) if isinstance(schema, dict) else {}
+    hints = typing.get_type_hints(result)
+    for item in dataclasses.fields(result):
+        prop = properties.get(item.name)
+        if prop is None:
+            continue
+        if "description" in item.metadata:
+            prop["description"] = item.metadata["description"]
+        hint = hints[item.name]
+        if typing.get_origin(hint) is list:
+            (inner,) = typing.get_args(hint)
+            if isinstance(inner, type) and dataclasses.is_dataclass(inner):
+                _add_descriptions(prop.get("items", {}), inner)
 
 
 def _inline_refs(schema: dict[str, Any]) -> None:

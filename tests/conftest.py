@@ -57,6 +57,50 @@ class Repo:
         git(self.path, "checkout", "-q", rev)
 
 
+#: Variables that point explomemo (and the clients it sets up) at a user's own data.
+_USER_VARIABLES = (
+    "EXPLOMEMO_DB",
+    "EXPLOMEMO_PROJECT",
+    "EXPLOMEMO_MODEL",
+    "EXPLOMEMO_MODEL_PATH",
+    "EXPLOMEMO_EMBEDDINGS",
+    "EXPLOMEMO_SNAPSHOTS",
+)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _private_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """No test reads or writes the real user's folders: HOME and the XDG folders
+    (where platformdirs puts the default database and the model folder) are
+    temporary for the whole session, and explomemo's variables are unset."""
+    home = tmp_path_factory.mktemp("home")
+    private = {
+        "HOME": str(home),
+        "XDG_DATA_HOME": str(home / ".local" / "share"),
+        "XDG_CACHE_HOME": str(home / ".cache"),
+        "XDG_CONFIG_HOME": str(home / ".config"),
+        "XDG_STATE_HOME": str(home / ".local" / "state"),
+    }
+    saved = {name: os.environ.get(name) for name in [*private, *_USER_VARIABLES]}
+    os.environ.update(private)
+    for name in _USER_VARIABLES:
+        os.environ.pop(name, None)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+@pytest.fixture(autouse=True)
+def _private_database(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test's default database (EXPLOMEMO_DB) is its own, under ``tmp_path``."""
+    monkeypatch.setenv("EXPLOMEMO_DB", str(tmp_path / "default-data" / "explomemo.db"))
+
+
 @pytest.fixture
 def repo(tmp_path: Path) -> Repo:
     """An empty git repository."""
@@ -72,9 +116,8 @@ def db_path(tmp_path: Path) -> Path:
 @pytest.fixture
 def words_cache(db_path: Path) -> Iterator[MemoCache]:
     """A MemoCache without a model (word search only)."""
-    cache = MemoCache.open(db_path, FixedModel(None))
-    yield cache
-    cache.close()
+    with MemoCache.open(db_path, FixedModel(None)) as cache:
+        yield cache
 
 
 @pytest.fixture(scope="session")
@@ -87,6 +130,5 @@ def embedder() -> Embedder:
 
 @pytest.fixture
 def no_model(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The CLI and server run without embeddings (fast); the default DB is unset."""
+    """The CLI and server run without embeddings (fast)."""
     monkeypatch.setenv("EXPLOMEMO_EMBEDDINGS", "off")
-    monkeypatch.delenv("EXPLOMEMO_DB", raising=False)

@@ -31,8 +31,7 @@ from reliability_helpers import half_memos, integrity, open_cache
 
 from explomemo import validity
 from explomemo.errors import NotFoundError, PathError
-from explomemo.exchange import export_memos, stale_from_export
-from explomemo.models import ExportedMemo
+from explomemo.exchange import export_memos, read_export, stale_from_export
 
 NAMES = ["a.py", "b.py", "pkg/c.py", "pkg/deep/d.py"]
 QUESTIONS = ["how is auth wired?", "where are JWTs checked?", "what owns the DB?"]
@@ -240,9 +239,10 @@ class MemoModel(RuleBasedStateMachine):
                     )
                     assert states[name] == expect, (memo_id, name, states)
                 assert shown.status == ("stale" if memo_id in want else "fresh")
-            exported = [
-                ExportedMemo.model_validate_json(line) for line in export_memos(other, PROJECT)
-            ]
+            # Read back by the reader that `stale --from` uses.
+            export = self.tmp / "export.jsonl"
+            export.write_text("".join(line + "\n" for line in export_memos(other, PROJECT)))
+            exported = read_export(export)
         finally:
             other.close()
         from_export = stale_from_export(exported, str(self.root))

@@ -114,7 +114,7 @@ def test_errors_are_one_plain_sentence(
 def test_output_schemas_are_inlined_and_valid(db_path: Path) -> None:
     from jsonschema import Draft202012Validator
 
-    from explomemo.models import Match, RecallResult
+    from explomemo.models import Match, RecallResult, to_dict
 
     async def story(client: Client) -> Any:
         return await client.list_tools()
@@ -123,6 +123,7 @@ def test_output_schemas_are_inlined_and_valid(db_path: Path) -> None:
     for tool in tools.values():
         schema = tool.output_schema
         assert schema is not None
+        assert schema["properties"], tool.name
         # Clients check every result against it: no $ref to resolve per item.
         assert "$ref" not in json.dumps(schema) and "$defs" not in schema, tool.name
         Draft202012Validator.check_schema(schema)
@@ -138,7 +139,7 @@ def test_output_schemas_are_inlined_and_valid(db_path: Path) -> None:
         files=[],
     )
     result = RecallResult(project="p", root="/r", query="q", semantic_index=True, matches=[match])
-    good = result.model_dump(mode="json")
+    good = to_dict(result)
     assert not list(Draft202012Validator(recall_schema).iter_errors(good))
     bad = {**good, "matches": [{**good["matches"][0], "status": "maybe"}]}
     assert list(Draft202012Validator(recall_schema).iter_errors(bad))

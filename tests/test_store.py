@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import subprocess
 import sys
@@ -12,7 +13,7 @@ import pytest
 
 from explomemo.cli import main
 from explomemo.errors import StoreError
-from explomemo.store import Store, load_migrations
+from explomemo.store import Store, default_db_path, load_migrations
 
 PROJECT = Path(__file__).resolve().parent.parent
 
@@ -96,3 +97,15 @@ def test_wheel_ships_the_migrations(tmp_path: Path) -> None:
         f"explomemo/migrations/{p.name}" for p in (PROJECT / "migrations").glob("*.sql")
     )
     assert "explomemo/model/tokenizer.json" in names
+
+
+def test_tests_never_touch_the_real_user_folders(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The autouse fixtures of conftest.py point the default database at a temporary HOME."""
+    import pwd
+
+    real_home = pwd.getpwuid(os.getuid()).pw_dir
+    assert os.environ["HOME"] != real_home
+    monkeypatch.delenv("EXPLOMEMO_DB")
+    default = str(default_db_path())
+    assert default.startswith(os.environ["HOME"] + "/"), default
+    assert not default.startswith(real_home + "/")
