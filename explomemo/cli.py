@@ -2,36 +2,81 @@
 
 :func:`main` is the one place that turns errors into exit codes: an
 :class:`~explomemo.errors.ExplomemoError` or a usage error becomes exit code 2
-and one line on stderr. ``stale``, ``list`` and ``show`` import neither
-fastembed, onnxruntime nor the MCP SDK, so they start fast.
+and one line on stderr. The parser is the standard library's argparse and
+every command imports what it uses when it runs: ``stale``, ``list``,
+``show`` and ``hook`` must start within a few times ``python -c pass``, and
+importing Click alone costs about one ``python -c pass``.
 """
 
 from __future__ import annotations
 
+import argparse
+import os
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
-import click
-
+from explomemo import __version__
 from explomemo.errors import ExplomemoError
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from explomemo.memos import MemoCache
 
 EXIT_OK = 0
 EXIT_STALE = 1
 EXIT_ERROR = 2
 
+STALE_FORMATS = ("table", "json", "github", "markdown")
+HOOK_EVENTS = ("session-start", "prompt", "stop")
+CLIENTS = ("claude-code", "cursor", "codex")
+PROJECT_HELP = (
+    "Project name (default: $EXPLOMEMO_PROJECT, else the repository's name, else the"
+    " root folder's name)."
+)
 
-class StaleFound(Exception):
-    """``stale --check`` found stale memos: exit code 1."""
+
+class UsageError(Exception):
+    """The command line itself is wrong (unknown option, missing argument, bad value)."""
+
+
+class _Formatter(argparse.HelpFormatter):
+    """argparse's help layout, sized without importing shutil.
+
+    argparse builds a formatter for every argument it adds, and the default
+    one imports shutil (and with it bz2, lzma and zlib) to size the terminal.
+    """
+
+    def __init__(self, prog: str) -> None:
+        try:
+            width = int(os.environ.get("COLUMNS", "")) or os.get_terminal_size().columns
+        except (ValueError, OSError):
+            width = 80
+        super().__init__(prog, width=max(40, width - 2))
+
+
+class _Parser(argparse.ArgumentParser):
+    """An argparse parser whose errors are raised, not printed with the usage."""
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(formatter_class=_Formatter, allow_abbrev=False, **options)
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{message} (see {self.prog} --help)")
+
+
+def _echo(text: str) -> None:
+    sys.stdout.write(text + "\n")
+
+
+def _err(text: str) -> None:
+    sys.stderr.write(f"explomemo: {text}\n")
 
 
 @contextmanager
-def _cache(ctx: click.Context, with_model: bool) -> Iterator[MemoCache]:
+def _cache(db: Path | None, with_model: bool) -> Iterator[MemoCache]:
     from explomemo.memos import FixedModel, MemoCache
 
     model = FixedModel(None)
@@ -42,258 +87,321 @@ def _cache(ctx: click.Context, with_model: bool) -> Iterator[MemoCache]:
         try:
             model = FixedModel(load_embedder())
         except ModelError as exc:
-            click.echo(f"explomemo: warning: {exc}; searching by words only", err=True)
-    with MemoCache.open(ctx.obj["db"], model) as cache:
+            _err(f"warning: {exc}; searching by words only")
+    with MemoCache.open(db, model) as cache:
         yield cache
 
 
-class ExplomemoGroup(click.Group):
-    """The command group, and the one place where errors become exit codes."""
-
-    def main(  # type: ignore[override]
-        self,
-        args: Sequence[str] | None = None,
-        prog_name: str | None = None,
-        complete_var: str | None = None,
-        standalone_mode: bool = True,
-        **extra: Any,
-    ) -> int:
-        """Run a command; exit (or, not standalone, return) 0, 1 or 2."""
-        code = self._run(args, prog_name or "explomemo", complete_var, **extra)
-        if standalone_mode:
-            sys.exit(code)
-        return code
-
-    def _run(
-        self, args: Sequence[str] | None, prog_name: str, complete_var: str | None, **extra: Any
-    ) -> int:
-        try:
-            result = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
-        except StaleFound:
-            return EXIT_STALE
-        except ExplomemoError as exc:
-            click.echo(f"explomemo: error: {exc}", err=True)
-            return EXIT_ERROR
-        except click.exceptions.Abort:
-            click.echo("explomemo: error: aborted", err=True)
-            return EXIT_ERROR
-        except click.ClickException as exc:
-            hint = ""
-            if isinstance(exc, click.UsageError) and exc.ctx is not None:
-                hint = f" (see {exc.ctx.command_path} --help)"
-            click.echo(f"explomemo: error: {exc.format_message()}{hint}", err=True)
-            return EXIT_ERROR
-        return result if isinstance(result, int) else EXIT_OK
+# Commands ------------------------------------------------------------------
 
 
-@click.group(cls=ExplomemoGroup, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(package_name="explomemo")
-@click.option(
-    "--db",
-    type=click.Path(dir_okay=False, path_type=Path),
-    envvar="EXPLOMEMO_DB",
-    help="Database file (default: $EXPLOMEMO_DB, or explomemo.db in the user data directory).",
-)
-@click.pass_context
-def cli(ctx: click.Context, db: Path | None) -> None:
-    """Remember what was learned about a codebase, keyed by the SHA-256 of every file read."""
-    ctx.ensure_object(dict)
-    ctx.obj["db"] = db
-
-
-@cli.command()
-def serve() -> None:
-    """Run the MCP server on stdio."""
+def _serve(args: argparse.Namespace) -> int:
     from explomemo.server import run
 
-    run(click.get_current_context().obj["db"])
+    run(args.db)
+    return EXIT_OK
 
 
-@cli.command()
-@click.option("--project", required=True, help="Project name (1 to 200 characters).")
-@click.option("--root", help="Absolute project directory (default: the current directory).")
-@click.option("--question", required=True, help="The structural question answered.")
-@click.option("--conclusion", required=True, help="The answer, as the agent concluded it.")
-@click.argument("files", nargs=-1, required=True)
-@click.pass_context
-def record(
-    ctx: click.Context,
-    project: str,
-    root: str | None,
-    question: str,
-    conclusion: str,
-    files: tuple[str, ...],
-) -> None:
-    """Record a conclusion with the SHA-256 of FILES; prints the result JSON."""
+def _record(args: argparse.Namespace) -> int:
     from explomemo.models import to_json
 
-    with _cache(ctx, with_model=True) as cache:
+    with _cache(args.db, with_model=True) as cache:
         result = cache.record(
-            question=question, conclusion=conclusion, files=list(files), project=project, root=root
+            question=args.question,
+            conclusion=args.conclusion,
+            files=list(args.files),
+            project=args.project,
+            root=args.root,
         )
-    click.echo(to_json(result))
+    _echo(to_json(result))
+    return EXIT_OK
 
 
-@cli.command()
-@click.option("--project", required=True, help="Project name.")
-@click.option("--root", help="Absolute project directory (default: the current directory).")
-@click.option("--limit", type=click.IntRange(1, 20), default=5, show_default=True)
-@click.option("--include-stale/--fresh-only", default=True, show_default=True)
-@click.option("--json", "as_json", is_flag=True, help="Print the result JSON.")
-@click.argument("query")
-@click.pass_context
-def recall(
-    ctx: click.Context,
-    project: str,
-    root: str | None,
-    limit: int,
-    include_stale: bool,
-    as_json: bool,
-    query: str,
-) -> None:
-    """Find memos of a project relevant to QUERY, each marked fresh or stale."""
+def _recall(args: argparse.Namespace) -> int:
     from explomemo.models import to_json
     from explomemo.report import recall_text
 
-    with _cache(ctx, with_model=True) as cache:
+    with _cache(args.db, with_model=True) as cache:
         result = cache.recall(
-            query=query, project=project, root=root, limit=limit, include_stale=include_stale
+            query=args.query,
+            project=args.project,
+            root=args.root,
+            limit=args.limit,
+            include_stale=args.include_stale,
         )
-    click.echo(to_json(result) if as_json else recall_text(result))
+    _echo(to_json(result) if args.json else recall_text(result))
+    return EXIT_OK
 
 
-@cli.command()
-@click.option("--project", help="Only this project's memos.")
-@click.option(
-    "--root",
-    help="Check every memo against this directory (default: each memo's recorded root;"
-    " with --from, the current directory).",
-)
-@click.option(
-    "--from",
-    "from_file",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="Check an export file (JSON Lines) instead of the database.",
-)
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(["table", "json", "github", "markdown"]),
-    default="table",
-    show_default=True,
-)
-@click.option("--check", is_flag=True, help="Exit 1 when any memo is stale.")
-@click.pass_context
-def stale(
-    ctx: click.Context,
-    project: str | None,
-    root: str | None,
-    from_file: Path | None,
-    fmt: str,
-    check: bool,
-) -> None:
-    """Report memos whose files changed or vanished."""
+def _stale(args: argparse.Namespace) -> int:
     from explomemo.report import StderrProgress, format_stale
 
     with StderrProgress("checking files") as progress:
-        if from_file is not None:
+        if args.from_file is not None:
             from explomemo.exchange import read_export, stale_from_export
 
-            memos = read_export(from_file)
-            if project is not None:
-                memos = [m for m in memos if m.project == project]
-            report = stale_from_export(memos, root, progress=progress)
+            memos = read_export(args.from_file)
+            if args.project is not None:
+                memos = [m for m in memos if m.project == args.project]
+            report = stale_from_export(memos, args.root, progress=progress)
         else:
-            with _cache(ctx, with_model=False) as cache:
+            with _cache(args.db, with_model=False) as cache:
                 cache.validator.progress = progress
-                report = cache.stale_report(project=project, root=root)
-    click.echo(format_stale(report, fmt))
-    if check and report.stale:
-        raise StaleFound
+                report = cache.stale_report(project=args.project, root=args.root)
+    _echo(format_stale(report, args.format))
+    return EXIT_STALE if args.check and report.stale else EXIT_OK
 
 
-@cli.command(name="list")
-@click.option("--project", help="Only this project's memos.")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-@click.pass_context
-def list_memos(ctx: click.Context, project: str | None, as_json: bool) -> None:
-    """List memos without re-hashing their files."""
+def _list(args: argparse.Namespace) -> int:
     from explomemo.models import to_json
     from explomemo.report import list_table
 
-    with _cache(ctx, with_model=False) as cache:
-        memos = cache.list(project=project)
-    click.echo(to_json(memos) if as_json else list_table(memos))
+    with _cache(args.db, with_model=False) as cache:
+        memos = cache.list(project=args.project)
+    _echo(to_json(memos) if args.json else list_table(memos))
+    return EXIT_OK
 
 
-@cli.command()
-@click.argument("memo_id", metavar="ID", type=int)
-@click.option("--root", help="Check files against this directory (default: the recorded root).")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-@click.pass_context
-def show(ctx: click.Context, memo_id: int, root: str | None, as_json: bool) -> None:
-    """Show one memo in full, with the state of each file."""
+def _show(args: argparse.Namespace) -> int:
     from explomemo.models import to_json
     from explomemo.report import show_text
 
-    with _cache(ctx, with_model=False) as cache:
-        memo = cache.show(memo_id, root=root)
-    click.echo(to_json(memo) if as_json else show_text(memo))
+    with _cache(args.db, with_model=False) as cache:
+        memo = cache.show(args.id, root=args.root)
+    _echo(to_json(memo) if args.json else show_text(memo))
+    return EXIT_OK
 
 
-@cli.command()
-@click.argument("memo_id", metavar="ID", type=int)
-@click.pass_context
-def forget(ctx: click.Context, memo_id: int) -> None:
-    """Delete one memo."""
+def _forget(args: argparse.Namespace) -> int:
     from explomemo.models import to_json
 
-    with _cache(ctx, with_model=False) as cache:
-        result = cache.forget(project=None, memo_id=memo_id)
-    click.echo(to_json(result))
+    with _cache(args.db, with_model=False) as cache:
+        result = cache.forget(memo_id=args.id, any_project=True)
+    _echo(to_json(result))
+    return EXIT_OK
 
 
-@cli.command()
-@click.option("--project", help="Only this project's memos.")
-@click.option(
-    "-o",
-    "--output",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="Write to this file instead of stdout.",
-)
-@click.pass_context
-def export(ctx: click.Context, project: str | None, output: Path | None) -> None:
-    """Write memos as deterministic JSON Lines, sorted by project then id."""
-    from explomemo.exchange import export_memos
+def _export(args: argparse.Namespace) -> int:
+    from explomemo.exchange import export_memos, write_export
 
-    with _cache(ctx, with_model=False) as cache:
-        text = "".join(line + "\n" for line in export_memos(cache, project))
-    if output is None:
-        click.echo(text, nl=False)
-        return
-    from explomemo.exchange import write_export
-
-    write_export(output, text)
+    with _cache(args.db, with_model=False) as cache:
+        text = "".join(line + "\n" for line in export_memos(cache, args.project))
+    if args.output is None:
+        sys.stdout.write(text)
+    else:
+        write_export(args.output, text)
+    return EXIT_OK
 
 
-@cli.command(name="import")
-@click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
-@click.pass_context
-def import_file(ctx: click.Context, file: Path) -> None:
-    """Merge an export: for the same project and question, the newer memo is kept."""
+def _import(args: argparse.Namespace) -> int:
     from explomemo.exchange import import_memos, read_export
     from explomemo.models import to_json
 
-    memos = read_export(file)
-    with _cache(ctx, with_model=False) as cache:
+    memos = read_export(args.file)
+    with _cache(args.db, with_model=False) as cache:
         result = import_memos(cache, memos)
-    click.echo(to_json(result))
+    _echo(to_json(result))
+    return EXIT_OK
+
+
+def _hook(args: argparse.Namespace) -> int:
+    from explomemo.hooks import run_hook
+
+    return run_hook(args.event, db=args.db, project=args.project)
+
+
+def _setup(args: argparse.Namespace) -> int:
+    from explomemo.clients import setup
+
+    for line in setup(
+        args.client, db=args.db, project=args.project, root=args.root, dry_run=args.dry_run
+    ):
+        _echo(line)
+    return EXIT_OK
+
+
+# The parser -----------------------------------------------------------------
+
+
+def _path(value: str) -> Path:
+    from pathlib import Path
+
+    return Path(value)
+
+
+def _limit(value: str) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a whole number") from None
+    if not 1 <= number <= 20:
+        raise argparse.ArgumentTypeError(f"{number} is not in the range 1 to 20")
+    return number
+
+
+def _memo_id(value: str) -> int:
+    try:
+        return int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a memo id (a whole number)") from None
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The whole command line."""
+    parser = _Parser(
+        prog="explomemo",
+        description="Remember what was learned about a codebase, keyed by the SHA-256 of every"
+        " file read.",
+    )
+    parser.add_argument("--version", action="version", version=f"explomemo {__version__}")
+    parser.add_argument(
+        "--db",
+        type=_path,
+        help="Database file (default: $EXPLOMEMO_DB, or explomemo.db in the user data directory).",
+    )
+    # prog given: working it out imports shutil and sizes the terminal.
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", prog="explomemo")
+
+    def command(
+        name: str, run: Callable[[argparse.Namespace], int], text: str
+    ) -> argparse.ArgumentParser:
+        sub = commands.add_parser(name, help=text, description=text)
+        sub.set_defaults(run=run)
+        return sub
+
+    def project_option(sub: argparse.ArgumentParser, text: str = PROJECT_HELP) -> None:
+        sub.add_argument("--project", help=text)
+
+    def root_option(sub: argparse.ArgumentParser, text: str) -> None:
+        sub.add_argument("--root", help=text)
+
+    cwd_root = "Absolute project directory (default: the current directory)."
+
+    command("serve", _serve, "Run the MCP server on stdio.")
+
+    sub = command("record", _record, "Record a conclusion with the SHA-256 of FILES.")
+    project_option(sub)
+    root_option(sub, cwd_root)
+    sub.add_argument("--question", required=True, help="The structural question answered.")
+    sub.add_argument("--conclusion", required=True, help="The answer, as concluded.")
+    sub.add_argument("files", nargs="+", metavar="FILE", help="Every file read to conclude.")
+
+    sub = command("recall", _recall, "Find memos relevant to QUERY, each fresh or stale.")
+    project_option(sub)
+    root_option(sub, cwd_root)
+    sub.add_argument("--limit", type=_limit, default=5, help="1 to 20 (default: 5).")
+    stale_choice = sub.add_mutually_exclusive_group()
+    stale_choice.add_argument(
+        "--include-stale",
+        dest="include_stale",
+        action="store_true",
+        default=True,
+        help="Also return stale memos (the default).",
+    )
+    stale_choice.add_argument(
+        "--fresh-only", dest="include_stale", action="store_false", help="Only fresh memos."
+    )
+    sub.add_argument("--json", action="store_true", help="Print the result JSON.")
+    sub.add_argument("query", metavar="QUERY")
+
+    sub = command("stale", _stale, "Report memos whose files changed or vanished.")
+    project_option(sub, "Only this project's memos (default: every project).")
+    root_option(
+        sub,
+        "Check every memo against this directory (default: each memo's recorded root;"
+        " with --from, the current directory).",
+    )
+    sub.add_argument(
+        "--from",
+        dest="from_file",
+        type=_path,
+        metavar="FILE",
+        help="Check an export file (JSON Lines) instead of the database.",
+    )
+    sub.add_argument("--format", choices=STALE_FORMATS, default="table", help="(default: table)")
+    sub.add_argument("--check", action="store_true", help="Exit 1 when any memo is stale.")
+
+    sub = command("list", _list, "List memos without re-hashing their files.")
+    project_option(sub, "Only this project's memos (default: every project).")
+    sub.add_argument("--json", action="store_true", help="Print JSON.")
+
+    sub = command("show", _show, "Show one memo in full, with the state of each file.")
+    sub.add_argument("id", type=_memo_id, metavar="ID")
+    root_option(sub, "Check files against this directory (default: the recorded root).")
+    sub.add_argument("--json", action="store_true", help="Print JSON.")
+
+    sub = command("forget", _forget, "Delete one memo (of whichever project holds it).")
+    sub.add_argument("id", type=_memo_id, metavar="ID")
+
+    sub = command("export", _export, "Write memos as JSON Lines, sorted by project then id.")
+    project_option(sub, "Only this project's memos (default: every project).")
+    sub.add_argument(
+        "-o", "--output", type=_path, metavar="FILE", help="Write to FILE instead of stdout."
+    )
+
+    sub = command("import", _import, "Merge an export: the newer memo of a question is kept.")
+    sub.add_argument("file", type=_path, metavar="FILE")
+
+    sub = command(
+        "hook",
+        _hook,
+        "A Claude Code hook: reads the hook's JSON on stdin, answers on stdout.",
+    )
+    sub.add_argument("event", choices=HOOK_EVENTS, metavar="|".join(HOOK_EVENTS))
+    project_option(sub)
+
+    sub = command(
+        "setup",
+        _setup,
+        "Register the MCP server (and, for Claude Code, the hooks) with a client.",
+    )
+    sub.add_argument("client", choices=CLIENTS, metavar="|".join(CLIENTS))
+    project_option(sub)
+    root_option(
+        sub,
+        "The project folder to set up (default: the top of the current git work tree,"
+        " else the current directory).",
+    )
+    sub.add_argument(
+        "--dry-run", action="store_true", help="Show the change as a diff; write nothing."
+    )
+    return parser
+
+
+def _command_of(argv: Sequence[str]) -> str | None:
+    """The command word of ``argv`` (the first word not an option or --db's value)."""
+    words = iter(argv)
+    for word in words:
+        if word == "--db":
+            next(words, None)
+        elif not word.startswith("-"):
+            return word
+    return None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the exit code (0 ok, 1 stale found by --check, 2 error)."""
-    code: int = cli.main(args=list(argv) if argv is not None else None, standalone_mode=False)
-    return code
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    try:
+        args = build_parser().parse_args(args_list)
+        if args.command is None:
+            build_parser().print_help()
+            return EXIT_OK
+        code: int = args.run(args)
+        return code
+    except SystemExit as exc:  # --help and --version
+        return exc.code if isinstance(exc.code, int) else EXIT_OK
+    except UsageError as exc:
+        _err(f"error: {exc}")
+        # A hook that exits 2 blocks the user's prompt in Claude Code: a hook
+        # never fails the client, even when its own command line is wrong.
+        return EXIT_OK if _command_of(args_list) == "hook" else EXIT_ERROR
+    except ExplomemoError as exc:
+        _err(f"error: {exc}")
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        _err("error: aborted")
+        return EXIT_ERROR
 
 
 if __name__ == "__main__":

@@ -40,6 +40,7 @@ from explomemo.models import (
     StaleReport,
     StaleResult,
 )
+from explomemo.projects import resolve_project
 from explomemo.search import WordSearch
 from explomemo.store import MAX_ID, FileRow, MemoRow, StatRow, Store
 from explomemo.validity import Expected, Seen, Validator, digest_entry, expect, state_of
@@ -231,7 +232,7 @@ class MemoCache:
         question: str,
         conclusion: str,
         files: list[str],
-        project: str,
+        project: str | None = None,
         root: str | None = None,
     ) -> RecordResult:
         """Record a conclusion with the SHA-256 of every file it rests on.
@@ -244,8 +245,8 @@ class MemoCache:
         """
         inputs.check_text("question", question, inputs.MAX_QUESTION)
         inputs.check_text("conclusion", conclusion, inputs.MAX_CONCLUSION)
-        inputs.check_text("project", project, inputs.MAX_PROJECT)
         where = resolve_root(root)
+        project = resolve_project(project, where.path)
         rels = self._relative_files(where, inputs.check_files(files))
         hashed = [self._hash_for_record(where, rel, given) for rel, given in rels.items()]
         recorded = [row for row, _ in hashed]
@@ -537,7 +538,7 @@ class MemoCache:
         self,
         *,
         query: str,
-        project: str,
+        project: str | None = None,
         root: str | None = None,
         limit: int = inputs.DEFAULT_LIMIT,
         include_stale: bool = True,
@@ -550,9 +551,9 @@ class MemoCache:
         from explomemo.search import CANDIDATES, fuse
 
         inputs.check_text("query", query, inputs.MAX_QUERY)
-        inputs.check_text("project", project, inputs.MAX_PROJECT)
         inputs.check_limit(limit)
         where = resolve_root(root)
+        project = resolve_project(project, where.path)
         embedder = self.model.wait(MODEL_WAIT_SECONDS) if self.model.enabled else None
         vector_hits: list[tuple[int, float]] | None = None
         if embedder is not None:
@@ -615,14 +616,14 @@ class MemoCache:
 
     # Stale ---------------------------------------------------------------
 
-    def stale(self, *, project: str, root: str | None = None) -> StaleResult:
+    def stale(self, *, project: str | None = None, root: str | None = None) -> StaleResult:
         """Check every memo of a project against ``root``; list the stale ones.
 
         One stat per distinct file when nothing changed; each changed file is
         read once however many memos share it.
         """
-        inputs.check_text("project", project, inputs.MAX_PROJECT)
         where = resolve_root(root)
+        project = resolve_project(project, where.path)
         snapshot = self._project_files(project)
         changes = self.validator.observe(where, snapshot.expected(where))
         return StaleResult(
@@ -662,18 +663,26 @@ class MemoCache:
 
     # Forget, list, show --------------------------------------------------
 
-    def forget(self, *, project: str | None, memo_id: int) -> ForgetResult:
-        """Delete one memo (of ``project``, when given)."""
-        if project is not None:
-            inputs.check_text("project", project, inputs.MAX_PROJECT)
+    def forget(
+        self, *, memo_id: int, project: str | None = None, any_project: bool = False
+    ) -> ForgetResult:
+        """Delete one memo of ``project`` (default: see :mod:`explomemo.projects`, from the
+        working directory), or of whichever project holds it when ``any_project``."""
+        if not any_project:
+            project = resolve_project(project, resolve_root(None).path)
         with self.store.errors(), self.store.write() as conn:
-            found = 1 <= memo_id <= MAX_ID and self.store.delete_memo(conn, project, memo_id)
-        if not found:
-            of = f" in project {project!r}" if project is not None else ""
+            found = self.store.memos(conn, ids=[memo_id]) if 1 <= memo_id <= MAX_ID else []
+            owner = found[0].project if found else None
+            deleted = owner is not None and (any_project or owner == project)
+            if deleted:
+                self.store.delete_memo(conn, owner, memo_id)
+        if not deleted:
+            of = "" if any_project else f" in project {project!r}"
             raise NotFoundError(
                 f"no memo with id {memo_id}{of}: list the ids with explomemo list (or recall first)"
             )
-        return ForgetResult(id=memo_id)
+        assert owner is not None
+        return ForgetResult(id=memo_id, project=owner)
 
     def list(self, *, project: str | None = None) -> list[MemoSummary]:
         """Every memo (of a project, or all), without re-hashing."""

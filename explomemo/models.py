@@ -116,6 +116,7 @@ class ForgetResult:
 
     forgotten: bool = True
     id: int
+    project: str = described("The project the memo belonged to.")
 
 
 @dataclass(frozen=True, kw_only=True)

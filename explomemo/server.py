@@ -38,6 +38,8 @@ INSTRUCTIONS = (
     " without re-reading its files; for a stale one re-read only its changed or missing"
     " files. After answering such a question by reading files, call"
     " memory_exploration_record with the question, your conclusion and every file you read."
+    " Leave `project` out: it defaults to this repository (shared by its worktrees and"
+    " clones)."
 )
 
 RECORD_DESCRIPTION = (
@@ -60,9 +62,10 @@ STALE_DESCRIPTION = (
 FORGET_DESCRIPTION = "Delete one memo of a project by id (a wrong or obsolete conclusion)."
 
 Project = Annotated[
-    str,
+    str | None,
     Field(
-        description="Project name, the same for every session on this codebase.",
+        description="Usually left out. Default: $EXPLOMEMO_PROJECT, else the repository's"
+        " name (shared by its worktrees and clones), else root's folder name.",
         min_length=1,
         max_length=inputs.MAX_PROJECT,
     ),
@@ -163,8 +166,8 @@ def create_server(db_path: Path | None = None, env: dict[str, str] | None = None
                 min_length=1,
             ),
         ],
-        project: Project,
         ctx: Context[Any],
+        project: Project = None,
         root: RootParam = None,
     ) -> RecordResult:
         return _call(
@@ -189,8 +192,8 @@ def create_server(db_path: Path | None = None, env: dict[str, str] | None = None
                 max_length=inputs.MAX_QUERY,
             ),
         ],
-        project: Project,
         ctx: Context[Any],
+        project: Project = None,
         root: RootParam = None,
         limit: Annotated[
             int, Field(description="Most matches to return.", ge=1, le=inputs.MAX_LIMIT)
@@ -212,7 +215,7 @@ def create_server(db_path: Path | None = None, env: dict[str, str] | None = None
             title="List stale memos", read_only_hint=True, open_world_hint=False
         ),
     )
-    def stale(project: Project, ctx: Context[Any], root: RootParam = None) -> StaleResult:
+    def stale(ctx: Context[Any], project: Project = None, root: RootParam = None) -> StaleResult:
         return _call(lambda: state(ctx).stale(project=project, root=root))
 
     @server.tool(
@@ -227,11 +230,11 @@ def create_server(db_path: Path | None = None, env: dict[str, str] | None = None
         ),
     )
     def forget(
-        project: Project,
         id: Annotated[int, Field(description="The memo's id, as recall or stale gave it.")],
         ctx: Context[Any],
+        project: Project = None,
     ) -> ForgetResult:
-        return _call(lambda: state(ctx).forget(project=project, memo_id=id))
+        return _call(lambda: state(ctx).forget(memo_id=id, project=project))
 
     results = {
         "memory_exploration_record": RecordResult,

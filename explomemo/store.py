@@ -15,9 +15,8 @@ import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
+from typing import NamedTuple
 
 from explomemo.errors import StoreError
 
@@ -29,8 +28,11 @@ MAX_ID = 2**63 - 1
 _BATCH = 500
 
 
-@dataclass(frozen=True)
-class FileRow:
+# Rows are named tuples, not dataclasses: importing dataclasses (and inspect
+# with it) would cost the Claude Code prompt hook a third of its start-up.
+
+
+class FileRow(NamedTuple):
     """One file of a memo as recorded."""
 
     path: str
@@ -39,8 +41,7 @@ class FileRow:
     size: int
 
 
-@dataclass(frozen=True)
-class MemoRow:
+class MemoRow(NamedTuple):
     """One memo as stored, without its files."""
 
     id: int
@@ -51,8 +52,7 @@ class MemoRow:
     recorded_at: str
 
 
-@dataclass(frozen=True)
-class StatRow:
+class StatRow(NamedTuple):
     """One entry of the stat cache: a file's identity and content digest when seen."""
 
     dev: int
@@ -64,8 +64,7 @@ class StatRow:
     cached_at_ns: int
 
 
-@dataclass(frozen=True)
-class Migration:
+class Migration(NamedTuple):
     """A numbered SQL file of ``migrations/``."""
 
     number: int
@@ -83,18 +82,30 @@ def default_db_path() -> Path:
     return Path(platformdirs.user_data_dir("explomemo", appauthor=False)) / "explomemo.db"
 
 
-def load_migrations() -> list[Migration]:
-    """The migrations shipped with the package, in order.
+def migrations_folder() -> Path:
+    """Where the migrations are: ``explomemo/migrations`` in a wheel, the top-level
+    ``migrations/`` folder in a source checkout (editable install).
 
-    In a wheel they live in ``explomemo/migrations``; in a source checkout
-    (editable install) in the top-level ``migrations/`` folder.
+    Looked up beside this file rather than through importlib.resources, which
+    costs a short command a tenth of its start-up; explomemo runs from files
+    on disk (SQLite and the validity engine need them), never from a zip.
     """
-    packaged = resources.files("explomemo").joinpath("migrations")
-    folder: Path
-    if packaged.is_dir():
-        folder = Path(str(packaged))
-    else:
-        folder = Path(__file__).resolve().parent.parent / "migrations"
+    here = Path(__file__).resolve().parent
+    packaged = here / "migrations"
+    return packaged if packaged.is_dir() else here.parent / "migrations"
+
+
+def latest_schema_version() -> int:
+    """The number of the newest migration shipped (without reading the SQL)."""
+    numbers = [int(p.name.split("_", 1)[0]) for p in migrations_folder().glob("*.sql")]
+    if not numbers:
+        load_migrations()
+    return max(numbers)
+
+
+def load_migrations() -> list[Migration]:
+    """The migrations shipped with the package, in order."""
+    folder = migrations_folder()
     found: list[Migration] = []
     for sql_file in sorted(folder.glob("*.sql")):
         number = int(sql_file.name.split("_", 1)[0])
@@ -120,7 +131,9 @@ def _statements(sql: str) -> Iterator[str]:
         yield pending
 
 
-def describe_sqlite_error(path: Path, exc: sqlite3.Error) -> StoreError:
+def describe_sqlite_error(
+    path: Path, exc: sqlite3.Error, busy_timeout_ms: int = BUSY_TIMEOUT_MS
+) -> StoreError:
     """Turn a sqlite3 error into a StoreError naming the path and what to do."""
     text = str(exc)
     lowered = text.lower()
@@ -147,7 +160,7 @@ def describe_sqlite_error(path: Path, exc: sqlite3.Error) -> StoreError:
     if "locked" in lowered or "busy" in lowered:
         return StoreError(
             f"database {path} stayed locked by another process for"
-            f" {BUSY_TIMEOUT_MS // 1000} s ({text}): try again when it is done"
+            f" {busy_timeout_ms / 1000:g} s ({text}): try again when it is done"
         )
     return StoreError(f"database {path} failed ({text}): check the file, or pass another --db")
 
@@ -199,15 +212,55 @@ class Store:
             raise
         return store
 
+    @classmethod
+    def open_existing(cls, path: Path | None, busy_timeout_ms: int) -> Store:
+        """Open a database that exists and is up to date, for a reader that must not wait.
+
+        Nothing is created, migrated or switched to WAL, and a lock held by
+        another process is waited for at most ``busy_timeout_ms`` (the Claude
+        Code hooks answer within a fraction of a second, whatever happens).
+        """
+        db_path = Path(path) if path is not None else default_db_path()
+        if not db_path.is_file():
+            raise StoreError(f"no database at {db_path} yet: nothing has been recorded there")
+        try:
+            conn = sqlite3.connect(
+                db_path,
+                timeout=busy_timeout_ms / 1000,
+                isolation_level=None,
+                check_same_thread=False,
+            )
+        except sqlite3.Error as exc:
+            raise describe_sqlite_error(db_path, exc) from exc
+        store = cls(db_path, conn)
+        try:
+            conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
+            store._check_identity(busy_timeout_ms)
+            version, latest = store.schema_version(), latest_schema_version()
+            if version < latest:
+                raise StoreError(
+                    f"database {db_path} has schema version {version}, older than this"
+                    f" explomemo ({latest}): run any explomemo command on it once"
+                    " (explomemo list) to upgrade it"
+                )
+            conn.execute("PRAGMA foreign_keys = ON")
+        except sqlite3.Error as exc:
+            conn.close()
+            raise describe_sqlite_error(db_path, exc, busy_timeout_ms) from exc
+        except BaseException:
+            conn.close()
+            raise
+        return store
+
     def close(self) -> None:
         """Close the connection."""
         with self.lock:
             self.conn.close()
 
-    def _check_identity(self) -> None:
+    def _check_identity(self, busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> None:
         # Read-only checks, before any pragma that could write to the file: a
         # database we must refuse is left byte for byte as it was.
-        self.conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        self.conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
         # One snapshot: another process may be creating the schema right now.
         self.conn.execute("BEGIN")
         try:
@@ -224,7 +277,7 @@ class Store:
                 f"database {self.path} is another program's SQLite file, not an explomemo"
                 " database: pass another --db or EXPLOMEMO_DB; the file was left as it is"
             )
-        latest = load_migrations()[-1].number
+        latest = latest_schema_version()
         if version > latest:
             raise StoreError(
                 f"database {self.path} has schema version {version}, newer than this"
@@ -247,11 +300,10 @@ class Store:
         self.conn.execute("PRAGMA synchronous = NORMAL")
 
     def _migrate(self) -> None:
-        migrations = load_migrations()
-        latest = migrations[-1].number
-        version = self.schema_version()
-        if version == latest:
+        latest = latest_schema_version()
+        if self.schema_version() == latest:
             return
+        migrations = load_migrations()
         # sqlite-utils is imported only when there is something to migrate: it
         # costs a quarter of a second, and the CLI must start fast.
         from sqlite_utils import Database

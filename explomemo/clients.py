@@ -1,0 +1,430 @@
+"""``explomemo setup``: registering explomemo with Claude Code, Cursor and Codex.
+
+Every client gets the MCP server; Claude Code also gets the three hooks
+(:mod:`explomemo.hooks`). The server and the hooks run this very explomemo
+(the absolute path of its executable) on the database and project of the
+command that set them up, so what the agent records, the hooks find.
+
+Configuration files are merged, never rewritten: only explomemo's own entries
+are added or updated, everything else stays as it was (its indentation too).
+A file that is not valid JSON or TOML is refused with one line and left
+alone. Writes are atomic (a temporary file in the same folder, then a
+rename). A second run finds nothing to change and says so; ``--dry-run``
+prints the change as a unified diff (and the ``claude`` commands it would
+run) and writes nothing.
+
+Where things go, in the project folder (the top of the git work tree, unless
+``--root`` says otherwise):
+
+* Claude Code: the hooks in ``.claude/settings.json``. The server with
+  ``claude mcp add --scope local`` when the ``claude`` command is on PATH
+  (connected at once, for this folder); otherwise in ``.mcp.json``, approved
+  in ``.claude/settings.local.json`` (``enabledMcpjsonServers``), which
+  Claude Code honours once the folder is trusted.
+* Cursor: ``.cursor/mcp.json``.
+* Codex: ``.codex/config.toml`` (Codex reads it for trusted projects).
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from explomemo.errors import ExplomemoError
+from explomemo.projects import resolve_project, work_tree_top
+from explomemo.store import default_db_path
+
+SERVER_NAME = "explomemo"
+#: Each Claude Code hook: (event, matcher, explomemo hook name, timeout in seconds).
+CLAUDE_HOOKS = (
+    ("SessionStart", "startup|resume|clear|compact", "session-start", 15),
+    ("UserPromptSubmit", None, "prompt", 5),
+    ("Stop", None, "stop", 10),
+)
+LABELS = {"claude-code": "Claude Code", "cursor": "Cursor", "codex": "Codex"}
+
+
+class SetupError(ExplomemoError):
+    """A client's configuration cannot be merged (not valid JSON or TOML, or misshapen)."""
+
+
+@dataclass
+class FileChange:
+    """A configuration file, before (None: absent) and after the merge."""
+
+    path: Path
+    before: str | None
+    after: str
+
+
+@dataclass
+class Plan:
+    """What setting up one client changes: files, and ``claude`` commands to run."""
+
+    files: list[FileChange] = field(default_factory=list)
+    commands: list[list[str]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Target:
+    """What the client is set up to run: explomemo, on which database and project, where."""
+
+    folder: Path
+    command: list[str]
+    db: str
+    project: str
+
+    def server_env(self) -> dict[str, str]:
+        """The environment the MCP server is started with."""
+        return {"EXPLOMEMO_DB": self.db, "EXPLOMEMO_PROJECT": self.project}
+
+    def server(self) -> dict[str, Any]:
+        """The server's command, arguments and environment."""
+        return {
+            "command": self.command[0],
+            "args": [*self.command[1:], "serve"],
+            "env": self.server_env(),
+        }
+
+    def hook_command(self, event: str) -> str:
+        """The shell command of one Claude Code hook."""
+        return shlex.join(
+            [*self.command, "--db", self.db, "hook", event, "--project", self.project]
+        )
+
+
+def setup(
+    client: str, *, db: Path | None, project: str | None, root: str | None, dry_run: bool
+) -> list[str]:
+    """Set up ``client`` for the project folder; returns the lines to print."""
+    folder = _folder(root)
+    target = Target(
+        folder=folder,
+        command=_explomemo_command(),
+        db=os.path.abspath(db if db is not None else default_db_path()),
+        project=resolve_project(project, str(folder)),
+    )
+    plan = PLANNERS[client](target)
+    label = LABELS[client]
+    changes = [change for change in plan.files if change.before != change.after]
+    if not changes and not plan.commands:
+        return [
+            f"explomemo is already set up for {label} in {folder} (project {target.project!r},"
+            f" database {target.db}): nothing changed."
+        ]
+    lines: list[str] = []
+    if dry_run:
+        for change in changes:
+            lines.append(_diff(change, folder).rstrip("\n"))
+        lines += [f"would run: {shlex.join(argv)}" for argv in plan.commands]
+        lines.append("dry run: nothing was written.")
+        return lines
+    for change in changes:
+        write_atomically(change.path, change.after)
+        lines.append(f"wrote {change.path}")
+    for argv in plan.commands:
+        _run(argv, folder)
+        lines.append(f"ran: {shlex.join(argv)}")
+    lines.append(
+        f"explomemo is set up for {label} in {folder}: project {target.project!r},"
+        f" database {target.db}."
+    )
+    return lines + plan.notes
+
+
+def _folder(root: str | None) -> Path:
+    if root is not None:
+        if not os.path.isdir(root):
+            raise SetupError(f"--root {root!r} is not a folder: pass the project's folder")
+        return Path(os.path.abspath(root))
+    cwd = os.getcwd()
+    return Path(work_tree_top(cwd) or cwd)
+
+
+def _explomemo_command() -> list[str]:
+    """This explomemo as an absolute command: its script, or this Python with ``-m``."""
+    script = os.path.abspath(sys.argv[0]) if sys.argv and sys.argv[0] else ""
+    if os.path.basename(script) == "explomemo" and os.access(script, os.X_OK):
+        return [script]
+    beside = Path(sys.executable).parent / "explomemo"
+    if os.access(beside, os.X_OK):
+        return [str(beside)]
+    return [sys.executable, "-m", "explomemo"]
+
+
+def _run(argv: list[str], folder: Path) -> None:
+    try:
+        done = subprocess.run(
+            argv, cwd=folder, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=120
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise SetupError(f"{shlex.join(argv)} could not run ({exc})") from None
+    if done.returncode != 0:
+        said = " ".join((done.stderr or done.stdout).split())[:300]
+        raise SetupError(f"{shlex.join(argv)} failed ({said}): fix that, then run setup again")
+
+
+def _diff(change: FileChange, folder: Path) -> str:
+    name = os.path.relpath(change.path, folder)
+    before = [] if change.before is None else change.before.splitlines(keepends=True)
+    return "".join(
+        difflib.unified_diff(
+            before,
+            change.after.splitlines(keepends=True),
+            fromfile="/dev/null" if change.before is None else f"a/{name}",
+            tofile=f"b/{name}",
+        )
+    )
+
+
+def write_atomically(path: Path, text: str) -> None:
+    """Replace ``path`` with ``text`` in one rename, keeping its permissions."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        mode = path.stat().st_mode & 0o7777
+    except FileNotFoundError:
+        mode = 0o644
+    fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(temporary, mode)
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+
+
+# JSON files -------------------------------------------------------------------
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SetupError(f"{path} cannot be read ({exc}): fix it or move it away") from None
+
+
+def _json_object(path: Path, text: str | None) -> dict[str, Any]:
+    if text is None or not text.strip():
+        return {}
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise SetupError(
+            f"{path} is not valid JSON ({exc}): fix it, then run setup again; it was left as it is"
+        ) from None
+    if not isinstance(data, dict):
+        raise SetupError(f"{path} does not hold a JSON object: fix it; it was left as it is")
+    return data
+
+
+def _indent(text: str | None) -> int:
+    for line in (text or "").splitlines()[1:]:
+        stripped = line.lstrip(" ")
+        if stripped and len(stripped) < len(line):
+            return len(line) - len(stripped)
+    return 2
+
+
+def _merge_json(path: Path, change: Callable[[dict[str, Any]], None]) -> FileChange:
+    """The change of one JSON file: ``change`` edits its object in place."""
+    before = _read(path)
+    data = _json_object(path, before)
+    change(data)
+    after = json.dumps(data, indent=_indent(before), ensure_ascii=False) + "\n"
+    if before is not None and json.loads(after) == _json_object(path, before):
+        after = before
+    return FileChange(path, before, after)
+
+
+def _table(data: dict[str, Any], key: str, path: Path) -> dict[str, Any]:
+    found = data.setdefault(key, {})
+    if not isinstance(found, dict):
+        raise SetupError(f"{key!r} in {path} is not an object: fix it; it was left as it is")
+    return found
+
+
+def _set_server(servers: dict[str, Any], entry: dict[str, Any]) -> None:
+    current = servers.get(SERVER_NAME)
+    if isinstance(current, dict):
+        current.update(entry)
+    else:
+        servers[SERVER_NAME] = entry
+
+
+# Claude Code ------------------------------------------------------------------
+
+
+def _claude_hooks(target: Target, path: Path) -> FileChange:
+    def change(settings: dict[str, Any]) -> None:
+        hooks = _table(settings, "hooks", path)
+        for event, matcher, name, timeout in CLAUDE_HOOKS:
+            groups = hooks.setdefault(event, [])
+            if not isinstance(groups, list):
+                raise SetupError(
+                    f"hooks.{event} in {path} is not a list: fix it; it was left as is"
+                )
+            wanted = {"type": "command", "command": target.hook_command(name), "timeout": timeout}
+            mine = _own_hook(groups, name)
+            if mine is not None:
+                mine.update(wanted)
+                continue
+            group: dict[str, Any] = {"hooks": [wanted]}
+            if matcher is not None:
+                group = {"matcher": matcher, **group}
+            groups.append(group)
+
+    return _merge_json(path, change)
+
+
+def _own_hook(groups: list[Any], name: str) -> dict[str, Any] | None:
+    """explomemo's hook for ``name`` among a hook event's groups, if one is there."""
+    for group in groups:
+        entries = group.get("hooks") if isinstance(group, dict) else None
+        for entry in entries if isinstance(entries, list) else []:
+            command = entry.get("command") if isinstance(entry, dict) else None
+            if isinstance(command, str) and SERVER_NAME in command:
+                words = command.split()
+                if "hook" in words and name in words[words.index("hook") + 1 :]:
+                    return entry  # type: ignore[no-any-return]
+    return None
+
+
+def _claude_config() -> Path:
+    folder = os.environ.get("CLAUDE_CONFIG_DIR")
+    return Path(folder) / ".claude.json" if folder else Path.home() / ".claude.json"
+
+
+def _claude_local_server(folder: Path) -> dict[str, Any] | None:
+    """The server Claude Code has registered for ``folder`` in local scope, if any."""
+    try:
+        config = json.loads(_claude_config().read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    projects = config.get("projects") if isinstance(config, dict) else None
+    if not isinstance(projects, dict):
+        return None
+    for key in (str(folder), os.path.realpath(folder)):
+        entry = projects.get(key)
+        servers = entry.get("mcpServers") if isinstance(entry, dict) else None
+        if isinstance(servers, dict) and isinstance(servers.get(SERVER_NAME), dict):
+            return servers[SERVER_NAME]  # type: ignore[no-any-return]
+    return None
+
+
+def plan_claude_code(target: Target) -> Plan:
+    """Hooks in .claude/settings.json; the server through ``claude`` or in .mcp.json."""
+    folder = target.folder
+    plan = Plan(files=[_claude_hooks(target, folder / ".claude" / "settings.json")])
+    server = target.server()
+    claude = shutil.which("claude")
+    if claude is not None:
+        current = _claude_local_server(folder)
+        wanted = {"type": "stdio", **server}
+        if current is None or any(current.get(k) != v for k, v in wanted.items()):
+            if current is not None:
+                plan.commands.append([claude, "mcp", "remove", "--scope", "local", SERVER_NAME])
+            env = [f"{k}={v}" for k, v in server["env"].items()]
+            plan.commands.append(
+                [claude, "mcp", "add", "--scope", "local", SERVER_NAME]
+                + [part for pair in env for part in ("-e", pair)]
+                + ["--", server["command"], *server["args"]]
+            )
+        return plan
+
+    def add_server(config: dict[str, Any]) -> None:
+        _set_server(_table(config, "mcpServers", folder / ".mcp.json"), {"type": "stdio", **server})
+
+    def approve(settings: dict[str, Any]) -> None:
+        approved = settings.setdefault("enabledMcpjsonServers", [])
+        if not isinstance(approved, list):
+            raise SetupError(
+                f"enabledMcpjsonServers in {folder / '.claude' / 'settings.local.json'} is not"
+                " a list: fix it; it was left as it is"
+            )
+        if SERVER_NAME not in approved:
+            approved.append(SERVER_NAME)
+
+    plan.files.append(_merge_json(folder / ".mcp.json", add_server))
+    plan.files.append(_merge_json(folder / ".claude" / "settings.local.json", approve))
+    plan.notes.append(
+        "The claude command is not on PATH, so the server went into .mcp.json, approved in"
+        " .claude/settings.local.json: Claude Code uses it once this folder is trusted (start"
+        " claude here once and accept)."
+    )
+    return plan
+
+
+# Cursor and Codex -------------------------------------------------------------
+
+
+def plan_cursor(target: Target) -> Plan:
+    """The server in .cursor/mcp.json."""
+    path = target.folder / ".cursor" / "mcp.json"
+
+    def add_server(config: dict[str, Any]) -> None:
+        _set_server(_table(config, "mcpServers", path), target.server())
+
+    return Plan(
+        files=[_merge_json(path, add_server)],
+        notes=["Cursor lists it under Settings > MCP; switch it on there if it is off."],
+    )
+
+
+def plan_codex(target: Target) -> Plan:
+    """The server in .codex/config.toml."""
+    import tomlkit
+    import tomlkit.items
+    from tomlkit.exceptions import TOMLKitError
+
+    path = target.folder / ".codex" / "config.toml"
+    before = _read(path)
+    try:
+        document = tomlkit.parse(before or "")
+    except TOMLKitError as exc:
+        raise SetupError(
+            f"{path} is not valid TOML ({exc}): fix it, then run setup again; it was left as it is"
+        ) from None
+    servers = document.get("mcp_servers")
+    if servers is None:
+        servers = tomlkit.table(is_super_table=True)
+        document["mcp_servers"] = servers
+    if not isinstance(servers, dict):
+        raise SetupError(f"mcp_servers in {path} is not a table: fix it; it was left as it is")
+    server = target.server()
+    current = servers.get(SERVER_NAME)
+    if not isinstance(current, tomlkit.items.Table) or current.unwrap() != server:
+        entry = tomlkit.table()
+        entry["command"] = server["command"]
+        entry["args"] = server["args"]
+        env = tomlkit.table()
+        env.update(server["env"])
+        entry["env"] = env
+        servers[SERVER_NAME] = entry
+    return Plan(
+        files=[FileChange(path, before, tomlkit.dumps(document))],
+        notes=["Codex reads a project's .codex/config.toml once the project is trusted."],
+    )
+
+
+PLANNERS: dict[str, Callable[[Target], Plan]] = {
+    "claude-code": plan_claude_code,
+    "cursor": plan_cursor,
+    "codex": plan_codex,
+}

@@ -1,0 +1,319 @@
+"""Claude Code hooks: memos reach the agent unasked, and a turn that explored is asked to record.
+
+``explomemo hook EVENT`` reads the hook's JSON object on stdin and answers in
+the hook's JSON on stdout:
+
+* ``session-start``: a short index of the project's memos (how many are
+  fresh and stale, then the fresh questions with their ids, the memos resting
+  on the most files first), within :data:`INDEX_BYTES`; nothing when the
+  project has none.
+* ``prompt``: the memos that answer the prompt (:mod:`explomemo.prompts`, by
+  words): up to :data:`MAX_FRESH` fresh ones with id, question and
+  conclusion, and up to :data:`MAX_STALE` stale ones with what changed,
+  within :data:`PROMPT_BYTES`; nothing when none clears the cut-off.
+* ``stop``: when the turn read :data:`MIN_FILES_READ` files or more and
+  recorded no memo, blocks once with a reason listing them; never when
+  ``stop_hook_active`` is set (the agent is already answering a block).
+
+A hook never breaks the client: whatever goes wrong (no database yet, a locked
+or damaged one, malformed input, anything), it exits 0 with nothing on stdout
+and one line on stderr, and a lock is waited for at most
+:data:`BUSY_TIMEOUT_MS`. The prompt hook runs before every prompt in a new
+process: it imports no model, no numpy, no Pydantic and no MCP SDK, and
+checks files only for the memos it is about to show.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from explomemo.projects import resolve_project
+from explomemo.store import FileRow, MemoRow, Store
+
+#: Longest a hook waits for another process's lock on the database.
+BUSY_TIMEOUT_MS = 50
+#: Size of the session-start index, in UTF-8 bytes.
+INDEX_BYTES = 2048
+#: Size of what the prompt hook adds, in UTF-8 bytes.
+PROMPT_BYTES = 4096
+MAX_FRESH = 3
+MAX_STALE = 2
+#: Files a turn must have read for the Stop hook to ask for a memo.
+MIN_FILES_READ = 3
+#: Files named in the Stop hook's reason.
+MAX_FILES_NAMED = 20
+#: A question is cut to this many characters in the index.
+QUESTION_CHARS = 160
+
+
+class HookInputError(Exception):
+    """The JSON on stdin is not what Claude Code sends."""
+
+
+Answer = dict[str, Any] | None
+
+
+def run_hook(
+    event: str,
+    *,
+    db: Path | None,
+    project: str | None,
+    stdin: BinaryIO | None = None,
+    stdout: BinaryIO | None = None,
+    stderr: BinaryIO | None = None,
+) -> int:
+    """Answer one hook event; always returns 0 (a hook never fails the client)."""
+    source = stdin if stdin is not None else sys.stdin.buffer
+    out = stdout if stdout is not None else sys.stdout.buffer
+    err = stderr if stderr is not None else sys.stderr.buffer
+    try:
+        payload = _payload(source.read())
+        answer = _HANDLERS[event](payload, db, project)
+    except Exception as exc:  # whatever it is, the client must go on
+        err.write(f"explomemo hook {event}: {_one_line(exc)}\n".encode(errors="replace"))
+        err.flush()
+        return 0
+    if answer is not None:
+        out.write(json.dumps(answer).encode() + b"\n")
+        out.flush()
+    return 0
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return text if len(text) <= 400 else text[:399] + "…"
+
+
+def _payload(data: bytes) -> dict[str, Any]:
+    try:
+        payload = json.loads(data)
+    except ValueError as exc:
+        raise HookInputError(
+            f"stdin is not JSON ({exc}): Claude Code sends a JSON object"
+        ) from None
+    if not isinstance(payload, dict):
+        raise HookInputError("stdin is not a JSON object: Claude Code sends one")
+    return payload
+
+
+def _field(payload: dict[str, Any], name: str, kind: type, default: Any = None) -> Any:
+    value = payload.get(name, default)
+    if not isinstance(value, kind):
+        raise HookInputError(
+            f"field {name!r} of the hook input is missing or not a {kind.__name__}"
+        )
+    return value
+
+
+def _root(payload: dict[str, Any]) -> str:
+    cwd: str = _field(payload, "cwd", str, os.getcwd())
+    if not os.path.isabs(cwd) or not os.path.isdir(cwd):
+        raise HookInputError(f"cwd {cwd!r} of the hook input is not an existing absolute folder")
+    return cwd
+
+
+def _context(event: str, text: str) -> dict[str, Any]:
+    return {"hookSpecificOutput": {"hookEventName": event, "additionalContext": text}}
+
+
+def _fit(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` UTF-8 bytes (on a character), marked with an ellipsis."""
+    data = text.encode()
+    if len(data) <= limit:
+        return text
+    return data[: limit - 3].decode(errors="ignore") + "…"
+
+
+# Freshness ------------------------------------------------------------------
+
+
+def _changes(
+    store: Store, root: str, files: dict[int, list[FileRow]]
+) -> dict[int, tuple[list[str], list[str]]]:
+    """Each memo's (changed, missing) files under ``root``: both empty when it is fresh."""
+    from explomemo.files import resolve_root
+    from explomemo.validity import Validator, expect, state_of
+
+    where = resolve_root(root)
+    validator = Validator(store)
+    try:
+        seen = validator.observe(where, expect(where, [f for fs in files.values() for f in fs]))
+    finally:
+        validator.close()
+    found: dict[int, tuple[list[str], list[str]]] = {}
+    for memo_id, memo_files in files.items():
+        states = [(f.path, state_of(seen, f)) for f in memo_files]
+        found[memo_id] = (
+            [path for path, state in states if state == "changed"],
+            [path for path, state in states if state == "missing"],
+        )
+    return found
+
+
+# session-start ---------------------------------------------------------------
+
+
+def session_start(payload: dict[str, Any], db: Path | None, project: str | None) -> Answer:
+    """The project's memo index, or None when it has no memo."""
+    root = _root(payload)
+    name = resolve_project(project, root)
+    store = Store.open_existing(db, BUSY_TIMEOUT_MS)
+    try:
+        with store.errors(), store.read() as conn:
+            memos = store.memos(conn, project=name)
+            files = store.all_files(conn, name)
+        if not memos:
+            return None
+        with store.errors():
+            changes = _changes(store, root, {m.id: files.get(m.id, []) for m in memos})
+    finally:
+        store.close()
+    fresh = [m for m in memos if changes[m.id] == ([], [])]
+    return _context("SessionStart", session_index(name, memos, fresh, files))
+
+
+def session_index(
+    project: str,
+    memos: Sequence[MemoRow],
+    fresh: Sequence[MemoRow],
+    files: dict[int, list[FileRow]],
+) -> str:
+    """The session-start text: counts, then fresh questions with ids, within INDEX_BYTES."""
+    head = (
+        f"explomemo: project {project!r} has {len(memos)} memos ({len(fresh)} fresh,"
+        f" {len(memos) - len(fresh)} stale): conclusions recorded in earlier sessions with the"
+        " SHA-256 of every file they rest on. Before exploring to answer a question about this"
+        " codebase, call memory_exploration_recall; a fresh memo's files are unchanged, so use"
+        " it without re-reading them. Recall by meaning finds stale ones too, with what changed."
+    )
+    if not fresh:
+        return _fit(head, INDEX_BYTES)
+    ranked = sorted(fresh, key=lambda m: (-len(files.get(m.id, [])), m.recorded_at, m.id))
+    lines = [head, "Fresh memos (id, question):"]
+    used = sum(len(line.encode()) + 1 for line in lines)
+    for shown, memo in enumerate(ranked):
+        question = " ".join(memo.question.split())
+        if len(question) > QUESTION_CHARS:
+            question = question[: QUESTION_CHARS - 1] + "…"
+        line = f"#{memo.id} {question}"
+        rest = f"…and {len(ranked) - shown} more fresh memos."
+        if used + len(line.encode()) + 1 + len(rest.encode()) > INDEX_BYTES:
+            lines.append(rest)
+            break
+        lines.append(line)
+        used += len(line.encode()) + 1
+    return "\n".join(lines)
+
+
+# prompt ----------------------------------------------------------------------
+
+
+def prompt(payload: dict[str, Any], db: Path | None, project: str | None) -> Answer:
+    """The memos that answer the prompt, or None when none clears the cut-off."""
+    from explomemo.prompts import answering
+
+    text = _field(payload, "prompt", str)
+    root = _root(payload)
+    name = resolve_project(project, root)
+    store = Store.open_existing(db, BUSY_TIMEOUT_MS)
+    try:
+        with store.errors(), store.read() as conn:
+            found = answering(store, conn, name, text)[: MAX_FRESH + MAX_STALE]
+            if not found:
+                return None
+            files = store.files_of(conn, [memo.id for memo, _ in found])
+        with store.errors():
+            changes = _changes(store, root, files)
+    finally:
+        store.close()
+    fresh = [memo for memo, _ in found if changes[memo.id] == ([], [])][:MAX_FRESH]
+    stale = [memo for memo, _ in found if changes[memo.id] != ([], [])][:MAX_STALE]
+    shown = [memo for memo, _ in found if memo in fresh or memo in stale]
+    return _context("UserPromptSubmit", prompt_context(name, shown, changes, files))
+
+
+def prompt_context(
+    project: str,
+    memos: Sequence[MemoRow],
+    changes: dict[int, tuple[list[str], list[str]]],
+    files: dict[int, list[FileRow]],
+) -> str:
+    """What the prompt hook adds: each memo's id, state, question and conclusion."""
+    head = (
+        f"explomemo: memos of project {project!r} that may answer this prompt (matched by"
+        " words). A fresh memo's files are byte-identical to when it was recorded: use its"
+        " conclusion without re-reading them. For a stale one, re-read only the files named."
+    )
+    blocks: list[tuple[str, str]] = []
+    for memo in memos:
+        changed, missing = changes[memo.id]
+        if changed or missing:
+            what = "; ".join(
+                part
+                for part in (
+                    "changed: " + ", ".join(changed) if changed else "",
+                    "missing: " + ", ".join(missing) if missing else "",
+                )
+                if part
+            )
+            state = f"stale ({what})"
+        else:
+            state = f"fresh, {len(files.get(memo.id, []))} files unchanged"
+        blocks.append((f"[memo {memo.id}, {state}] {memo.question}", memo.conclusion))
+    share = (PROMPT_BYTES - len(head.encode()) - 2) // max(1, len(blocks)) - 2
+    parts = [head]
+    for title, conclusion in blocks:
+        title = _fit(title, share // 2)
+        parts.append(title + "\n" + _fit(conclusion, max(64, share - len(title.encode()) - 1)))
+    return _fit("\n\n".join(parts), PROMPT_BYTES)
+
+
+# stop ------------------------------------------------------------------------
+
+
+def stop(payload: dict[str, Any], db: Path | None, project: str | None) -> Answer:
+    """Block once when the turn read several files and recorded no memo; else None."""
+    from explomemo.transcripts import last_turn, tail_entries, turn_reads
+
+    if _field(payload, "stop_hook_active", bool, False):
+        return None
+    path = _field(payload, "transcript_path", str)
+    prompt_id = payload.get("prompt_id")
+    entries = tail_entries(path)
+    read, recorded = turn_reads(
+        last_turn(entries, prompt_id if isinstance(prompt_id, str) else None)
+    )
+    if recorded or len(read) < MIN_FILES_READ:
+        return None
+    return {"decision": "block", "reason": stop_reason(read, _field(payload, "cwd", str, ""))}
+
+
+def stop_reason(read: Sequence[str], cwd: str) -> str:
+    """Why the Stop hook sends the agent back: the files it read, and what to record."""
+    shown = [_relative(path, cwd) for path in read[:MAX_FILES_NAMED]]
+    more = f" and {len(read) - len(shown)} more" if len(read) > len(shown) else ""
+    return (
+        f"explomemo: this turn read {len(read)} files ({', '.join(shown)}{more}) and recorded"
+        " no memo. If it answered a structural question about this codebase (how something"
+        " is wired, where something is decided), record it now with memory_exploration_record:"
+        " the question, your conclusion and the files it rests on, so a later session can"
+        " reuse it without reading them again. Otherwise, finish as you were."
+    )
+
+
+def _relative(path: str, cwd: str) -> str:
+    if cwd and path.startswith(cwd.rstrip("/") + "/"):
+        return path[len(cwd.rstrip("/")) + 1 :]
+    return path
+
+
+_HANDLERS: dict[str, Callable[[dict[str, Any], Path | None, str | None], Answer]] = {
+    "session-start": session_start,
+    "prompt": prompt,
+    "stop": stop,
+}

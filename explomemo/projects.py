@@ -1,0 +1,126 @@
+"""Project identity: which project a call belongs to when it names none.
+
+An explicit project wins; then ``EXPLOMEMO_PROJECT``; then the folder name of
+the repository's main work tree, found through git's common directory, so
+every linked worktree of a repository and every clone in a folder of that
+name share one project; then the name of the root folder itself.
+
+Git is not run: the ``.git`` entry at or above the root is read directly (a
+folder in a main work tree; a ``gitdir:`` file in a linked worktree, whose
+git directory holds a ``commondir`` file naming the shared one). Only
+regular files are opened, non-blocking and at most a few kilobytes, so a
+FIFO or a huge file named ``.git`` cannot hang or slow a hook.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+
+from explomemo import inputs
+from explomemo.errors import InputError
+
+ENV = "EXPLOMEMO_PROJECT"
+#: How far above the root a ``.git`` entry is looked for.
+_MAX_LEVELS = 64
+#: ``.git`` and ``commondir`` files are one line; anything longer is not one of them.
+_MAX_POINTER_BYTES = 4096
+
+
+def resolve_project(project: str | None, root: str) -> str:
+    """The project a call works on: ``project`` when given, else :func:`default_project`."""
+    if project is not None:
+        return inputs.check_text("project", project, inputs.MAX_PROJECT)
+    return default_project(root)
+
+
+def default_project(root: str) -> str:
+    """``$EXPLOMEMO_PROJECT``, else the main work tree's folder name, else ``root``'s name."""
+    from_env = os.environ.get(ENV, "")
+    if from_env.strip():
+        return inputs.check_text(ENV, from_env, inputs.MAX_PROJECT)
+    main = main_work_tree(root)
+    name = _folder_name(main if main is not None else root)
+    if not name:
+        raise InputError(
+            f"no project name can be derived from root {root!r}: pass project, or set {ENV}"
+        )
+    return name
+
+
+def work_tree_top(start: str) -> str | None:
+    """The work tree holding ``start`` (the folder with the ``.git`` entry), or None."""
+    found = _find_git_entry(os.path.abspath(start))
+    return None if found is None else os.path.dirname(found)
+
+
+def main_work_tree(start: str) -> str | None:
+    """The main work tree of the repository holding ``start`` (by path), or None outside one.
+
+    For a bare repository's worktrees, whose common directory has no work
+    tree, this is the common directory with a ``.git`` suffix taken off
+    (``api.git`` names the project ``api``).
+    """
+    entry = _find_git_entry(os.path.abspath(start))
+    if entry is None:
+        return None
+    if os.path.isdir(entry):
+        return os.path.dirname(entry)
+    git_dir = _pointer(entry, "gitdir:")
+    if git_dir is None:
+        return None
+    git_dir = os.path.normpath(os.path.join(os.path.dirname(entry), git_dir))
+    common = _pointer(os.path.join(git_dir, "commondir"), "")
+    if common is None:
+        # A submodule or a --separate-git-dir checkout: its own main work tree.
+        return os.path.dirname(entry)
+    common = os.path.normpath(os.path.join(git_dir, common))
+    if os.path.basename(common) == ".git":
+        return os.path.dirname(common)
+    return common.removesuffix(".git") if common.endswith(".git") else common
+
+
+def _find_git_entry(path: str) -> str | None:
+    for _ in range(_MAX_LEVELS):
+        candidate = os.path.join(path, ".git")
+        try:
+            mode = os.stat(candidate).st_mode
+        except (OSError, ValueError):
+            mode = 0
+        if stat.S_ISDIR(mode) or stat.S_ISREG(mode):
+            return candidate
+        parent = os.path.dirname(path)
+        if parent == path:
+            return None
+        path = parent
+    return None
+
+
+def _pointer(path: str, prefix: str) -> str | None:
+    """The one-line content of a small regular file after ``prefix``, or None."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | getattr(os, "O_CLOEXEC", 0))
+    except (OSError, ValueError):
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        data = os.read(fd, _MAX_POINTER_BYTES + 1)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    if len(data) > _MAX_POINTER_BYTES:
+        return None
+    lines = os.fsdecode(data).splitlines()
+    if not lines or not lines[0].startswith(prefix):
+        return None
+    value = lines[0][len(prefix) :].strip()
+    return value or None
+
+
+def _folder_name(path: str) -> str:
+    """A folder's name as a valid project name (non-UTF-8 bytes replaced, at most 200 chars)."""
+    name = os.path.basename(os.path.normpath(path))
+    name = name.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+    return name[: inputs.MAX_PROJECT]

@@ -1,0 +1,164 @@
+"""Which memos answer a prompt: the prompt hook's high-precision word match.
+
+A prompt is not a question. "Fix the failing test in the parser" shares a
+word with the parser memo without asking what it answers, and a memo put
+before the agent for nothing costs its attention. So a memo must pass on
+both sides:
+
+* ``prompt coverage``: the share of the prompt's content words (weighted by
+  their rarity across the database, IDF) found in the memo's question,
+  file paths or conclusion;
+* ``question coverage``: the share of the memo question's content words found
+  in the prompt.
+
+Its score is the smaller of the two. A code identifier of the prompt
+(``raise_for_status``, ``StreamConsumed``) found in at most two memos is
+strong evidence on its own: a memo holding it scores its prompt coverage.
+Only memos scoring :data:`CUTOFF` or more are returned. Task words (fix, add,
+test, rename…) are not content: they say what to do, not what it is about.
+
+The constants were chosen on the tuning prompts of
+``benchmarks/hook_prompts`` (precision first) and checked on its held-out
+ones; the figures are in that folder's README. This module imports no
+dataclasses, no numpy and no model: the hook runs before every prompt.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import sqlite3
+
+from explomemo.store import MemoRow, Store
+
+#: Score a memo needs to be put before the agent.
+CUTOFF = 0.45
+#: An identifier found in more memos than this is not distinctive.
+IDENTIFIER_MEMOS = 2
+#: Content words of a prompt that count (a long prompt's first ones).
+MAX_WORDS = 24
+#: Memos that BM25 hands over as candidates.
+CANDIDATES = 60
+
+STOP_WORDS = frozenset(
+    """
+    a about above after again against all also am an and any are aren as at be because been
+    before being below between both but by can cannot could did didn do does doesn doing don
+    down during each else ever every few for from further get gets got had has have having he
+    her here hers him his how i if in into is isn it its itself just let lets like may me
+    might more most must my no nor not now of off on once only or other ought our ours out
+    over own same shall she should so some such than that the their theirs them then there
+    these they this those through to too under until up upon us very was wasn we were what
+    whats when where which while who whom whose why will with within without would you your
+    yours thing things stuff way ways happen happens happening work works done make makes
+    code file files find tell show explain please want need needs help use using try see
+    fix fixes fixed fixing failing fail fails add adds adding write run update rename refactor
+    delete remove format review translate bump change test tests testing
+    """.split()
+)
+
+_WORD = re.compile(r"[^\W_]+")
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_CODE_SHAPED = re.compile(r"[A-Za-z0-9]_[A-Za-z0-9]|[a-z][A-Z]|[A-Z]{2}[a-z]")
+_SUFFIXES = ("ing", "ies", "ied", "ed", "es", "s", "y", "e")
+
+
+def stem(word: str) -> str:
+    """A crude stem, enough to see "redirects" and "redirect" as one word."""
+    for suffix in _SUFFIXES:
+        if len(word) > len(suffix) + 2 and word.endswith(suffix):
+            return word[: -len(suffix)]
+    return word
+
+
+def content_words(text: str) -> dict[str, str]:
+    """``text``'s content words by stem (the first word of each stem), in order."""
+    found: dict[str, str] = {}
+    for word in _WORD.findall(text.lower()):
+        if word not in STOP_WORDS and len(word) > 1:
+            found.setdefault(stem(word), word)
+    return found
+
+
+def all_stems(text: str) -> set[str]:
+    """The stems of every word of ``text``."""
+    return {stem(w) for w in _WORD.findall(text.lower())}
+
+
+def identifiers(text: str) -> set[str]:
+    """The code-shaped names in ``text`` (snake_case, camelCase, CapWords with capitals)."""
+    return {w for w in _IDENTIFIER.findall(text) if _CODE_SHAPED.search(w)}
+
+
+class _Rarity:
+    """Inverse document frequencies of words over the whole database, from FTS5."""
+
+    def __init__(self, store: Store, conn: sqlite3.Connection) -> None:
+        self._store = store
+        self._conn = conn
+        self._total = store.indexed_count(conn)
+        self._counts: dict[str, int] = {}
+
+    def count(self, word: str) -> int:
+        """How many memos hold ``word``."""
+        found = self._counts.get(word)
+        if found is None:
+            found = self._counts[word] = self._store.word_frequency(self._conn, _phrase(word))
+        return found
+
+    def of(self, word: str) -> float:
+        """The IDF of ``word``."""
+        count = self.count(word)
+        return math.log(1.0 + (self._total - count + 0.5) / (count + 0.5))
+
+
+def _phrase(word: str) -> str:
+    return '"' + word.replace('"', '""') + '"'
+
+
+def _coverage(weights: dict[str, float], present: set[str]) -> float:
+    total = sum(weights.values())
+    return sum(w for word, w in weights.items() if word in present) / total if total else 0.0
+
+
+def answering(
+    store: Store, conn: sqlite3.Connection, project: str, prompt: str
+) -> list[tuple[MemoRow, float]]:
+    """The project's memos that answer ``prompt``, best first, each with its score."""
+    words = dict(list(content_words(prompt).items())[:MAX_WORDS])
+    rarity = _Rarity(store, conn)
+    known = [word for word in words.values() if rarity.count(word)]
+    if not known:
+        return []
+    weights = {s: rarity.of(word) for s, word in words.items()}
+    ranked = store.word_matches(conn, project, " OR ".join(map(_phrase, known)), CANDIDATES)
+    ids = [memo_id for memo_id, _ in ranked]
+    memos = {m.id: m for m in store.memos(conn, ids=ids)}
+    paths = store.files_of(conn, ids)
+    prompt_stems = all_stems(prompt)
+    prompt_names = identifiers(prompt)
+    found: list[tuple[MemoRow, float]] = []
+    for memo_id in ids:
+        memo = memos.get(memo_id)
+        if memo is None:
+            continue
+        text = f"{memo.question}\n{' '.join(f.path for f in paths[memo_id])}\n{memo.conclusion}"
+        prompt_side = _coverage(weights, all_stems(text))
+        if prompt_side < CUTOFF:
+            continue  # the score is at most the prompt coverage
+        question = {s: rarity.of(word) for s, word in content_words(memo.question).items()}
+        score = min(prompt_side, _coverage(question, prompt_stems))
+        if score < CUTOFF:
+            shared = prompt_names & identifiers(text)
+            if any(_memos_naming(store, conn, name) <= IDENTIFIER_MEMOS for name in shared):
+                score = prompt_side
+        if score >= CUTOFF:
+            found.append((memo, score))
+    found.sort(key=lambda pair: (-pair[1], pair[0].id))
+    return found
+
+
+def _memos_naming(store: Store, conn: sqlite3.Connection, name: str) -> int:
+    """How many memos hold ``name`` (as FTS5 sees it: its parts in a row)."""
+    parts = [p for p in _WORD.findall(name) if p]
+    return store.word_frequency(conn, _phrase(" ".join(parts))) if parts else 0
