@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
+from explomemo.cli import main
 from explomemo.embeddings import Embedder, load_embedder
 from explomemo.memos import FixedModel, MemoCache
 
@@ -27,6 +31,28 @@ def git(repo: Path, *args: str) -> str:
             "GIT_COMMITTER_DATE": "2026-01-01T00:00:00Z",
         },
     ).stdout.strip()
+
+
+@dataclass
+class CliResult:
+    """What one in-process run of the CLI did."""
+
+    exit_code: int
+    stdout: str
+    stderr: str
+
+    @property
+    def output(self) -> str:
+        """stdout and stderr, for assertion messages."""
+        return self.stdout + self.stderr
+
+
+def invoke_cli(args: Sequence[str]) -> CliResult:
+    """Run ``explomemo.cli.main(args)`` in-process, capturing stdout and stderr."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(list(args))
+    return CliResult(code, out.getvalue(), err.getvalue())
 
 
 class Repo:

@@ -1,6 +1,6 @@
 """End to end on a real git repository: record at one commit, check at another.
 
-The same story runs through the CLI (Click's runner) and through the MCP
+The same story runs through the CLI (in-process) and through the MCP
 server over real stdio with the SDK's client.
 """
 
@@ -13,13 +13,9 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
-from click.testing import CliRunner
-from conftest import Repo
-
-from explomemo.cli import cli
+from conftest import CliResult, Repo, invoke_cli
 
 MEMOS = [
     (
@@ -61,8 +57,8 @@ def move_to(repo: Repo, rev: str) -> None:
     os.utime(repo.path / "src" / "retry.py", ns=(later, later))
 
 
-def invoke(db: Path, *args: str) -> Any:
-    return CliRunner().invoke(cli, ["--db", str(db), *args])
+def invoke(db: Path, *args: str) -> CliResult:
+    return invoke_cli(["--db", str(db), *args])
 
 
 def record_all(db: Path, repo: Repo) -> None:
@@ -158,9 +154,7 @@ def test_export_checked_in_ci_without_database(
     clone.parent.mkdir()
     subprocess.run(["git", "clone", "-q", str(repo.path), str(clone)], check=True)
     monkeypatch.chdir(clone)
-    runner = CliRunner()
-    ok = runner.invoke(
-        cli,
+    ok = invoke_cli(
         [
             "--db",
             str(tmp_path / "absent" / "x.db"),
@@ -178,9 +172,7 @@ def test_export_checked_in_ci_without_database(
         ["git", "-C", str(clone), "checkout", "-q", second, "--", "src/tokens.py"], check=True
     )
     (clone / "src" / "db.py").unlink()
-    bad = runner.invoke(
-        cli, ["stale", "--from", ".explomemo/memos.jsonl", "--check", "--format", "github"]
-    )
+    bad = invoke_cli(["stale", "--from", ".explomemo/memos.jsonl", "--check", "--format", "github"])
     assert bad.exit_code == 1
     lines = bad.stdout.splitlines()
     assert lines[0].startswith("::warning file=src/tokens.py,")
@@ -248,7 +240,7 @@ def test_mcp_over_stdio_flags_exactly_the_changed_memos(repo: Repo, db_path: Pat
             forgot = await client.call_tool(
                 "memory_exploration_forget", {"project": "demo", "id": 3}
             )
-            assert forgot.structured_content == {"forgotten": True, "id": 3}
+            assert forgot.structured_content == {"forgotten": True, "id": 3, "project": "demo"}
             again = await client.call_tool(
                 "memory_exploration_forget", {"project": "demo", "id": 3}
             )

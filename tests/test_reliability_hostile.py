@@ -257,7 +257,7 @@ def test_cli_record_refuses(world: World, case: Case, capsys: pytest.CaptureFixt
     hashing.COUNTERS.reset()
     run = run_cli(capsys, argv)
     if case.id == "no-files":
-        # click itself refuses a missing FILE argument (a usage error).
+        # the parser itself refuses a missing FILE argument (a usage error).
         assert_one_error_line(run, "FILE")
     else:
         assert_one_error_line(run, *(_v(n, world) for n in case.names))

@@ -52,7 +52,12 @@ def test_tools_list_is_complete_and_small(db_path: Path) -> None:
     record = tools["memory_exploration_record"].input_schema["properties"]
     assert (record["question"]["minLength"], record["question"]["maxLength"]) == (1, 2000)
     assert record["conclusion"]["maxLength"] == 20000
-    assert record["project"]["maxLength"] == 200
+    # project is optional everywhere: a string of 1 to 200 characters, or left out.
+    for tool in tools.values():
+        project = tool.input_schema["properties"]["project"]
+        assert "project" not in tool.input_schema.get("required", []), tool.name
+        (text,) = [kind for kind in project["anyOf"] if kind.get("type") == "string"]
+        assert (text["minLength"], text["maxLength"]) == (1, 200)
     recall = tools["memory_exploration_recall"].input_schema["properties"]
     assert (recall["limit"]["minimum"], recall["limit"]["maximum"], recall["limit"]["default"]) == (
         1,
@@ -89,7 +94,12 @@ def test_tools_list_is_complete_and_small(db_path: Path) -> None:
             {"query": "q", "project": "p", "limit": 21},
             "limit: Input should be less than or equal to 20",
         ),
-        ("memory_exploration_recall", {"query": "q"}, "project: Field required"),
+        ("memory_exploration_recall", {"project": "p"}, "query: Field required"),
+        (
+            "memory_exploration_recall",
+            {"query": "q", "project": "p" * 201},
+            "project: String should have at most 200 characters",
+        ),
         ("memory_exploration_forget", {"project": "p", "id": 4}, "no memo with id 4"),
         (
             "memory_exploration_stale",
