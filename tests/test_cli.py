@@ -168,20 +168,46 @@ def test_main_exit_codes(
     assert main(["--db", str(db_path), "show", "99"]) == 2
 
 
-@pytest.mark.parametrize("command", [["stale"], ["list"], ["show", "1"]])
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["stale"],
+        ["list"],
+        ["show", "1"],
+        ["hook", "session-start"],
+        ["hook", "prompt"],
+        ["hook", "stop"],
+    ],
+)
 def test_fast_commands_do_not_import_heavy_packages(
-    db_path: Path, tree: Path, no_model: None, command: list[str]
+    db_path: Path, tree: Path, tmp_path: Path, no_model: None, command: list[str]
 ) -> None:
     seed(db_path, tree)
+    transcript = tmp_path / "t.jsonl"
+    transcript.write_text('{"type": "user", "message": {"content": "hi"}}\n')
+    hook_input = {
+        "cwd": str(tree),
+        "prompt": "where is A defined?",
+        "transcript_path": str(transcript),
+        "stop_hook_active": False,
+    }
+    args = [*command, "--project", "alpha"] if command[0] == "hook" else command
     probe = (
         "import sys\n"
         "from explomemo.cli import main\n"
-        f"code = main(['--db', {str(db_path)!r}, *{command!r}])\n"
+        f"code = main(['--db', {str(db_path)!r}, *{args!r}])\n"
         "heavy = sorted(m for m in sys.modules if m.split('.')[0] in"
-        " {'fastembed', 'onnxruntime', 'mcp', 'tokenizers', 'sqlite_utils', 'numpy'})\n"
-        "print(code, heavy)\n"
+        " {'fastembed', 'onnxruntime', 'mcp', 'tokenizers', 'sqlite_utils', 'numpy', 'pydantic',"
+        " 'click'})\n"
+        "print(code, heavy, file=sys.stderr)\n"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", probe], capture_output=True, text=True, check=True
-    ).stdout.splitlines()[-1]
-    assert out == "0 []"
+    done = subprocess.run(
+        [sys.executable, "-c", probe],
+        input=json.dumps(hook_input),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert done.stderr.splitlines()[-1] == "0 []"
+    if command == ["hook", "prompt"]:
+        assert "A = 1" not in done.stdout and "Where is A defined?" in done.stdout

@@ -1,0 +1,299 @@
+"""The Claude Code hooks: what each adds, when it stays silent, and that it never fails."""
+
+from __future__ import annotations
+
+import io
+import json
+import sqlite3
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import Repo
+
+from explomemo.hooks import INDEX_BYTES, PROMPT_BYTES, run_hook
+from explomemo.memos import FixedModel, MemoCache
+
+MEMOS = [
+    (
+        "How is the retry policy of the HTTP client decided?",
+        "src/retry.py: RETRIES = 3 with exponential backoff; the client reads it in send().",
+        ["src/retry.py", "src/client.py"],
+    ),
+    (
+        "Where are JWT tokens validated?",
+        "src/auth.py middleware() calls tokens.verify(); verify() checks the signature.",
+        ["src/auth.py", "src/tokens.py", "src/client.py"],
+    ),
+    (
+        "How does the parser handle escape sequences?",
+        "src/parser.py unescape() maps backslash sequences through ESCAPES.",
+        ["src/parser.py"],
+    ),
+]
+
+
+@pytest.fixture
+def project(tmp_path: Path, db_path: Path) -> Iterator[Repo]:
+    """A repository named shop with three memos recorded by words."""
+    repo = Repo(tmp_path / "shop")
+    for name in ("retry", "client", "auth", "tokens", "parser"):
+        repo.write(f"src/{name}.py", f"# {name}\n")
+    repo.commit("code")
+    with MemoCache.open(db_path, FixedModel(None)) as cache:
+        for question, conclusion, files in MEMOS:
+            cache.record(question=question, conclusion=conclusion, files=files, root=str(repo.path))
+    yield repo
+
+
+def hook(event: str, payload: Any, db: Path, project: str | None = None) -> tuple[Any, str]:
+    """Run a hook in-process: (its JSON answer or None, its stderr)."""
+    out, err = io.BytesIO(), io.BytesIO()
+    data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
+    code = run_hook(event, db=db, project=project, stdin=io.BytesIO(data), stdout=out, stderr=err)
+    assert code == 0
+    text = out.getvalue().decode()
+    return (json.loads(text) if text else None), err.getvalue().decode()
+
+
+def context(answer: Any, event: str) -> str:
+    assert answer["hookSpecificOutput"]["hookEventName"] == event
+    text: str = answer["hookSpecificOutput"]["additionalContext"]
+    return text
+
+
+def test_session_start_indexes_fresh_memos_and_counts_stale(project: Repo, db_path: Path) -> None:
+    answer, err = hook("session-start", {"cwd": str(project.path), "source": "startup"}, db_path)
+    text = context(answer, "SessionStart")
+    assert err == ""
+    assert "project 'shop' has 3 memos (3 fresh, 0 stale)" in text
+    # Most files first: the JWT memo rests on three files.
+    assert text.index("#2 Where are JWT tokens validated?") < text.index("#1 How is the retry")
+    project.write("src/parser.py", "# changed\n")
+    text = context(hook("session-start", {"cwd": str(project.path)}, db_path)[0], "SessionStart")
+    assert "(2 fresh, 1 stale)" in text and "#3 " not in text
+    assert len(text.encode()) <= INDEX_BYTES
+
+
+def test_session_start_adds_nothing_for_a_project_without_memos(
+    project: Repo, db_path: Path
+) -> None:
+    answer, err = hook("session-start", {"cwd": str(project.path)}, db_path, project="other")
+    assert answer is None and err == ""
+
+
+def test_session_start_index_stays_within_its_budget(tmp_path: Path, db_path: Path) -> None:
+    repo = Repo(tmp_path / "big")
+    repo.write("a.py", "A = 1\n")
+    repo.commit("a")
+    with MemoCache.open(db_path, FixedModel(None)) as cache:
+        for i in range(200):
+            cache.record(
+                question=f"question number {i} about a rather long subject " * 3,
+                conclusion="c",
+                files=["a.py"],
+                root=str(repo.path),
+            )
+    text = context(hook("session-start", {"cwd": str(repo.path)}, db_path)[0], "SessionStart")
+    assert len(text.encode()) <= INDEX_BYTES
+    assert text.endswith("more fresh memos.")
+
+
+def test_prompt_brings_the_memo_that_answers_it(project: Repo, db_path: Path) -> None:
+    payload = {"cwd": str(project.path), "prompt": "where do we validate the JWT tokens?"}
+    answer, err = hook("prompt", payload, db_path)
+    text = context(answer, "UserPromptSubmit")
+    assert err == ""
+    assert "[memo 2, fresh, 3 files unchanged] Where are JWT tokens validated?" in text
+    assert "tokens.verify()" in text
+    assert "memo 1" not in text and "memo 3" not in text
+
+
+@pytest.mark.parametrize(
+    "prompt",
+    [
+        "fix the failing test in the parser",
+        "commit these changes",
+        "how do I center a div in CSS?",
+        "hello",
+    ],
+)
+def test_prompt_adds_nothing_when_no_memo_answers(
+    project: Repo, db_path: Path, prompt: str
+) -> None:
+    answer, err = hook("prompt", {"cwd": str(project.path), "prompt": prompt}, db_path)
+    assert answer is None and err == ""
+
+
+def test_prompt_marks_a_stale_memo_with_what_changed(project: Repo, db_path: Path) -> None:
+    project.write("src/tokens.py", "# rotated keys\n")
+    (project.path / "src" / "auth.py").unlink()
+    payload = {"cwd": str(project.path), "prompt": "where are JWT tokens validated?"}
+    text = context(hook("prompt", payload, db_path)[0], "UserPromptSubmit")
+    assert "[memo 2, stale (changed: src/tokens.py; missing: src/auth.py)]" in text
+
+
+def test_prompt_context_stays_within_its_budget(tmp_path: Path, db_path: Path) -> None:
+    repo = Repo(tmp_path / "verbose")
+    repo.write("a.py", "A = 1\n")
+    repo.commit("a")
+    with MemoCache.open(db_path, FixedModel(None)) as cache:
+        for i in range(4):
+            cache.record(
+                question=f"How is the frobnicator pipeline wired, variant {i}?",
+                conclusion="The frobnicator pipeline is wired like this. " * 400,
+                files=["a.py"],
+                root=str(repo.path),
+            )
+    payload = {"cwd": str(repo.path), "prompt": "how is the frobnicator pipeline wired?"}
+    text = context(hook("prompt", payload, db_path)[0], "UserPromptSubmit")
+    assert len(text.encode()) <= PROMPT_BYTES
+    assert text.count("[memo ") == 3
+
+
+# Stop --------------------------------------------------------------------------
+
+
+def _entry(kind: str, content: Any, prompt_id: str | None = None, **extra: Any) -> dict[str, Any]:
+    entry: dict[str, Any] = {"type": kind, "message": {"role": kind, "content": content}}
+    if prompt_id is not None:
+        entry["promptId"] = prompt_id
+    return {**entry, **extra}
+
+
+def transcript(path: Path, reads: list[str], record: bool, error_on: str | None = None) -> Path:
+    """A transcript in Claude Code's format: an earlier turn, then a turn with these calls."""
+    entries = [
+        _entry("user", "earlier question", "p0"),
+        _entry(
+            "assistant",
+            [{"type": "tool_use", "id": "t0", "name": "Read", "input": {"file_path": "/old/x.py"}}],
+        ),
+        _entry("user", [{"type": "tool_result", "tool_use_id": "t0", "content": "x"}], "p0"),
+        _entry("user", "how is the retry policy decided?", "p1"),
+    ]
+    calls = [("Read", {"file_path": f}) for f in reads]
+    if record:
+        calls.append(("mcp__explomemo__memory_exploration_record", {"question": "q"}))
+    for n, (name, arguments) in enumerate(calls):
+        ident = f"t{n + 1}"
+        entries.append(
+            _entry(
+                "assistant", [{"type": "tool_use", "id": ident, "name": name, "input": arguments}]
+            )
+        )
+        result = {"type": "tool_result", "tool_use_id": ident, "content": "ok"}
+        if error_on is not None and arguments.get("file_path") == error_on:
+            result["is_error"] = True
+        entries.append(_entry("user", [result], "p1"))
+    entries.append(_entry("assistant", [{"type": "text", "text": "The answer."}]))
+    path.write_text("".join(json.dumps(e) + "\n" for e in entries))
+    return path
+
+
+def stop_payload(path: Path, cwd: str, active: bool = False) -> dict[str, Any]:
+    return {
+        "session_id": "s",
+        "transcript_path": str(path),
+        "cwd": cwd,
+        "prompt_id": "p1",
+        "hook_event_name": "Stop",
+        "stop_hook_active": active,
+    }
+
+
+def test_stop_blocks_once_when_files_were_read_and_nothing_recorded(
+    tmp_path: Path, db_path: Path
+) -> None:
+    files = [f"/repo/src/{n}.py" for n in ("a", "b", "c")]
+    path = transcript(tmp_path / "t.jsonl", files, record=False)
+    answer, err = hook("stop", stop_payload(path, "/repo"), db_path)
+    assert answer["decision"] == "block" and err == ""
+    assert "read 3 files (src/a.py, src/b.py, src/c.py)" in answer["reason"]
+    assert "memory_exploration_record" in answer["reason"]
+    # The agent answers the block: Claude Code says so, and the hook lets it finish.
+    assert hook("stop", stop_payload(path, "/repo", active=True), db_path) == (None, "")
+
+
+def test_stop_is_silent_when_a_memo_was_recorded(tmp_path: Path, db_path: Path) -> None:
+    files = [f"/repo/src/{n}.py" for n in ("a", "b", "c", "d")]
+    path = transcript(tmp_path / "t.jsonl", files, record=True)
+    assert hook("stop", stop_payload(path, "/repo"), db_path) == (None, "")
+
+
+def test_stop_counts_only_this_turns_successful_reads(tmp_path: Path, db_path: Path) -> None:
+    files = ["/repo/a.py", "/repo/b.py", "/repo/c.py"]
+    path = transcript(tmp_path / "t.jsonl", files, record=False, error_on="/repo/c.py")
+    assert hook("stop", stop_payload(path, "/repo"), db_path) == (None, "")
+
+
+# Never failing the client ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("event", ["session-start", "prompt", "stop"])
+@pytest.mark.parametrize(
+    ("stdin", "fragment"),
+    [
+        (b"{not json", "stdin is not JSON"),
+        (b"[1, 2]", "not a JSON object"),
+        (b'{"cwd": 5, "prompt": 5, "transcript_path": 5}', "not a str"),
+    ],
+)
+def test_malformed_input_is_one_line_and_nothing_added(
+    db_path: Path, event: str, stdin: bytes, fragment: str
+) -> None:
+    answer, err = hook(event, stdin, db_path)
+    assert answer is None
+    assert err.count("\n") == 1 and err.startswith(f"explomemo hook {event}: ")
+    assert fragment in err
+
+
+def test_a_missing_database_is_one_line_and_is_not_created(tmp_path: Path) -> None:
+    db = tmp_path / "none" / "x.db"
+    answer, err = hook("prompt", {"cwd": str(tmp_path), "prompt": "where is auth"}, db)
+    assert answer is None and "no database at" in err and err.count("\n") == 1
+    assert not db.parent.exists()
+
+
+@pytest.mark.timeout(20)
+@pytest.mark.parametrize("event", ["session-start", "prompt"])
+def test_a_locked_database_is_one_line_without_waiting(
+    project: Repo, db_path: Path, event: str
+) -> None:
+    holder = sqlite3.connect(db_path, isolation_level=None)
+    try:
+        holder.execute("PRAGMA locking_mode = EXCLUSIVE")
+        holder.execute("BEGIN EXCLUSIVE")
+        holder.execute("DELETE FROM file_stats")
+        payload = {"cwd": str(project.path), "prompt": "where are JWT tokens validated?"}
+        answer, err = hook(event, payload, db_path)
+    finally:
+        holder.close()
+    assert answer is None and "locked" in err and err.count("\n") == 1
+
+
+def test_the_command_exits_0_even_on_a_bad_command_line(db_path: Path) -> None:
+    for args in (["hook", "prompt", "--bogus"], ["hook", "nosuchevent"]):
+        done = subprocess.run(
+            [sys.executable, "-m", "explomemo", "--db", str(db_path), *args],
+            input=b"{}",
+            capture_output=True,
+            check=False,
+        )
+        assert done.returncode == 0 and done.stdout == b""
+        assert done.stderr.count(b"\n") == 1, done.stderr
+
+
+def test_the_command_answers_over_real_stdio(project: Repo, db_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "explomemo", "--db", str(db_path), "hook", "prompt"],
+        input=json.dumps({"cwd": str(project.path), "prompt": "where are JWT tokens validated?"}),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert done.stderr == ""
+    assert "tokens.verify()" in context(json.loads(done.stdout), "UserPromptSubmit")
