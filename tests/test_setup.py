@@ -1,0 +1,121 @@
+"""explomemo setup: merged into existing configuration, idempotent, dry-run, refusing bad files."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import tomllib
+from pathlib import Path
+
+import pytest
+from conftest import Repo, invoke_cli
+
+EXISTING_SETTINGS = """{
+    "permissions": {"allow": ["Bash(ls)"]},
+    "hooks": {"Stop": [{"hooks": [{"type": "command", "command": "echo bye"}]}]}
+}
+"""
+
+
+@pytest.fixture
+def shop(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Repo:
+    """A repository named shop, the current directory being one of its subfolders; no claude."""
+    repo = Repo(tmp_path / "shop")
+    (repo.path / "pkg").mkdir()
+    monkeypatch.chdir(repo.path / "pkg")
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    return repo
+
+
+def setup(db: Path, *args: str) -> tuple[int, str, str]:
+    result = invoke_cli(["--db", str(db), "setup", *args])
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_claude_code_merges_hooks_and_server_and_a_second_run_changes_nothing(
+    shop: Repo, db_path: Path
+) -> None:
+    settings = shop.path / ".claude" / "settings.json"
+    settings.parent.mkdir()
+    settings.write_text(EXISTING_SETTINGS)
+    code, out, err = setup(db_path, "claude-code")
+    assert code == 0 and err == "", err
+    assert f"wrote {settings}" in out
+    merged = json.loads(settings.read_text())
+    assert merged["permissions"] == {"allow": ["Bash(ls)"]}
+    stops = merged["hooks"]["Stop"]
+    assert stops[0] == {"hooks": [{"type": "command", "command": "echo bye"}]}
+    commands = {
+        event: groups[-1]["hooks"][0]["command"] for event, groups in merged["hooks"].items()
+    }
+    for event, name in [("SessionStart", "session-start"), ("UserPromptSubmit", "prompt")]:
+        argv = shlex.split(commands[event])
+        assert os.path.isabs(argv[0])
+        assert argv[1:] == ["--db", str(db_path), "hook", name, "--project", "shop"]
+    assert merged["hooks"]["SessionStart"][0]["matcher"] == "startup|resume|clear|compact"
+    server = json.loads((shop.path / ".mcp.json").read_text())["mcpServers"]["explomemo"]
+    assert server["args"] == ["serve"]
+    assert server["env"] == {"EXPLOMEMO_DB": str(db_path), "EXPLOMEMO_PROJECT": "shop"}
+    assert server["command"] == shlex.split(commands["Stop"])[0]
+    local = json.loads((shop.path / ".claude" / "settings.local.json").read_text())
+    assert local == {"enabledMcpjsonServers": ["explomemo"]}
+
+    snapshot = {
+        p: p.read_bytes() for p in shop.path.rglob("*") if p.is_file() and ".git" not in p.parts
+    }
+    code, out, _ = setup(db_path, "claude-code")
+    assert code == 0 and "nothing changed" in out and out.count("\n") == 1
+    assert snapshot == {p: p.read_bytes() for p in snapshot}
+
+
+def test_dry_run_shows_a_diff_and_writes_nothing(shop: Repo, db_path: Path) -> None:
+    code, out, _ = setup(db_path, "claude-code", "--dry-run")
+    assert code == 0
+    assert "--- /dev/null\n+++ b/.claude/settings.json" in out
+    assert '+        "UserPromptSubmit": [' in out or '+    "UserPromptSubmit": [' in out
+    assert out.rstrip().endswith("dry run: nothing was written.")
+    assert not (shop.path / ".claude").exists() and not (shop.path / ".mcp.json").exists()
+
+
+def test_an_invalid_config_file_is_refused_and_left_alone(shop: Repo, db_path: Path) -> None:
+    settings = shop.path / ".claude" / "settings.json"
+    settings.parent.mkdir()
+    settings.write_text('{"hooks": {,}}')
+    code, out, err = setup(db_path, "claude-code")
+    assert code == 2 and out == ""
+    assert (
+        err.startswith(f"explomemo: error: {settings} is not valid JSON") and err.count("\n") == 1
+    )
+    assert settings.read_text() == '{"hooks": {,}}'
+    codex = shop.path / ".codex" / "config.toml"
+    codex.parent.mkdir()
+    codex.write_text("[mcp_servers\n")
+    code, _, err = setup(db_path, "codex")
+    assert code == 2 and "is not valid TOML" in err and codex.read_text() == "[mcp_servers\n"
+
+
+def test_cursor_merges_into_its_mcp_json(shop: Repo, db_path: Path) -> None:
+    path = shop.path / ".cursor" / "mcp.json"
+    path.parent.mkdir()
+    path.write_text('{"mcpServers": {"other": {"command": "x"}}, "keep": 1}\n')
+    assert setup(db_path, "cursor", "--project", "named")[0] == 0
+    config = json.loads(path.read_text())
+    assert config["keep"] == 1 and config["mcpServers"]["other"] == {"command": "x"}
+    assert config["mcpServers"]["explomemo"]["env"]["EXPLOMEMO_PROJECT"] == "named"
+    assert "nothing changed" in setup(db_path, "cursor", "--project", "named")[1]
+
+
+def test_codex_merges_into_its_config_toml_keeping_comments(shop: Repo, db_path: Path) -> None:
+    path = shop.path / ".codex" / "config.toml"
+    path.parent.mkdir()
+    path.write_text('# mine\nmodel = "o4"\n\n[mcp_servers.other]\ncommand = "x"\n')
+    assert setup(db_path, "codex")[0] == 0
+    text = path.read_text()
+    assert text.startswith('# mine\nmodel = "o4"\n')
+    config = tomllib.loads(text)
+    assert config["mcp_servers"]["other"] == {"command": "x"}
+    server = config["mcp_servers"]["explomemo"]
+    assert server["args"] == ["serve"] and server["env"]["EXPLOMEMO_PROJECT"] == "shop"
+    assert "nothing changed" in setup(db_path, "codex")[1]
+    assert path.read_text() == text
