@@ -13,7 +13,14 @@ It also runs ``stale``, ``list`` and ``show`` in a wrapper that reports, at
 exit, whether fastembed, onnxruntime or mcp were imported (they must not be),
 and the hashing counters (a no-change check must read no file content).
 
-Usage: .venv/bin/python benchmarks/bench_cli.py [--quick] [--reps N] [--keep]
+Then the Claude Code hooks and start-up, each run a new process beside
+``python -c pass``: start-up of ``--version``, ``list``, ``stale``, ``show``
+and the three hooks on a 10-memo database; the prompt hook's p50/p95 at 1k and
+10k memos (templated memos of benchmarks/_corpus.py over small real files,
+prompts from its query generator, about one in eight unrelated); session-start
+at 1k. ``explomemo/`` is byte-compiled first, as pip does on install.
+
+Usage: .venv/bin/python benchmarks/bench_cli.py [--quick] [--reps N] [--keep] [--hooks-only]
 """
 
 from __future__ import annotations
@@ -35,18 +42,24 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import (
     EXPLOMEMO,
     PYTHON,
+    REPO,
     load_line,
     machine_line,
     make_tree,
     median,
     ms,
+    percentile,
     table,
     timed,
+    verdict,
     wait_for_quiet,
 )
+from _corpus import make_pool, memo_text, queries
 from bench_stale import change_bytes, reference_times, wait_until_not_racy
 
-from explomemo.memos import FixedModel, MemoCache
+from explomemo import inputs
+from explomemo.memos import FixedModel, MemoCache, now_iso
+from explomemo.store import Store
 
 PROJECT = "bench-cli"
 HEAVY = ("fastembed", "onnxruntime", "mcp", "mcp_types", "tokenizers")
@@ -100,7 +113,15 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="small sizes (CI smoke run)")
     parser.add_argument("--reps", type=int, default=0, help="repetitions per command")
     parser.add_argument("--keep", action="store_true", help="keep the temporary directory")
+    parser.add_argument(
+        "--hooks-only", action="store_true", help="only start-up and the Claude Code hooks"
+    )
     args = parser.parse_args()
+    subprocess.run([PYTHON, "-m", "compileall", "-q", str(REPO / "explomemo")], check=True)
+    if args.hooks_only:
+        print(wait_for_quiet(10 if args.quick else 240))
+        print(machine_line())
+        return hooks_and_start_up(args.quick, args.reps)
 
     n_files, size, n_memos, per_memo = (
         (1000, 20_000, 200, 8) if args.quick else (10_000, 100_000, 2_000, 8)
@@ -242,12 +263,121 @@ def main() -> int:
         ))
         print(f"at the end: {load_line()}")
         failed = [name for name, rep in checks.items() if rep["heavy"]]
-        return 1 if failed else 0
+        return max(1 if failed else 0, hooks_and_start_up(args.quick, args.reps))
     finally:
         if args.keep:
             print(f"kept {tmp}")
         else:
             shutil.rmtree(tmp, ignore_errors=True)
+
+
+def write_memos(db: Path, project: str, count: int, root: Path) -> None:
+    """``count`` templated memos, each resting on 4 of 400 small real files under ``root``."""
+    pool = make_pool(root, 400, 2_000)
+    pick = random.Random(count)
+    store = Store.open(db)
+    try:
+        with store.write() as conn:
+            for i in range(count):
+                question, conclusion = memo_text(i)
+                question = f"{question} (variant {i})" if i >= 2_000 else question
+                store.save_memo(
+                    conn,
+                    memo_id=None,
+                    project=project,
+                    question=question,
+                    question_key=inputs.question_key(question),
+                    conclusion=conclusion,
+                    root=str(root),
+                    recorded_at=now_iso(),
+                    files=sorted(pick.sample(pool.rows, 4), key=lambda f: f.path),
+                )
+    finally:
+        store.close()
+
+
+def hooks_and_start_up(quick: bool, reps: int) -> int:
+    """Start-up of the fast commands and the hooks; the prompt hook at 1k and 10k memos."""
+    reps = reps or (5 if quick else 15)
+    calls = 20 if quick else 60
+    tmp = Path(tempfile.mkdtemp(prefix="explomemo-bench-hooks-"))
+    try:
+        sizes = (1_000,) if quick else (1_000, 10_000)
+        roots = {n: tmp / f"repo{n}" for n in (10, *sizes)}
+        for n, root in roots.items():
+            write_memos(tmp / f"{n}.db", PROJECT, n, root)
+        wait_until_not_racy(list(roots[10].rglob("*.py")))
+        transcript = tmp / "t.jsonl"
+        transcript.write_text('{"type": "user", "message": {"content": "hi"}}\n')
+
+        def hook(n: int, event: str, payload: dict[str, object]) -> list[str]:
+            data = tmp / f"{event}-{n}-{abs(hash(json.dumps(payload)))}.json"
+            data.write_text(json.dumps({"cwd": str(roots[n]), **payload}))
+            return ["sh", "-c", f'exec "$0" "$@" < {data}', EXPLOMEMO, "--db",
+                    str(tmp / f"{n}.db"), "hook", event, "--project", PROJECT]
+
+        small = ["--db", str(tmp / "10.db")]
+        start_up: dict[str, list[str]] = {
+            "python -c pass": [PYTHON, "-c", "pass"],
+            "explomemo --version": [EXPLOMEMO, "--version"],
+            "explomemo list --json": [EXPLOMEMO, *small, "list", "--json"],
+            "explomemo list (table)": [EXPLOMEMO, *small, "list"],
+            "explomemo stale --format json": [EXPLOMEMO, *small, "stale", "--format", "json"],
+            "explomemo show 1 --json": [EXPLOMEMO, *small, "show", "1", "--json"],
+            "explomemo hook session-start": hook(10, "session-start", {}),
+            "explomemo hook prompt (no match)": hook(10, "prompt", {"prompt": "hello there"}),
+            "explomemo hook stop": hook(10, "stop", {"transcript_path": str(transcript)}),
+        }
+        for argv in start_up.values():
+            run(argv)  # warm the page cache
+        times: dict[str, list[float]] = {name: [] for name in start_up}
+        for _ in range(reps):
+            for name, argv in start_up.items():
+                times[name].append(timed(partial(run, argv)))
+        base = median(times["python -c pass"])
+        print()
+        print(table(
+            ["command (10 memos; a new process each time)", "median", "vs python -c pass",
+             "goal", "reps"],
+            [[name, ms(median(v)), f"{median(v) / base:.1f}x",
+              "" if name == "python -c pass" or "version" in name or "table" in name
+              else verdict(median(v) / base, 5.0), len(v)]
+             for name, v in times.items()],
+            title="Start-up (goal: stale, list, show and hook within 5x python -c pass)",
+        ))
+
+        rows = []
+        prompts = queries(calls, 50_000)
+        for n in sizes:
+            for event, label in [("prompt", "prompt"), ("session-start", "session-start")]:
+                if event == "session-start" and n != 1_000:
+                    continue
+                samples: list[float] = []
+                answered = 0
+                for i in range(calls if event == "prompt" else max(5, calls // 4)):
+                    payload = {"prompt": prompts[i]} if event == "prompt" else {}
+                    argv = hook(n, event, payload)
+                    started = time.perf_counter()
+                    done = run(argv)
+                    samples.append(time.perf_counter() - started)
+                    answered += bool(done.stdout.strip())
+                    assert done.stderr == "", done.stderr
+                p95 = percentile(samples, 95)
+                rows.append([f"hook {label}", f"{n:,}", ms(median(samples)), ms(p95),
+                             f"{median(samples) / base:.1f}x",
+                             verdict(p95, 0.150) if event == "prompt" and n == 10_000 else "",
+                             f"{answered}/{len(samples)}"])
+        print()
+        print(table(
+            ["hook", "memos", "p50", "p95", "p50 vs python -c pass", "goal p95 <= 150 ms",
+             "answered"],
+            rows,
+            title=f"Claude Code hooks, a new process each call (python -c pass: {ms(base)})",
+        ))
+        print(f"at the end: {load_line()}")
+        return 0
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":
