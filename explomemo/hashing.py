@@ -11,13 +11,16 @@ read nothing.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import xxhash
+
+if TYPE_CHECKING:
+    import hashlib
 
 CHUNK = 1 << 20
 
@@ -124,7 +127,7 @@ def _digest(
             piece = view[:n]
             size = n
             fast_hex = xxhash.xxh3_128_hexdigest(piece)
-            slow_hex = hashlib.sha256(piece).hexdigest() if sha256 else None
+            slow_hex = _sha256(piece).hexdigest() if sha256 else None
         else:
             size, fast_hex, slow_hex = _digest_from(fd, view, n, want, sha256, limit, expected_size)
     finally:
@@ -144,7 +147,7 @@ def _digest_from(
 ) -> tuple[int, str, str | None]:
     """Digest a file whose first read put ``n`` of the ``want`` bytes asked for in ``view``."""
     fast = xxhash.xxh3_128()
-    slow = hashlib.sha256() if sha256 else None
+    slow = _sha256() if sha256 else None
     size = 0
     while n:
         piece = view if n == CHUNK else view[:n]
@@ -161,6 +164,14 @@ def _digest_from(
     return size, fast.hexdigest(), None if slow is None else slow.hexdigest()
 
 
+def _sha256(data: bytes | memoryview = b"") -> hashlib._Hash:
+    # hashlib loads OpenSSL: only a record (or the model check) needs SHA-256,
+    # and a short command that only checks files must not pay for it.
+    import hashlib
+
+    return hashlib.sha256(data)
+
+
 def _readv_fallback(fd: int, buffers: list[memoryview]) -> int:  # pragma: no cover (no readv)
     with open(fd, "rb", buffering=0, closefd=False) as stream:
         return stream.readinto(buffers[0]) or 0
@@ -168,7 +179,7 @@ def _readv_fallback(fd: int, buffers: list[memoryview]) -> int:  # pragma: no co
 
 def sha256_file(path: str | os.PathLike[str]) -> str:
     """SHA-256 of a trusted file (the shipped model), streamed."""
-    digest = hashlib.sha256()
+    digest = _sha256()
     with open(path, "rb") as stream:
         for piece in iter(lambda: stream.read(CHUNK), b""):
             digest.update(piece)

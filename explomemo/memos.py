@@ -9,7 +9,6 @@ vectors of the memos it records.
 
 from __future__ import annotations
 
-import logging
 import os
 import queue
 import sqlite3
@@ -58,8 +57,6 @@ STALE_PENALTY = 0.05
 MODEL_WAIT_SECONDS = 20.0
 #: How long a recall waits for the vectors of memos this process just recorded.
 VECTOR_WAIT_SECONDS = 20.0
-
-logger = logging.getLogger("explomemo")
 
 
 class ModelSource(Protocol):
@@ -365,7 +362,11 @@ class MemoCache:
             except Exception as exc:
                 # The memo stays without a vector; the next index build of its
                 # project embeds it (fill_embeddings), so nothing is lost.
-                logger.warning("could not embed memo %d: %s", job.memo_id, exc)
+                import logging  # only here: logging costs the CLI's start-up
+
+                logging.getLogger("explomemo").warning(
+                    "could not embed memo %d: %s", job.memo_id, exc
+                )
                 with self._cache_lock:
                     self._indexes.pop(job.project, None)
             finally:

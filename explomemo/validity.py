@@ -24,15 +24,17 @@ import struct
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor, wait
 from operator import itemgetter
-from typing import Literal, NamedTuple
+from typing import TYPE_CHECKING, Literal, NamedTuple
 
 from explomemo.errors import StoreError
 from explomemo.files import Opener, Root
 from explomemo.hashing import Digest, hash_fd
 from explomemo.readers import Helper, HelperError, Row, read_row, unchanged_while_read
 from explomemo.store import FileRow, StatRow, Store
+
+if TYPE_CHECKING:
+    from concurrent.futures import Future, ThreadPoolExecutor
 
 FileState = Literal["unchanged", "changed", "missing"]
 #: Called with (files read so far, files to read) while a check reads files.
@@ -387,6 +389,10 @@ class Validator:
             except BaseException:
                 stop.set()  # the other workers stop after their batch
                 raise
+
+        # Imported here: concurrent.futures (and logging with it) costs a
+        # command that reads nothing a tenth of its start-up.
+        from concurrent.futures import ThreadPoolExecutor, wait
 
         futures: list[Future[None]] = []
         try:
