@@ -26,6 +26,13 @@ EXIT_STALE = 1
 EXIT_ERROR = 2
 
 
+def _complain(line: str) -> None:
+    """One line on stderr, with anything a terminal or a CI runner would act on escaped."""
+    from explomemo.printable import message
+
+    click.echo(message(line), err=True)
+
+
 class StaleFound(Exception):
     """``stale --check`` found stale memos: exit code 1."""
 
@@ -42,7 +49,7 @@ def _cache(ctx: click.Context, with_model: bool) -> Iterator[MemoCache]:
         try:
             model = FixedModel(load_embedder())
         except ModelError as exc:
-            click.echo(f"explomemo: warning: {exc}; searching by words only", err=True)
+            _complain(f"explomemo: warning: {exc}; searching by words only")
     with MemoCache.open(ctx.obj["db"], model) as cache:
         yield cache
 
@@ -72,16 +79,16 @@ class ExplomemoGroup(click.Group):
         except StaleFound:
             return EXIT_STALE
         except ExplomemoError as exc:
-            click.echo(f"explomemo: error: {exc}", err=True)
+            _complain(f"explomemo: error: {exc}")
             return EXIT_ERROR
         except click.exceptions.Abort:
-            click.echo("explomemo: error: aborted", err=True)
+            _complain("explomemo: error: aborted")
             return EXIT_ERROR
         except click.ClickException as exc:
             hint = ""
             if isinstance(exc, click.UsageError) and exc.ctx is not None:
                 hint = f" (see {exc.ctx.command_path} --help)"
-            click.echo(f"explomemo: error: {exc.format_message()}{hint}", err=True)
+            _complain(f"explomemo: error: {exc.format_message()}{hint}")
             return EXIT_ERROR
         return result if isinstance(result, int) else EXIT_OK
 

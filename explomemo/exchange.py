@@ -29,6 +29,7 @@ from explomemo.models import (
     StaleReport,
     to_dict,
 )
+from explomemo.printable import json_text
 from explomemo.store import MAX_ID, FileRow, MemoRow
 from explomemo.validity import Progress, Validator, expect
 
@@ -52,7 +53,9 @@ def export_memos(cache: MemoCache, project: str | None = None) -> Iterator[str]:
                 for f in files.get(memo.id, [])
             ],
         )
-        yield json.dumps(to_dict(exported), ensure_ascii=False, separators=(",", ":"))
+        # Characters some readers take for line ends (U+2028, U+2029, U+0085)
+        # or a terminal for commands (C1, DEL) are written as \u escapes.
+        yield json_text(json.dumps(to_dict(exported), ensure_ascii=False, separators=(",", ":")))
 
 
 def write_export(path: Path, text: str) -> None:
