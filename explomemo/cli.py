@@ -265,21 +265,17 @@ def forget(ctx: click.Context, memo_id: int) -> None:
 @click.option(
     "-o",
     "--output",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="Write to this file instead of stdout.",
+    type=click.Path(dir_okay=False, allow_dash=True, path_type=Path),
+    help="Write to this file (replaced whole, keeping its permissions) instead of stdout;"
+    " - is stdout.",
 )
 @click.pass_context
 def export(ctx: click.Context, project: str | None, output: Path | None) -> None:
     """Write memos as deterministic JSON Lines, sorted by project then id."""
-    from explomemo.exchange import export_memos
+    from explomemo.exchange import export_memos, write_export
 
     with _cache(ctx, with_model=False) as cache:
         text = "".join(line + "\n" for line in export_memos(cache, project))
-    if output is None:
-        click.echo(text, nl=False)
-        return
-    from explomemo.exchange import write_export
-
     write_export(output, text)
 
 

@@ -129,7 +129,8 @@ class Refused(Exception):
         self.missing = missing
 
 
-def _kind(mode: int) -> str:
+def file_kind(mode: int) -> str:
+    """What a file of this ``st_mode`` is, for a message: "a directory", "a FIFO"..."""
     if stat.S_ISDIR(mode):
         return "a directory"
     if stat.S_ISFIFO(mode):
@@ -176,7 +177,7 @@ def open_regular(root: Root, rel: str) -> int:
         except OSError as exc:
             raise Refused(f"does not exist ({exc.strerror})", missing=True) from exc
         if not stat.S_ISREG(before.st_mode):
-            raise Refused(f"is {_kind(before.st_mode)}, not a regular file")
+            raise Refused(f"is {file_kind(before.st_mode)}, not a regular file")
         try:
             fd = os.open(name, _OPEN_FLAGS, dir_fd=dir_fd)
         except OSError as exc:
@@ -270,7 +271,7 @@ class Opener:
             if stat.S_ISLNK(mode):
                 # A link to a file inside root is allowed: open_regular resolves it.
                 return _fall_back(self.root, rel)
-            raise Refused(f"is {_kind(mode)}, not a regular file")
+            raise Refused(f"is {file_kind(mode)}, not a regular file")
         try:
             fd = os.open(name, _OPEN_FLAGS, dir_fd=dir_fd)
         except OSError as exc:
