@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import unicodedata
+
 from explomemo.errors import InputError
 
 MAX_QUESTION = 2_000
@@ -36,8 +38,13 @@ def check_text(name: str, value: str, maximum: int) -> str:
 
 
 def question_key(question: str) -> str:
-    """The normalised question: trimmed, white space collapsed, case-folded."""
-    return " ".join(question.split()).casefold()
+    """The normalised question: "the same question" is the same key.
+
+    Unicode NFKC, case-folded (and NFKC again, as Unicode's NFKC_Casefold
+    does: folding can undo a normal form), white space trimmed and collapsed.
+    """
+    folded = unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", question).casefold())
+    return " ".join(folded.split())
 
 
 def check_limit(limit: int) -> int:

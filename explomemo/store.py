@@ -20,6 +20,7 @@ from importlib import resources
 from pathlib import Path
 
 from explomemo.errors import StoreError
+from explomemo.inputs import question_key
 
 BUSY_TIMEOUT_MS = 30_000
 #: PRAGMA application_id of explomemo databases ("EXPM").
@@ -260,6 +261,10 @@ class Store:
         steps = Migrations("explomemo")
         for migration in migrations:
             steps(name=migration.name)(_migration_function(migration))
+        # Migrations may call the Python rules they re-apply to stored rows.
+        self.conn.create_function(
+            "explomemo_question_key", 1, _question_key_or_null, deterministic=True
+        )
         with self.write():
             # Re-read under the write lock: another process may have migrated.
             version = self.schema_version()
@@ -553,6 +558,11 @@ class Store:
             "INSERT OR REPLACE INTO embedding_cache (key, vector) VALUES (?, ?)",
             list(vectors.items()),
         )
+
+
+def _question_key_or_null(question: object) -> str | None:
+    # A row another program wrote may hold anything; SQL's NULL leaves it as it is.
+    return question_key(question) if isinstance(question, str) else None
 
 
 def _migration_function(migration: Migration):  # type: ignore[no-untyped-def]
