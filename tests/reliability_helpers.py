@@ -510,6 +510,18 @@ class RawServer:
             self._answers[message.get("id")] = message
         return self._answers.pop(request_id)
 
+    def answered(self, request_id: Any) -> bool:
+        """Whether the answer to ``request_id`` has arrived (without waiting for it)."""
+        import queue
+
+        while True:
+            try:
+                line = self._lines.get_nowait()
+            except queue.Empty:
+                return request_id in self._answers
+            message = json.loads(line)
+            self._answers[message.get("id")] = message
+
     def call(self, tool: str, arguments: dict[str, Any], timeout: float = 60) -> ToolReply:
         """Call a tool and wait for its answer."""
         reply = self.answer(
