@@ -1,4 +1,4 @@
-"""The input rules of SPEC.md: lengths, counts, ranges, and "the same question"."""
+"""The input rules of docs/reference.md: lengths, counts, ranges, and "the same question"."""
 
 from __future__ import annotations
 

@@ -75,7 +75,7 @@ def _paths_cell(paths: Sequence[str]) -> Any:
 
 
 def stale_json(report: StaleReport) -> str:
-    """The stale report as SPEC.md's JSON (each entry with its project)."""
+    """The stale report as JSON: the tool's shape, each entry with its project."""
     return to_json(report)
 
 

@@ -547,3 +547,12 @@ def test_export_to_dev_stdout_when_it_is_a_file(tmp_path: Path) -> None:
     assert "-o -" in done.stderr
     assert (tmp_path / "stdout").is_symlink()
     assert out.read_bytes() == b""
+
+
+def test_windows_line_ends_are_read(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """An export checked out with CRLF line ends (git's autocrlf) reads the same."""
+    export = tmp_path / "crlf.jsonl"
+    export.write_bytes(b"".join((json.dumps(_line(i)) + "\r\n").encode() for i in (1, 2)))
+    run = run_cli(capsys, ["stale", "--from", str(export), "--format", "json"])
+    assert run.code == 0, run.err
+    assert json.loads(run.out)["checked"] == 2
