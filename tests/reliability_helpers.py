@@ -320,34 +320,31 @@ try:
         # Open (create and migrate) databases db.0, db.1, ... in step with the others.
         for j in range(count):
             time.sleep(max(0.0, start + 0.1 * j - time.time()))  # in lockstep
-            cache = MemoCache.open(Path(f"{db}.{j}"), FixedModel(None))
-            cache.record(question=f"opener {k}", conclusion="c", files=files[:1], project="p",
-                         root=root)
-            cache.close()
+            with MemoCache.open(Path(f"{db}.{j}"), FixedModel(None)) as cache:
+                cache.record(question=f"opener {k}", conclusion="c", files=files[:1],
+                             project="p", root=root)
         print(json.dumps({"done": count}))
     elif role == "writer":
-        cache = MemoCache.open(db, FixedModel(None))
         done = 0
-        for i in range(count):
-            n = k * 200 + i
-            picked = rng.sample(files, rng.randint(1, 3))
-            cache.record(question=question(n, k), conclusion=f"module {n} by writer {k}",
-                         files=picked, project="p", root=root)
-            done += 1
-        cache.close()
+        with MemoCache.open(db, FixedModel(None)) as cache:
+            for i in range(count):
+                n = k * 200 + i
+                picked = rng.sample(files, rng.randint(1, 3))
+                cache.record(question=question(n, k), conclusion=f"module {n} by writer {k}",
+                             files=picked, project="p", root=root)
+                done += 1
         print(json.dumps({"done": done}))
     elif role == "reader":
         stop = Path(sys.argv[5])
-        cache = MemoCache.open(db, FixedModel(None))
         rounds = 0
-        while not stop.exists():
-            n = rng.randrange(1000)
-            cache.recall(query=f"module {n} wired", project="p", root=root)
-            cache.stale(project="p", root=root)
-            cache.stale_report(project="p")
-            cache.list(project="p")
-            rounds += 1
-        cache.close()
+        with MemoCache.open(db, FixedModel(None)) as cache:
+            while not stop.exists():
+                n = rng.randrange(1000)
+                cache.recall(query=f"module {n} wired", project="p", root=root)
+                cache.stale(project="p", root=root)
+                cache.stale_report(project="p")
+                cache.list(project="p")
+                rounds += 1
         print(json.dumps({"rounds": rounds}))
     elif role == "crash":
         # Record, replace and forget for ever, until killed.
