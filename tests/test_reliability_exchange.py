@@ -397,20 +397,28 @@ def _limited() -> None:
     resource.setrlimit(resource.RLIMIT_FSIZE, (LIMIT, LIMIT))
 
 
-@pytest.mark.timeout(60)
-def test_export_to_stdout_that_cannot_be_written_exits_2(big_db: Path, tmp_path: Path) -> None:
-    out = tmp_path / "out.jsonl"
-    with out.open("wb") as stdout:
-        done = subprocess.run(
-            [PYTHON, "-m", "explomemo", "--db", str(big_db), "export"],
-            stdout=stdout,
+def _export(
+    db: Path, *args: str, stdout: Path | None = None, limited: bool = False
+) -> subprocess.CompletedProcess[str]:
+    """``explomemo export`` in a child process, its stdout sent to a file if given."""
+    with contextlib.ExitStack() as stack:
+        out = stack.enter_context(stdout.open("wb")) if stdout else subprocess.PIPE
+        return subprocess.run(
+            [PYTHON, "-m", "explomemo", "--db", str(db), "export", *args],
+            stdout=out,
             stderr=subprocess.PIPE,
             text=True,
             env={**os.environ, **EMBEDDINGS_OFF},
-            preexec_fn=_limited,
+            preexec_fn=_limited if limited else None,
             timeout=60,
             check=False,
         )
+
+
+@pytest.mark.timeout(60)
+def test_export_to_stdout_that_cannot_be_written_exits_2(big_db: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out.jsonl"
+    done = _export(big_db, stdout=out, limited=True)
     assert done.returncode == 2, done.stderr
     assert done.stderr.count("\n") == 1, done.stderr
     assert done.stderr.startswith("explomemo: error: cannot write the export to standard output")
@@ -425,15 +433,7 @@ def test_export_to_a_file_that_cannot_be_written_exits_2_and_keeps_it(
     target = tmp_path / "out" / "memos.jsonl"
     target.parent.mkdir()
     target.write_text("the previous export\n")
-    done = subprocess.run(
-        [PYTHON, "-m", "explomemo", "--db", str(big_db), "export", "-o", str(target)],
-        capture_output=True,
-        text=True,
-        env={**os.environ, **EMBEDDINGS_OFF},
-        preexec_fn=_limited,
-        timeout=60,
-        check=False,
-    )
+    done = _export(big_db, "-o", str(target), limited=True)
     assert done.returncode == 2, done.stderr
     assert done.stderr.count("\n") == 1 and str(target) in done.stderr
     assert "File too large" in done.stderr
@@ -533,16 +533,7 @@ def test_export_to_dev_stdout_when_it_is_a_file(tmp_path: Path) -> None:
     db = _seeded(tmp_path)
     out = tmp_path / "out.jsonl"
     (tmp_path / "stdout").symlink_to("/proc/self/fd/1")
-    with out.open("wb") as stdout:
-        done = subprocess.run(
-            [PYTHON, "-m", "explomemo", "--db", str(db), "export", "-o", str(tmp_path / "stdout")],
-            stdout=stdout,
-            stderr=subprocess.PIPE,
-            text=True,
-            env={**os.environ, **EMBEDDINGS_OFF},
-            timeout=60,
-            check=False,
-        )
+    done = _export(db, "-o", str(tmp_path / "stdout"), stdout=out)
     assert done.returncode == 2, done.stderr
     assert "-o -" in done.stderr
     assert (tmp_path / "stdout").is_symlink()
