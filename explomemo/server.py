@@ -322,7 +322,7 @@ class ExplomemoServer(MCPServer[Any]):
         """Serve on stdio; a request the SDK cannot parse still gets an answer."""
         from explomemo.transport import serve_stdio
 
-        await serve_stdio(self)
+        await serve_stdio(self._lowlevel_server)
 
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Context[Any] | None = None

@@ -16,6 +16,7 @@ from typing import Any
 
 import anyio
 from anyio.abc import ObjectReceiveStream, ObjectSendStream
+from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
 from mcp.shared.message import SessionMessage
 from mcp_types import (
@@ -29,9 +30,9 @@ from mcp_types import (
 from pydantic import ValidationError
 
 
-async def serve_stdio(server: Any) -> None:
-    """Serve ``server`` (an MCPServer) on stdin and stdout until stdin closes."""
-    lowlevel = server._lowlevel_server
+async def serve_stdio(lowlevel: Server[Any]) -> None:
+    """Serve ``lowlevel`` (an MCPServer's low-level server) on stdin and stdout until
+    stdin closes, as ``MCPServer.run_stdio_async`` does, answering what the SDK cannot read."""
     async with stdio_server() as (read_stream, write_stream):
         readable_send, readable_receive = anyio.create_memory_object_stream[
             SessionMessage | Exception
