@@ -142,20 +142,19 @@ def main() -> int:
         distinct_paths = [str(tree.abs(tree.rels[i])) for i in distinct]
         db = tmp / "bench.db"
         root = str(tree.root)
-        cache = MemoCache.open(db, FixedModel(None))
-        memos_of_file: dict[str, set[int]] = {}
-        first_id = 0
-        for m, files in enumerate(memo_files):
-            rels = [tree.rels[i] for i in files]
-            result = cache.record(
-                question=f"how is subsystem {m} wired?",
-                conclusion=f"Subsystem {m} is wired through {', '.join(rels)}.",
-                files=rels, project=PROJECT, root=root,
-            )
-            first_id = first_id or result.id
-            for rel in rels:
-                memos_of_file.setdefault(rel, set()).add(result.id)
-        cache.close()
+        with MemoCache.open(db, FixedModel(None)) as cache:
+            memos_of_file: dict[str, set[int]] = {}
+            first_id = 0
+            for m, files in enumerate(memo_files):
+                rels = [tree.rels[i] for i in files]
+                result = cache.record(
+                    question=f"how is subsystem {m} wired?",
+                    conclusion=f"Subsystem {m} is wired through {', '.join(rels)}.",
+                    files=rels, project=PROJECT, root=root,
+                )
+                first_id = first_id or result.id
+                for rel in rels:
+                    memos_of_file.setdefault(rel, set()).add(result.id)
         print(f"setup: {len(distinct)} distinct files; {n_memos} memos recorded in-process")
 
         stale_args = ["--db", str(db), "stale", "--project", PROJECT, "--root", root,

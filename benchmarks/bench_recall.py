@@ -170,8 +170,7 @@ def library_and_numpy(
 
     from explomemo.memos import FixedModel, MemoCache
 
-    cache = MemoCache.open(db, FixedModel(embedder))
-    try:
+    with MemoCache.open(db, FixedModel(embedder)) as cache:
         texts = queries(calls + 2, offset)
         cache.recall(query=texts[0], project=PROJECT, root=str(pool.root))
         for query in texts[1 : 1 + calls]:
@@ -190,8 +189,6 @@ def library_and_numpy(
                     (PROJECT,),
                 )
             ]
-    finally:
-        cache.close()
     matrix = np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(len(blobs), -1).copy()
     query_vector = embedder.embed(["where do we validate sessions"])[0]
     for _ in range(max(20, calls // 2)):

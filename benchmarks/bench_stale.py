@@ -130,132 +130,132 @@ def main() -> int:
             f" ({len(distinct) * size / 1e9:.2f} GB)"
         )
 
-        cache = MemoCache.open(tmp / "bench.db", FixedModel(None))
-        root = str(tree.root)
-        record_times: list[float] = []
-        ids: list[int] = []
-        for m, files in enumerate(memo_files):
-            rels = [tree.rels[i] for i in files]
-            start = time.perf_counter()
-            recorded = cache.record(
-                question=f"how is subsystem {m} wired?",
-                conclusion=f"Subsystem {m} is wired through {', '.join(rels)}.",
-                files=rels,
-                project=PROJECT,
-                root=root,
+        with MemoCache.open(tmp / "bench.db", FixedModel(None)) as cache:
+            root = str(tree.root)
+            record_times: list[float] = []
+            ids: list[int] = []
+            for m, files in enumerate(memo_files):
+                rels = [tree.rels[i] for i in files]
+                start = time.perf_counter()
+                recorded = cache.record(
+                    question=f"how is subsystem {m} wired?",
+                    conclusion=f"Subsystem {m} is wired through {', '.join(rels)}.",
+                    files=rels,
+                    project=PROJECT,
+                    root=root,
+                )
+                record_times.append(time.perf_counter() - start)
+                ids.append(recorded.id)
+            memos_of_file: dict[str, set[int]] = {}
+            for memo_id, files in zip(ids, memo_files, strict=True):
+                for i in files:
+                    memos_of_file.setdefault(tree.rels[i], set()).add(memo_id)
+            print(
+                f"setup: recorded {n_memos} memos with cache.record (FixedModel(None)): median"
+                f" {ms(median(record_times))}, p95 {ms(percentile(record_times, 95))} per memo"
             )
-            record_times.append(time.perf_counter() - start)
-            ids.append(recorded.id)
-        memos_of_file: dict[str, set[int]] = {}
-        for memo_id, files in zip(ids, memo_files, strict=True):
-            for i in files:
-                memos_of_file.setdefault(tree.rels[i], set()).add(memo_id)
-        print(
-            f"setup: recorded {n_memos} memos with cache.record (FixedModel(None)): median"
-            f" {ms(median(record_times))}, p95 {ms(percentile(record_times, 95))} per memo"
-        )
 
-        def check() -> StaleResult:
-            return cache.stale(project=PROJECT, root=root)
+            def check() -> StaleResult:
+                return cache.stale(project=PROJECT, root=root)
 
-        # Files must be older than the validator's 2 s racy window before the
-        # first check, or their entries are never trusted.
-        wait_until_not_racy([tree.abs(tree.rels[i]) for i in distinct])
-        COUNTERS.reset()
-        first = timed(check)
-        first_files = COUNTERS.files
-        print(f"setup: first check after recording {ms(first)}, read {first_files} files")
-
-        refs_before = reference_times(distinct_paths, max(2, reps // 3))
-
-        # (a) nothing changed ------------------------------------------------
-        a_times: list[float] = []
-        floor_times: list[float] = []
-        a_read = (0, 0)
-        for _ in range(reps):
-            # The floor of case (a), in the same rep: one os.stat per distinct
-            # file from a plain Python loop, nothing else.
-            start = time.perf_counter()
-            for path in distinct_paths:
-                os.stat(path)
-            floor_times.append(time.perf_counter() - start)
+            # Files must be older than the validator's 2 s racy window before the
+            # first check, or their entries are never trusted.
+            wait_until_not_racy([tree.abs(tree.rels[i]) for i in distinct])
             COUNTERS.reset()
-            start = time.perf_counter()
-            result = cache.stale(project=PROJECT, root=root)
-            a_times.append(time.perf_counter() - start)
-            assert result.checked == n_memos and not result.stale, result.stale[:3]
-            a_read = (max(a_read[0], COUNTERS.files), max(a_read[1], COUNTERS.bytes))
-        assert a_read == (0, 0), f"nothing changed, yet files were read: {a_read}"
-        profiles: dict[str, str] = {}
-        if args.profile:
-            profiles["a"] = profile(check)
+            first = timed(check)
+            first_files = COUNTERS.files
+            print(f"setup: first check after recording {ms(first)}, read {first_files} files")
 
-        # (b) every file touched ---------------------------------------------
-        all_paths = [tree.abs(rel) for rel in tree.rels]
-        base_ns = time.time_ns() - 3600 * 10**9
-        b_times: list[float] = []
-        b_read: list[int] = []
-        for rep in range(slow_reps + (1 if args.profile else 0)):
-            stamp = base_ns + rep * 10**9
-            for path in all_paths:
-                os.utime(path, ns=(stamp, stamp))
-            COUNTERS.reset()
-            if args.profile and rep == slow_reps:
-                profiles["b"] = profile(check)
-                break
-            start = time.perf_counter()
-            result = cache.stale(project=PROJECT, root=root)
-            b_times.append(time.perf_counter() - start)
-            assert not result.stale, result.stale[:3]
-            b_read.append(COUNTERS.files)
+            refs_before = reference_times(distinct_paths, max(2, reps // 3))
 
-        # Settle: entries taken within 2 s of the touch are racy; re-read once later.
-        wait_until_not_racy([tree.abs(tree.rels[i]) for i in distinct])
-        check()
-        COUNTERS.reset()
-        check()
-        assert COUNTERS.files == 0, "stat cache did not settle"
-
-        # (c) 1% changed -----------------------------------------------------
-        c_times: list[float] = []
-        c_flagged: list[int] = []
-        c_read: list[int] = []
-        n_changed = max(1, n_files // 100)
-        pick = random.Random(11)
-        for rep in range(slow_reps + (1 if args.profile else 0)):
-            chosen = [tree.rels[i] for i in pick.sample(distinct, n_changed)]
-            saved = {
-                rel: change_bytes(tree.abs(rel), rep * 100_000 + n) for n, rel in enumerate(chosen)
-            }
-            expected = {
-                memo_id: sorted(rel for rel in chosen if memo_id in memos_of_file[rel])
-                for rel in chosen
-                for memo_id in memos_of_file[rel]
-            }
-            COUNTERS.reset()
-            if args.profile and rep == slow_reps:
-                profiles["c"] = profile(check)
-            else:
+            # (a) nothing changed ------------------------------------------------
+            a_times: list[float] = []
+            floor_times: list[float] = []
+            a_read = (0, 0)
+            for _ in range(reps):
+                # The floor of case (a), in the same rep: one os.stat per distinct
+                # file from a plain Python loop, nothing else.
+                start = time.perf_counter()
+                for path in distinct_paths:
+                    os.stat(path)
+                floor_times.append(time.perf_counter() - start)
+                COUNTERS.reset()
                 start = time.perf_counter()
                 result = cache.stale(project=PROJECT, root=root)
-                c_times.append(time.perf_counter() - start)
-                got = {entry.id: entry.changed for entry in result.stale}
-                assert got == expected, (
-                    f"flagged {len(got)} memos, expected {len(expected)};"
-                    f" extra {sorted(set(got) - set(expected))[:5]},"
-                    f" missed {sorted(set(expected) - set(got))[:5]}"
-                )
-                assert all(not entry.missing for entry in result.stale)
-                c_flagged.append(len(got))
-                c_read.append(COUNTERS.files)
-            for rel, old in saved.items():
-                tree.abs(rel).write_bytes(old)
-            wait_until_not_racy([tree.abs(rel) for rel in chosen])
-            settled = check()
-            assert not settled.stale
+                a_times.append(time.perf_counter() - start)
+                assert result.checked == n_memos and not result.stale, result.stale[:3]
+                a_read = (max(a_read[0], COUNTERS.files), max(a_read[1], COUNTERS.bytes))
+            assert a_read == (0, 0), f"nothing changed, yet files were read: {a_read}"
+            profiles: dict[str, str] = {}
+            if args.profile:
+                profiles["a"] = profile(check)
 
-        refs_after = reference_times(distinct_paths, max(2, reps // 3))
-        cache.close()
+            # (b) every file touched ---------------------------------------------
+            all_paths = [tree.abs(rel) for rel in tree.rels]
+            base_ns = time.time_ns() - 3600 * 10**9
+            b_times: list[float] = []
+            b_read: list[int] = []
+            for rep in range(slow_reps + (1 if args.profile else 0)):
+                stamp = base_ns + rep * 10**9
+                for path in all_paths:
+                    os.utime(path, ns=(stamp, stamp))
+                COUNTERS.reset()
+                if args.profile and rep == slow_reps:
+                    profiles["b"] = profile(check)
+                    break
+                start = time.perf_counter()
+                result = cache.stale(project=PROJECT, root=root)
+                b_times.append(time.perf_counter() - start)
+                assert not result.stale, result.stale[:3]
+                b_read.append(COUNTERS.files)
+
+            # Settle: entries taken within 2 s of the touch are racy; re-read once later.
+            wait_until_not_racy([tree.abs(tree.rels[i]) for i in distinct])
+            check()
+            COUNTERS.reset()
+            check()
+            assert COUNTERS.files == 0, "stat cache did not settle"
+
+            # (c) 1% changed -----------------------------------------------------
+            c_times: list[float] = []
+            c_flagged: list[int] = []
+            c_read: list[int] = []
+            n_changed = max(1, n_files // 100)
+            pick = random.Random(11)
+            for rep in range(slow_reps + (1 if args.profile else 0)):
+                chosen = [tree.rels[i] for i in pick.sample(distinct, n_changed)]
+                saved = {
+                    rel: change_bytes(tree.abs(rel), rep * 100_000 + n)
+                    for n, rel in enumerate(chosen)
+                }
+                expected = {
+                    memo_id: sorted(rel for rel in chosen if memo_id in memos_of_file[rel])
+                    for rel in chosen
+                    for memo_id in memos_of_file[rel]
+                }
+                COUNTERS.reset()
+                if args.profile and rep == slow_reps:
+                    profiles["c"] = profile(check)
+                else:
+                    start = time.perf_counter()
+                    result = cache.stale(project=PROJECT, root=root)
+                    c_times.append(time.perf_counter() - start)
+                    got = {entry.id: entry.changed for entry in result.stale}
+                    assert got == expected, (
+                        f"flagged {len(got)} memos, expected {len(expected)};"
+                        f" extra {sorted(set(got) - set(expected))[:5]},"
+                        f" missed {sorted(set(expected) - set(got))[:5]}"
+                    )
+                    assert all(not entry.missing for entry in result.stale)
+                    c_flagged.append(len(got))
+                    c_read.append(COUNTERS.files)
+                for rel, old in saved.items():
+                    tree.abs(rel).write_bytes(old)
+                wait_until_not_racy([tree.abs(rel) for rel in chosen])
+                settled = check()
+                assert not settled.stale
+
+            refs_after = reference_times(distinct_paths, max(2, reps // 3))
 
         refs = {name: refs_before[name] + refs_after[name] for name in refs_before}
         ref_medians = {name: median(values) for name, values in refs.items()}

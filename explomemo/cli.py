@@ -72,7 +72,10 @@ def _echo(text: str) -> None:
 
 
 def _err(text: str) -> None:
-    sys.stderr.write(f"explomemo: {text}\n")
+    """One line on stderr, with anything a terminal or a CI runner would act on escaped."""
+    from explomemo.printable import message
+
+    sys.stderr.write(message(f"explomemo: {text}") + "\n")
 
 
 @contextmanager
@@ -186,10 +189,7 @@ def _export(args: argparse.Namespace) -> int:
 
     with _cache(args.db, with_model=False) as cache:
         text = "".join(line + "\n" for line in export_memos(cache, args.project))
-    if args.output is None:
-        sys.stdout.write(text)
-    else:
-        write_export(args.output, text)
+    write_export(args.output, text)
     return EXIT_OK
 
 
@@ -336,7 +336,12 @@ def build_parser() -> argparse.ArgumentParser:
     sub = command("export", _export, "Write memos as JSON Lines, sorted by project then id.")
     project_option(sub, "Only this project's memos (default: every project).")
     sub.add_argument(
-        "-o", "--output", type=_path, metavar="FILE", help="Write to FILE instead of stdout."
+        "-o",
+        "--output",
+        type=_path,
+        metavar="FILE",
+        help="Write to FILE (replaced whole, keeping its permissions) instead of stdout;"
+        " - is stdout.",
     )
 
     sub = command("import", _import, "Merge an export: the newer memo of a question is kept.")

@@ -13,7 +13,7 @@ class ExplomemoError(Exception):
 
 
 class InputError(ExplomemoError):
-    """A parameter broke one of the rules of SPEC.md (length, count, range)."""
+    """A parameter broke one of the rules of docs/reference.md (length, count, range)."""
 
 
 class PathError(InputError):

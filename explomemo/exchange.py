@@ -8,19 +8,24 @@ job can check it (``explomemo stale --from``) with no database at all.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import posixpath
 import re
+import secrets
 import stat
+import sys
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from explomemo import inputs
-from explomemo.errors import ExportFileError, InputError
-from explomemo.files import MAX_ROOT_CHARS, resolve_root
+from explomemo.errors import ExportFileError, InputError, PathError
+from explomemo.files import MAX_ROOT_CHARS, check_text_path, file_kind, resolve_root
 from explomemo.memos import MemoCache, stale_entries
 from explomemo.models import (
     ExportedFile,
@@ -29,6 +34,7 @@ from explomemo.models import (
     StaleReport,
     to_dict,
 )
+from explomemo.printable import json_text
 from explomemo.store import MAX_ID, FileRow, MemoRow
 from explomemo.validity import Progress, Validator, expect
 
@@ -52,21 +58,133 @@ def export_memos(cache: MemoCache, project: str | None = None) -> Iterator[str]:
                 for f in files.get(memo.id, [])
             ],
         )
-        yield json.dumps(to_dict(exported), ensure_ascii=False, separators=(",", ":"))
+        # Characters some readers take for line ends (U+2028, U+2029, U+0085)
+        # or a terminal for commands (C1, DEL) are written as \u escapes.
+        yield json_text(json.dumps(to_dict(exported), ensure_ascii=False, separators=(",", ":")))
 
 
-def write_export(path: Path, text: str) -> None:
-    """Write an export atomically: a reader never sees half a file."""
-    staging = path.with_name(f".{path.name}.tmp")
+def write_export(target: Path | None, text: str) -> None:
+    """Write an export to ``target``; None or ``-`` is standard output.
+
+    A failed write (a full disk, a file size limit) is an error, never a
+    silent half export. A file is replaced whole or not at all (written next
+    to it, then renamed over it) and keeps its permissions; a symbolic link
+    is written through (the file it leads to is replaced, the link stays).
+    Anything that is not a regular file (a device, a FIFO, ``/dev/stdout``
+    when standard output is not a file) is refused.
+    """
+    if target is None or str(target) == "-":
+        try:
+            _write_stdout(text)
+        except OSError as exc:
+            raise ExportFileError(
+                f"cannot write the export to standard output ({exc.strerror}): free space or"
+                " raise the file size limit where it goes, or write it with -o FILE"
+            ) from exc
+        return
+    final, mode = _export_target(target)
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        staging.write_text(text, encoding="utf-8")
-        staging.replace(path)
+        final.parent.mkdir(parents=True, exist_ok=True)
+        # O_EXCL under a random name: no other export, and no link planted
+        # there, is ever written through.
+        staging = final.with_name(f".{final.name}.{secrets.token_hex(6)}.tmp")
+        fd = os.open(staging, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
+    except OSError as exc:
+        raise ExportFileError(
+            f"cannot write export file {target} ({exc.strerror}): pick a writable path with -o"
+        ) from exc
+    try:
+        try:
+            if mode is not None:
+                os.fchmod(fd, mode.permissions)
+                with contextlib.suppress(PermissionError):
+                    os.fchown(fd, mode.uid, mode.gid)
+            _write_all(fd, text.encode("utf-8"))
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(staging, final)
     except OSError as exc:
         staging.unlink(missing_ok=True)
         raise ExportFileError(
-            f"cannot write export file {path} ({exc.strerror}): pick a writable path with -o"
+            f"cannot write export file {target} ({exc.strerror}): it was left as it was;"
+            " free space or raise the file size limit, or pick another path with -o"
         ) from exc
+
+
+@dataclass(frozen=True)
+class _Owner:
+    permissions: int
+    uid: int
+    gid: int
+
+
+def _export_target(target: Path) -> tuple[Path, _Owner | None]:
+    """The regular file an export to ``target`` replaces (links followed), and its owner
+    and permissions when it exists."""
+    if _through_proc(str(target)):
+        # /dev/stdout and its kind name a descriptor, not a place for a file:
+        # a file renamed there would replace what the shell redirected to.
+        raise ExportFileError(
+            f"export file {target} leads to a process's open file through /proc (as"
+            " /dev/stdout does): use -o - for standard output, or pass the file's own path"
+        )
+    try:
+        found = os.stat(target)
+    except FileNotFoundError:
+        if os.path.lexists(target):
+            raise ExportFileError(
+                f"export file {target} is a symbolic link to a file that does not exist:"
+                " pass the path of the file itself with -o"
+            ) from None
+        return Path(os.path.realpath(target)), None
+    except OSError as exc:
+        raise ExportFileError(
+            f"cannot write export file {target} ({exc.strerror}): pick a writable path with -o"
+        ) from exc
+    if not stat.S_ISREG(found.st_mode):
+        raise ExportFileError(
+            f"export file {target} is {file_kind(found.st_mode)}, not a regular file: pass the"
+            " path of a file with -o, or -o - for standard output"
+        )
+    return Path(os.path.realpath(target)), _Owner(
+        stat.S_IMODE(found.st_mode), found.st_uid, found.st_gid
+    )
+
+
+def _through_proc(path: str) -> bool:
+    """Whether ``path`` or a symbolic link on its way leads into /proc."""
+    current = os.path.abspath(path)
+    for _ in range(40):
+        folder = os.path.realpath(os.path.dirname(current))
+        if folder == "/proc" or folder.startswith("/proc/"):
+            return True
+        current = os.path.join(folder, os.path.basename(current))
+        try:
+            current = os.path.join(folder, os.readlink(current))
+        except OSError:
+            return False
+    return False
+
+
+def _write_stdout(text: str) -> None:
+    sys.stdout.flush()
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, ValueError, io.UnsupportedOperation):
+        # Not a real file (a test runner's capture): its own writes.
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return
+    # Straight to the descriptor: nothing is left in a buffer that a failed
+    # flush at exit would complain about again.
+    _write_all(fd, text.encode("utf-8"))
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
 
 
 def read_export(path: Path) -> list[ExportedMemo]:
@@ -141,6 +259,7 @@ class _BadLine(Exception):
     """What is wrong with one line of an export, naming the field."""
 
 
+_MAX_PATH = 4096
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 _XXH3 = re.compile(r"[0-9a-f]{32}")
 _RECORDED_AT = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z")
@@ -176,7 +295,7 @@ def _parse_line(line: str) -> ExportedMemo:
         where = f"files[{index}]"
         if not isinstance(item, dict):
             raise _BadLine(f"{where} is not a JSON object")
-        path = _text(item, "path", 4096, where)
+        path = _path(item, where)
         if path != _normal_path(path):
             raise _BadLine(
                 f"{where}.path {path!r} is not a plain path relative to root (no leading /,"
@@ -213,6 +332,20 @@ def _text(data: dict[str, Any], name: str, maximum: int, within: str = "") -> st
         return inputs.check_text(label, value, maximum)
     except InputError as exc:
         raise _BadLine(str(exc).split(":")[0]) from None
+
+
+def _path(item: dict[str, Any], where: str) -> str:
+    # Not _text: a file name may be all white space, and record accepts it.
+    path = item.get("path")
+    if not isinstance(path, str) or not path:
+        raise _BadLine(f"{where}.path is missing, empty or not a string")
+    if len(path) > _MAX_PATH:
+        raise _BadLine(f"{where}.path is {len(path):,} characters long, over {_MAX_PATH:,}")
+    try:
+        check_text_path(path, f"{where}.path")
+    except PathError:
+        raise _BadLine(f"{where}.path holds a NUL byte or a lone surrogate") from None
+    return path
 
 
 def _integer(data: dict[str, Any], name: str, low: int, high: int, within: str = "") -> int:

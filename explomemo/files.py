@@ -1,8 +1,11 @@
 """Files inside a root: resolving the paths an agent names, and opening them safely.
 
 Paths come from a model that can be wrong or manipulated. A path is accepted
-only when it stays inside root lexically (no ``..`` out of it) and after every
-symbolic link on the way is resolved. Opening walks the resolved path one
+only when it leads inside root: a relative path stays inside lexically (no
+``..`` out of it), an absolute one is inside root as given or once its folder
+is resolved (root may have been reached through a symbolic link, as a shell's
+``$PWD`` often is), and every symbolic link on the way, resolved, stays inside
+root. Opening walks the resolved path one
 component at a time from a descriptor of root with ``O_NOFOLLOW``, so a file
 or folder swapped for a link after the check is never followed; anything that
 is not a regular file is refused from its ``lstat`` before it is opened, and
@@ -51,10 +54,28 @@ def check_text_path(value: str, what: str) -> None:
         ) from None
 
 
+def working_directory() -> str:
+    """The current directory as the user reached it: ``$PWD`` when it names it, as
+    ``pwd -L`` does (an absolute path without ``.`` or ``..`` parts that is the same
+    directory), else the physical path ``os.getcwd()`` gives."""
+    physical = os.getcwd()
+    logical = os.environ.get("PWD", "")
+    if not os.path.isabs(logical) or {".", ".."} & set(logical.split("/")):
+        return physical
+    try:
+        logical.encode("utf-8")
+        if os.path.samestat(os.stat(logical), os.stat(physical)):
+            return logical
+    except (OSError, UnicodeEncodeError):
+        pass
+    return physical
+
+
 def resolve_root(root: str | None) -> Root:
-    """Check a root (absolute, existing directory) and resolve it; None is the cwd."""
+    """Check a root (absolute, existing directory) and resolve it; None is the
+    working directory (:func:`working_directory`)."""
     if root is None:
-        given = os.getcwd()
+        given = working_directory()
     else:
         check_text_path(root, "root")
         if len(root) > MAX_ROOT_CHARS:
@@ -87,11 +108,18 @@ def relative_path(root: Root, given: str, what: str) -> str:
     if not given:
         raise PathError(f"{what} is empty: pass a file path relative to root")
     if os.path.isabs(given):
-        base = root.path
         candidate = os.path.normpath(given)
-        if not _inside(candidate, root.path) and _inside(candidate, root.real):
-            base = root.real
-        lexical = os.path.relpath(candidate, base)
+        if _inside(candidate, root.path):
+            lexical = os.path.relpath(candidate, root.path)
+        elif _inside(candidate, root.real):
+            lexical = os.path.relpath(candidate, root.real)
+        else:
+            # Reached another way (through a link to root or to a folder in
+            # it): where its folder really is decides. A link at the file
+            # itself is checked below like any other.
+            folder = os.path.realpath(os.path.dirname(candidate))
+            real_candidate = os.path.join(folder, os.path.basename(candidate))
+            lexical = os.path.relpath(real_candidate, root.real)
     else:
         lexical = os.path.normpath(given)
     if lexical == "." or lexical == ".." or lexical.startswith("../") or os.path.isabs(lexical):
@@ -129,7 +157,8 @@ class Refused(Exception):
         self.missing = missing
 
 
-def _kind(mode: int) -> str:
+def file_kind(mode: int) -> str:
+    """What a file of this ``st_mode`` is, for a message: "a directory", "a FIFO"..."""
     if stat.S_ISDIR(mode):
         return "a directory"
     if stat.S_ISFIFO(mode):
@@ -176,7 +205,7 @@ def open_regular(root: Root, rel: str) -> int:
         except OSError as exc:
             raise Refused(f"does not exist ({exc.strerror})", missing=True) from exc
         if not stat.S_ISREG(before.st_mode):
-            raise Refused(f"is {_kind(before.st_mode)}, not a regular file")
+            raise Refused(f"is {file_kind(before.st_mode)}, not a regular file")
         try:
             fd = os.open(name, _OPEN_FLAGS, dir_fd=dir_fd)
         except OSError as exc:
@@ -270,7 +299,7 @@ class Opener:
             if stat.S_ISLNK(mode):
                 # A link to a file inside root is allowed: open_regular resolves it.
                 return _fall_back(self.root, rel)
-            raise Refused(f"is {_kind(mode)}, not a regular file")
+            raise Refused(f"is {file_kind(mode)}, not a regular file")
         try:
             fd = os.open(name, _OPEN_FLAGS, dir_fd=dir_fd)
         except OSError as exc:

@@ -1,6 +1,8 @@
-"""The input rules of SPEC.md: lengths, counts, ranges, and "the same question"."""
+"""The input rules of docs/reference.md: lengths, counts, ranges, and "the same question"."""
 
 from __future__ import annotations
+
+import unicodedata
 
 from explomemo.errors import InputError
 
@@ -36,8 +38,13 @@ def check_text(name: str, value: str, maximum: int) -> str:
 
 
 def question_key(question: str) -> str:
-    """The normalised question: trimmed, white space collapsed, case-folded."""
-    return " ".join(question.split()).casefold()
+    """The normalised question: "the same question" is the same key.
+
+    Unicode NFKC, case-folded (and NFKC again, as Unicode's NFKC_Casefold
+    does: folding can undo a normal form), white space trimmed and collapsed.
+    """
+    folded = unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", question).casefold())
+    return " ".join(folded.split())
 
 
 def check_limit(limit: int) -> int:

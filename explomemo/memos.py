@@ -97,7 +97,7 @@ class FixedModel:
 
 
 def now_iso() -> str:
-    """The current UTC time as SPEC.md writes it: 2026-11-30T10:00:00Z."""
+    """The current UTC time as results and exports write it: 2026-11-30T10:00:00Z."""
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
@@ -234,7 +234,7 @@ class MemoCache:
     ) -> RecordResult:
         """Record a conclusion with the SHA-256 of every file it rests on.
 
-        Every rule of SPEC.md is checked and every file hashed before anything
+        Every rule of docs/reference.md is checked and every file hashed before anything
         is written; the memo and its files land in one transaction. Its vector
         lands in that transaction too when the embedding cache has it;
         otherwise it is computed right after, off the request path (a recall

@@ -14,6 +14,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from explomemo.printable import json_text
+
 FileStateName = Literal["unchanged", "changed", "missing"]
 
 
@@ -30,8 +32,9 @@ def to_dict(result: Any) -> Any:
 
 
 def to_json(result: Any, indent: int | None = 2) -> str:
-    """A result (or a list of them) as JSON text: UTF-8 characters kept as they are."""
-    return json.dumps(to_dict(result), indent=indent, ensure_ascii=False)
+    """A result (or a list of them) as JSON text: UTF-8 characters kept as they are,
+    except those a terminal would act on (see :func:`explomemo.printable.json_text`)."""
+    return json_text(json.dumps(to_dict(result), indent=indent, ensure_ascii=False))
 
 
 @dataclass(frozen=True, kw_only=True)

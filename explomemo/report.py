@@ -8,6 +8,7 @@ imported only where a table or a bar is drawn.
 from __future__ import annotations
 
 import io
+import re
 import sys
 import time
 from collections.abc import Sequence
@@ -15,6 +16,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from explomemo.models import MemoDetail, MemoSummary, RecallResult, StaleReport, to_json
+from explomemo.printable import block, no_workflow_commands, one_line
 
 if TYPE_CHECKING:
     from rich.progress import Progress, TaskID
@@ -38,6 +40,13 @@ def _render(renderable: Any, width: int | None = None) -> str:
     return buffer.getvalue().rstrip("\n")
 
 
+def _cell(text: str) -> Any:
+    """A table cell showing ``text`` as it is: escaped, and never read as Rich markup."""
+    from rich.text import Text
+
+    return Text(one_line(text))
+
+
 def stale_table(report: StaleReport) -> str:
     """The stale report as a plain-text table, with a summary line."""
     if not report.stale:
@@ -50,17 +59,23 @@ def stale_table(report: StaleReport) -> str:
     for entry in report.stale:
         table.add_row(
             str(entry.id),
-            entry.project,
-            entry.question,
-            "\n".join(entry.changed),
-            "\n".join(entry.missing),
+            _cell(entry.project),
+            _cell(entry.question),
+            _paths_cell(entry.changed),
+            _paths_cell(entry.missing),
         )
     summary = f"{len(report.stale)} of {report.checked} memos are stale."
-    return _render(table, width=120) + "\n" + summary
+    return no_workflow_commands(_render(table, width=120) + "\n" + summary)
+
+
+def _paths_cell(paths: Sequence[str]) -> Any:
+    from rich.text import Text
+
+    return Text("\n".join(one_line(path) for path in paths))
 
 
 def stale_json(report: StaleReport) -> str:
-    """The stale report as SPEC.md's JSON (each entry with its project)."""
+    """The stale report as JSON: the tool's shape, each entry with its project."""
     return to_json(report)
 
 
@@ -77,8 +92,10 @@ def stale_github(report: StaleReport) -> str:
     lines: list[str] = []
     for entry in report.stale:
         title = _escape_property(f"explomemo: memo {entry.id} is stale")
-        about = f'memo {entry.id} ({entry.project}) "{entry.question}"'
-        for path in entry.changed:
+        # block(): no escape sequence reaches a terminal (a pre-commit hook
+        # prints this format there); new lines are %-escaped below.
+        about = block(f'memo {entry.id} ({entry.project}) "{entry.question}"')
+        for path in map(block, entry.changed):
             lines.append(
                 f"::warning file={_escape_property(path)},title={title}::"
                 + _escape_data(
@@ -86,7 +103,7 @@ def stale_github(report: StaleReport) -> str:
                     " and record the memo again, or forget it"
                 )
             )
-        for path in entry.missing:
+        for path in map(block, entry.missing):
             lines.append(
                 f"::warning title={title}::"
                 + _escape_data(
@@ -97,8 +114,28 @@ def stale_github(report: StaleReport) -> str:
     return "\n".join(lines)
 
 
+#: Backslash-escaped in Markdown text: what could start a link, an emphasis,
+#: HTML, a cell border or (as ``##[``) a workflow command.
+_MD_SPECIAL = str.maketrans({c: "\\" + c for c in "\\`*_[]<>|~#"})
+
+
 def _md_cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
+    return one_line(text).translate(_MD_SPECIAL)
+
+
+def _md_code(text: str) -> str:
+    """``text`` as a Markdown code span in a table cell, whatever backticks it holds.
+
+    Inside a code span no escape works, so text holding ``##[`` (a workflow
+    command to a CI runner) is escaped text instead.
+    """
+    shown = one_line(text).replace("|", "\\|")
+    if "##[" in shown:
+        return _md_cell(text)
+    fence = "`" * (max(map(len, re.findall("`+", shown)), default=0) + 1)
+    edges = shown[:1] + shown[-1:]
+    pad = " " if "`" in edges or (edges == "  " and shown.strip(" ")) else ""
+    return f"{fence}{pad}{shown}{pad}{fence}"
 
 
 def stale_markdown(report: StaleReport) -> str:
@@ -112,12 +149,12 @@ def stale_markdown(report: StaleReport) -> str:
         "|---:|---|---|---|---|",
     ]
     for e in report.stale:
-        changed = "<br>".join(f"`{_md_cell(p)}`" for p in e.changed)
-        missing = "<br>".join(f"`{_md_cell(p)}`" for p in e.missing)
+        changed = "<br>".join(_md_code(p) for p in e.changed)
+        missing = "<br>".join(_md_code(p) for p in e.missing)
         lines.append(
             f"| {e.id} | {_md_cell(e.project)} | {_md_cell(e.question)} | {changed} | {missing} |"
         )
-    return "\n".join(lines)
+    return no_workflow_commands("\n".join(lines))
 
 
 def format_stale(report: StaleReport, fmt: str) -> str:
@@ -133,14 +170,18 @@ def format_stale(report: StaleReport, fmt: str) -> str:
 def recall_text(result: RecallResult) -> str:
     """Recalled memos as a readable list."""
     if not result.matches:
-        return f"No memo of {result.project!r} matches {result.query!r}."
+        return no_workflow_commands(
+            f"No memo of {one_line(repr(result.project))} matches {one_line(repr(result.query))}."
+        )
     blocks: list[str] = []
     for m in result.matches:
-        head = f"#{m.id} [{m.status}] {m.question}  (score {m.score:.2f}, by {m.matched_by})"
-        files = "\n".join(f"    {f.state:<9} {f.path}" for f in m.files)
-        blocks.append(f"{head}\n  {m.conclusion}\n  files:\n{files}")
+        head = (
+            f"#{m.id} [{m.status}] {one_line(m.question)}  (score {m.score:.2f}, by {m.matched_by})"
+        )
+        files = "\n".join(f"    {f.state:<9} {one_line(f.path)}" for f in m.files)
+        blocks.append(f"{head}\n  {block(m.conclusion)}\n  files:\n{files}")
     note = "" if result.semantic_index else "\n(found by words only: no embedding model)"
-    return "\n\n".join(blocks) + note
+    return no_workflow_commands("\n\n".join(blocks) + note)
 
 
 def list_table(memos: Sequence[MemoSummary]) -> str:
@@ -153,18 +194,20 @@ def list_table(memos: Sequence[MemoSummary]) -> str:
     for column in ("id", "project", "question", "files", "recorded_at"):
         table.add_column(column, overflow="fold")
     for m in memos:
-        table.add_row(str(m.id), m.project, m.question, str(m.files), m.recorded_at)
-    return _render(table, width=120)
+        table.add_row(str(m.id), _cell(m.project), _cell(m.question), str(m.files), m.recorded_at)
+    return no_workflow_commands(_render(table, width=120))
 
 
 def show_text(memo: MemoDetail) -> str:
     """One memo in full."""
-    files = "\n".join(f"  {f.state:<9} {f.path}  sha256 {f.sha256}  {f.size} B" for f in memo.files)
-    return (
-        f"memo {memo.id} [{memo.status}]  project {memo.project}\n"
-        f"question: {memo.question}\n"
-        f"recorded: {memo.recorded_at} in {memo.root}\n\n"
-        f"{memo.conclusion}\n\nfiles:\n{files}"
+    files = "\n".join(
+        f"  {f.state:<9} {one_line(f.path)}  sha256 {f.sha256}  {f.size} B" for f in memo.files
+    )
+    return no_workflow_commands(
+        f"memo {memo.id} [{memo.status}]  project {one_line(memo.project)}\n"
+        f"question: {one_line(memo.question)}\n"
+        f"recorded: {memo.recorded_at} in {one_line(memo.root)}\n\n"
+        f"{block(memo.conclusion)}\n\nfiles:\n{files}"
     )
 
 

@@ -318,7 +318,14 @@ def _call(action: Callable[[], T]) -> T:
 
 
 class ExplomemoServer(MCPServer[Any]):
-    """MCPServer whose argument errors are one plain sentence, as SPEC.md asks."""
+    """MCPServer whose argument errors are one plain sentence, and that answers every
+    request over stdio (see :mod:`explomemo.transport`)."""
+
+    async def run_stdio_async(self) -> None:
+        """Serve on stdio; a request the SDK cannot parse still gets an answer."""
+        from explomemo.transport import serve_stdio
+
+        await serve_stdio(self._lowlevel_server)
 
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Context[Any] | None = None

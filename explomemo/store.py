@@ -3,12 +3,19 @@
 One database holds every project's memos. It runs in WAL mode with a busy
 timeout, so several agents' servers and CLIs can use it at once; every record
 is one transaction, so a failed or killed writer leaves nothing half written.
-The connection may be used from any thread (the MCP server runs sync tools in
-worker threads); a lock serialises its use.
+A store holds two connections, each usable from any thread (the MCP server
+runs sync tools in worker threads) under a lock of its own: writes go through
+one, reads through the other, so a read never waits behind a write of this
+process that waits for another process's lock. Before each transaction the
+store checks that the file at its path is still the one it opened; when it
+was replaced or deleted, nothing more is read or written and the store's
+write-ahead log is emptied into the file it opened, so it can never be taken
+for part of the file now at that path.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 import threading
@@ -19,8 +26,11 @@ from pathlib import Path
 from typing import NamedTuple
 
 from explomemo.errors import StoreError
+from explomemo.inputs import question_key
 
 BUSY_TIMEOUT_MS = 30_000
+#: How long a cache write (the stat cache) waits for another process's lock.
+CACHE_BUSY_TIMEOUT_MS = 250
 #: PRAGMA application_id of explomemo databases ("EXPM").
 APPLICATION_ID = 0x4558504D
 #: Memo ids are SQLite integers.
@@ -170,8 +180,19 @@ class Store:
 
     def __init__(self, path: Path, conn: sqlite3.Connection) -> None:
         self.path = path
+        #: The write connection (and the one that opened and migrated the file).
         self.conn = conn
         self.lock = threading.RLock()
+        # The read connection, opened once the file is migrated.
+        self._reader: sqlite3.Connection | None = None
+        self._read_lock = threading.RLock()
+        # The thread inside write(): its reads see what it wrote.
+        self._writing: int | None = None
+        # (st_dev, st_ino) of the file opened; None once it is let go of.
+        self._identity: tuple[int, int] | None = None
+        self._let_go = False
+        #: How long a statement waits for another process's lock.
+        self.busy_timeout_ms = BUSY_TIMEOUT_MS
 
     @classmethod
     def open(cls, path: Path | None = None) -> Store:
@@ -202,13 +223,15 @@ class Store:
         store = cls(db_path, conn)
         try:
             store._check_identity()
+            store._identity = store._file_identity()
             store._configure()
             store._migrate()
+            store._reader = store._open_reader()
         except sqlite3.Error as exc:
-            conn.close()
+            store.close()
             raise describe_sqlite_error(db_path, exc) from exc
         except BaseException:
-            conn.close()
+            store.close()
             raise
         return store
 
@@ -235,7 +258,9 @@ class Store:
         store = cls(db_path, conn)
         try:
             conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
+            store.busy_timeout_ms = busy_timeout_ms
             store._check_identity(busy_timeout_ms)
+            store._identity = store._file_identity()
             version, latest = store.schema_version(), latest_schema_version()
             if version < latest:
                 raise StoreError(
@@ -244,18 +269,80 @@ class Store:
                     " (explomemo list) to upgrade it"
                 )
             conn.execute("PRAGMA foreign_keys = ON")
+            store._reader = store._open_reader(busy_timeout_ms)
         except sqlite3.Error as exc:
-            conn.close()
+            store.close()
             raise describe_sqlite_error(db_path, exc, busy_timeout_ms) from exc
         except BaseException:
-            conn.close()
+            store.close()
             raise
         return store
 
+    def _open_reader(self, busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> sqlite3.Connection:
+        reader = sqlite3.connect(
+            self.path,
+            timeout=busy_timeout_ms / 1000,
+            isolation_level=None,
+            check_same_thread=False,
+        )
+        try:
+            reader.execute("PRAGMA query_only = ON")
+        except BaseException:
+            reader.close()
+            raise
+        return reader
+
     def close(self) -> None:
-        """Close the connection."""
-        with self.lock:
-            self.conn.close()
+        """Close the connections (emptying the log into the file opened, if it was replaced)."""
+        with self.lock, self._read_lock:
+            try:
+                if self._identity is not None and self._file_identity() != self._identity:
+                    self._let_go_of_the_path()
+            finally:
+                if self._reader is not None:
+                    self._reader.close()
+                self.conn.close()
+
+    def _file_identity(self) -> tuple[int, int] | None:
+        """(st_dev, st_ino) of the file at the path now; None when there is none."""
+        try:
+            found = os.stat(self.path)
+        except OSError:
+            return None
+        return found.st_dev, found.st_ino
+
+    def _check_file(self) -> None:
+        """Refuse to go on when the file at the path is not the database this store opened.
+
+        Then (once) the store's write-ahead log is emptied into the file it
+        opened, wherever that is now: left as it is, the log, still named
+        after the path, would be read as part of the file now there.
+        """
+        now = self._file_identity()
+        if now == self._identity and not self._let_go:
+            return
+        if self.lock.acquire(blocking=False):
+            try:
+                self._let_go_of_the_path()
+            finally:
+                self.lock.release()
+        what = "was deleted or moved away" if now is None else "was replaced by another file"
+        raise StoreError(
+            f"database {self.path} {what} while explomemo had it open: nothing more is"
+            " written to it; restart the server (or run the command again) to use the file"
+            " now at that path"
+        )
+
+    def _let_go_of_the_path(self) -> None:
+        # Called holding self.lock. TRUNCATE writes the log's pages into the
+        # file this connection opened (by its descriptor) and empties the log.
+        if self._let_go:
+            return
+        self._let_go = True
+        if self.conn.in_transaction:
+            self.conn.execute("ROLLBACK")
+        with contextlib.suppress(sqlite3.Error):
+            self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
     def _check_identity(self, busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> None:
         # Read-only checks, before any pragma that could write to the file: a
@@ -300,10 +387,10 @@ class Store:
         self.conn.execute("PRAGMA synchronous = NORMAL")
 
     def _migrate(self) -> None:
-        latest = latest_schema_version()
-        if self.schema_version() == latest:
+        if self.schema_version() == latest_schema_version():
             return
         migrations = load_migrations()
+        latest = migrations[-1].number
         # sqlite-utils is imported only when there is something to migrate: it
         # costs a quarter of a second, and the CLI must start fast.
         from sqlite_utils import Database
@@ -312,6 +399,10 @@ class Store:
         steps = Migrations("explomemo")
         for migration in migrations:
             steps(name=migration.name)(_migration_function(migration))
+        # Migrations may call the Python rules they re-apply to stored rows.
+        self.conn.create_function(
+            "explomemo_question_key", 1, _question_key_or_null, deterministic=True
+        )
         with self.write():
             # Re-read under the write lock: another process may have migrated.
             version = self.schema_version()
@@ -325,36 +416,68 @@ class Store:
         return int(self.conn.execute("PRAGMA user_version").fetchone()[0])
 
     @contextmanager
-    def write(self) -> Iterator[sqlite3.Connection]:
-        """One write transaction (BEGIN IMMEDIATE): all of it lands, or none of it."""
-        with self.lock:
-            self.conn.execute("BEGIN IMMEDIATE")
+    def write(self, wait: bool = True) -> Iterator[sqlite3.Connection]:
+        """One write transaction (BEGIN IMMEDIATE): all of it lands, or none of it.
+
+        With ``wait=False`` (a cache's write, which may be skipped) it does not
+        wait for another thread of this process, and waits for another process
+        only :data:`CACHE_BUSY_TIMEOUT_MS`: a StoreError or sqlite3.Error says
+        it did not happen.
+        """
+        if not self.lock.acquire(blocking=wait):
+            raise StoreError(f"database {self.path} is being written by another thread")
+        try:
+            self._check_file()
+            if not wait:
+                self.conn.execute(f"PRAGMA busy_timeout = {CACHE_BUSY_TIMEOUT_MS}")
+            try:
+                self.conn.execute("BEGIN IMMEDIATE")
+            finally:
+                if not wait:
+                    self.conn.execute(f"PRAGMA busy_timeout = {self.busy_timeout_ms}")
+            self._writing = threading.get_ident()
             try:
                 yield self.conn
+                # Waiting for the lock may have taken long: the file is checked again.
+                self._check_file()
             except BaseException:
                 if self.conn.in_transaction:
                     self.conn.execute("ROLLBACK")
                 raise
+            finally:
+                self._writing = None
             self.conn.execute("COMMIT")
+        finally:
+            self.lock.release()
 
     @contextmanager
     def read(self) -> Iterator[sqlite3.Connection]:
-        """A consistent read (one snapshot) under the connection lock."""
-        with self.lock:
-            if self.conn.in_transaction:
-                yield self.conn
+        """A consistent read (one snapshot), on the read connection.
+
+        Inside this thread's :meth:`write` it is that transaction, so it sees
+        what the write did so far; a read inside a read is the same snapshot.
+        """
+        if self._writing == threading.get_ident():
+            yield self.conn
+            return
+        with self._read_lock:
+            reader = self._reader
+            assert reader is not None
+            if reader.in_transaction:
+                yield reader
                 return
-            self.conn.execute("BEGIN")
+            self._check_file()
+            reader.execute("BEGIN")
             try:
-                yield self.conn
+                yield reader
             finally:
-                if self.conn.in_transaction:
-                    self.conn.execute("COMMIT")
+                if reader.in_transaction:
+                    reader.execute("COMMIT")
 
     def memo_version(self) -> int:
         """A counter that moves whenever any memo or vector changes, in any process."""
-        with self.lock:
-            return int(self.conn.execute("SELECT version FROM memo_version").fetchone()[0])
+        with self.read() as conn:
+            return int(conn.execute("SELECT version FROM memo_version").fetchone()[0])
 
     @contextmanager
     def errors(self) -> Iterator[None]:
@@ -605,6 +728,11 @@ class Store:
             "INSERT OR REPLACE INTO embedding_cache (key, vector) VALUES (?, ?)",
             list(vectors.items()),
         )
+
+
+def _question_key_or_null(question: object) -> str | None:
+    # A row another program wrote may hold anything; SQL's NULL leaves it as it is.
+    return question_key(question) if isinstance(question, str) else None
 
 
 def _migration_function(migration: Migration):  # type: ignore[no-untyped-def]

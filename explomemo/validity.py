@@ -292,7 +292,9 @@ class Validator:
         if not lasting:
             return
         try:
-            with self._store.errors(), self._store.write() as conn:
+            # Never waits behind this process's other writes (a check must not
+            # queue behind a record that waits for another process's lock).
+            with self._store.errors(), self._store.write(wait=False) as conn:
                 self._store.save_stat_rows(conn, lasting)
         except (StoreError, sqlite3.Error):
             # The stat cache is only a speed-up: a read-only or busy database

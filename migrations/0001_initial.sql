@@ -6,7 +6,7 @@ CREATE TABLE memos (
     project TEXT NOT NULL,
     question TEXT NOT NULL,
     -- The question trimmed, with white space collapsed and case-folded:
-    -- "the same question" of SPEC.md.
+    -- "the same question" of docs/reference.md (NFKC as well since 0005).
     question_key TEXT NOT NULL,
     conclusion TEXT NOT NULL,
     root TEXT NOT NULL,

@@ -320,34 +320,31 @@ try:
         # Open (create and migrate) databases db.0, db.1, ... in step with the others.
         for j in range(count):
             time.sleep(max(0.0, start + 0.1 * j - time.time()))  # in lockstep
-            cache = MemoCache.open(Path(f"{db}.{j}"), FixedModel(None))
-            cache.record(question=f"opener {k}", conclusion="c", files=files[:1], project="p",
-                         root=root)
-            cache.close()
+            with MemoCache.open(Path(f"{db}.{j}"), FixedModel(None)) as cache:
+                cache.record(question=f"opener {k}", conclusion="c", files=files[:1],
+                             project="p", root=root)
         print(json.dumps({"done": count}))
     elif role == "writer":
-        cache = MemoCache.open(db, FixedModel(None))
         done = 0
-        for i in range(count):
-            n = k * 200 + i
-            picked = rng.sample(files, rng.randint(1, 3))
-            cache.record(question=question(n, k), conclusion=f"module {n} by writer {k}",
-                         files=picked, project="p", root=root)
-            done += 1
-        cache.close()
+        with MemoCache.open(db, FixedModel(None)) as cache:
+            for i in range(count):
+                n = k * 200 + i
+                picked = rng.sample(files, rng.randint(1, 3))
+                cache.record(question=question(n, k), conclusion=f"module {n} by writer {k}",
+                             files=picked, project="p", root=root)
+                done += 1
         print(json.dumps({"done": done}))
     elif role == "reader":
         stop = Path(sys.argv[5])
-        cache = MemoCache.open(db, FixedModel(None))
         rounds = 0
-        while not stop.exists():
-            n = rng.randrange(1000)
-            cache.recall(query=f"module {n} wired", project="p", root=root)
-            cache.stale(project="p", root=root)
-            cache.stale_report(project="p")
-            cache.list(project="p")
-            rounds += 1
-        cache.close()
+        with MemoCache.open(db, FixedModel(None)) as cache:
+            while not stop.exists():
+                n = rng.randrange(1000)
+                cache.recall(query=f"module {n} wired", project="p", root=root)
+                cache.stale(project="p", root=root)
+                cache.stale_report(project="p")
+                cache.list(project="p")
+                rounds += 1
         print(json.dumps({"rounds": rounds}))
     elif role == "crash":
         # Record, replace and forget for ever, until killed.
@@ -417,3 +414,142 @@ def go(procs: list[subprocess.Popen[str]]) -> None:
         assert proc.stdin is not None
         proc.stdin.write(f"{start}\n")
         proc.stdin.flush()
+
+
+# A real server over stdio, raw bytes ---------------------------------------
+
+
+class RawServer:
+    """A real ``explomemo serve`` child process, driven by raw JSON-RPC lines.
+
+    What a client sends is bytes on the server's stdin, exactly as given (a
+    lone surrogate escape, say, which the SDK's own client never sends);
+    answers are read from its stdout on a thread, so a missing answer is a
+    timeout in the test, not a hang.
+    """
+
+    def __init__(
+        self,
+        db: Path,
+        cwd: Path | None = None,
+        env: dict[str, str] | None = None,
+        command: list[str] | None = None,
+    ) -> None:
+        import queue
+        import threading
+
+        self.proc = subprocess.Popen(
+            command or [PYTHON, "-m", "explomemo", "--db", str(db), "serve"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            cwd=cwd,
+            env={**os.environ, **EMBEDDINGS_OFF, **(env or {})},
+        )
+        self._lines: queue.Queue[bytes] = queue.Queue()
+        self._answers: dict[Any, dict[str, Any]] = {}
+        self._next_id = 0
+        assert self.proc.stdout is not None
+        stdout = self.proc.stdout
+        threading.Thread(
+            target=lambda: [self._lines.put(line) for line in stdout], daemon=True
+        ).start()
+        init = self.request(
+            "initialize",
+            {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "raw-test", "version": "1"},
+            },
+        )
+        assert "result" in self.answer(init), "the server did not initialize"
+        self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+
+    def send_raw(self, line: bytes) -> None:
+        """Write one line (a newline is added) to the server's stdin."""
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(line + b"\n")
+        self.proc.stdin.flush()
+
+    def send(self, message: dict[str, Any]) -> None:
+        """Write one JSON-RPC message."""
+        self.send_raw(json.dumps(message).encode())
+
+    def request(self, method: str, params: dict[str, Any]) -> int:
+        """Send a request; returns its id (see :meth:`answer`)."""
+        self._next_id += 1
+        self.send({"jsonrpc": "2.0", "id": self._next_id, "method": method, "params": params})
+        return self._next_id
+
+    def call_raw(self, arguments_json: bytes, tool: str) -> int:
+        """Send tools/call with ``arguments_json`` spliced in as raw bytes; returns the id."""
+        self._next_id += 1
+        call = {"jsonrpc": "2.0", "id": self._next_id, "method": "tools/call"}
+        head = json.dumps({**call, "params": {"name": tool}}).encode()
+        self.send_raw(head[:-2] + b', "arguments": ' + arguments_json + b"}}")
+        return self._next_id
+
+    def answer(self, request_id: Any, timeout: float = 60) -> dict[str, Any]:
+        """The answer to ``request_id``, waiting up to ``timeout`` seconds for it."""
+        import queue
+        import time
+
+        deadline = time.monotonic() + timeout
+        while request_id not in self._answers:
+            left = deadline - time.monotonic()
+            try:
+                line = self._lines.get(timeout=max(left, 0))
+            except queue.Empty:
+                raise AssertionError(
+                    f"no answer to request {request_id!r} within {timeout} s"
+                ) from None
+            message = json.loads(line)
+            self._answers[message.get("id")] = message
+        return self._answers.pop(request_id)
+
+    def answered(self, request_id: Any) -> bool:
+        """Whether the answer to ``request_id`` has arrived (without waiting for it)."""
+        import queue
+
+        while True:
+            try:
+                line = self._lines.get_nowait()
+            except queue.Empty:
+                return request_id in self._answers
+            message = json.loads(line)
+            self._answers[message.get("id")] = message
+
+    def call(self, tool: str, arguments: dict[str, Any], timeout: float = 60) -> ToolReply:
+        """Call a tool and wait for its answer."""
+        reply = self.answer(
+            self.request("tools/call", {"name": tool, "arguments": arguments}), timeout
+        )
+        return tool_reply(reply)
+
+    def close(self, timeout: float = 60) -> tuple[int, str]:
+        """Close stdin (the client leaves); the exit code and stderr."""
+        assert self.proc.stdin is not None and self.proc.stderr is not None
+        self.proc.stdin.close()
+        try:
+            code = self.proc.wait(timeout=timeout)
+        finally:
+            if self.proc.poll() is None:
+                self.proc.kill()
+                self.proc.wait()
+        return code, self.proc.stderr.read().decode("utf-8", "replace")
+
+    def __enter__(self) -> RawServer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.proc.poll() is None:
+            self.close()
+
+
+def tool_reply(message: dict[str, Any]) -> ToolReply:
+    """A tools/call answer (a JSON-RPC message) as a ToolReply."""
+    assert "result" in message, message
+    result = message["result"]
+    text = result["content"][0]["text"] if result.get("content") else ""
+    data = result.get("structuredContent")
+    return ToolReply(bool(result.get("isError")), text, data)

@@ -56,38 +56,36 @@ def record_all(cache: MemoCache, root: Path) -> dict[str, int]:
 
 
 def test_real_model_finds_paraphrases(embedder: Embedder, app: Path, db_path: Path) -> None:
-    cache = MemoCache.open(db_path, FixedModel(embedder))
-    ids = record_all(cache, app)
-    for query, key in [
-        ("where are JWTs checked?", "auth"),
-        ("how many times do failed HTTP requests get retried?", "retry"),
-        ("SQLAlchemy engine settings", "db"),
-    ]:
-        result = cache.recall(query=query, project="svc", root=str(app))
-        assert result.semantic_index is True
-        assert result.matches, query
-        top = result.matches[0]
-        assert top.id == ids[key], query
-        assert top.matched_by in {"embedding", "both"}
-        assert top.status == "fresh" and 0 < top.score <= 1
-    cache.close()
+    with MemoCache.open(db_path, FixedModel(embedder)) as cache:
+        ids = record_all(cache, app)
+        for query, key in [
+            ("where are JWTs checked?", "auth"),
+            ("how many times do failed HTTP requests get retried?", "retry"),
+            ("SQLAlchemy engine settings", "db"),
+        ]:
+            result = cache.recall(query=query, project="svc", root=str(app))
+            assert result.semantic_index is True
+            assert result.matches, query
+            top = result.matches[0]
+            assert top.id == ids[key], query
+            assert top.matched_by in {"embedding", "both"}
+            assert top.status == "fresh" and 0 < top.score <= 1
 
 
 def test_unrelated_query_returns_nothing(embedder: Embedder, app: Path, db_path: Path) -> None:
-    cache = MemoCache.open(db_path, FixedModel(embedder))
-    record_all(cache, app)
-    for query in ("how do I bake sourdough bread?", "which GPU kernels run the convolution?"):
-        assert cache.recall(query=query, project="svc", root=str(app)).matches == [], query
-    cache.close()
+    with MemoCache.open(db_path, FixedModel(embedder)) as cache:
+        record_all(cache, app)
+        for query in ("how do I bake sourdough bread?", "which GPU kernels run the convolution?"):
+            assert cache.recall(query=query, project="svc", root=str(app)).matches == [], query
 
 
 def test_other_projects_are_not_recalled(embedder: Embedder, app: Path, db_path: Path) -> None:
-    cache = MemoCache.open(db_path, FixedModel(embedder))
-    record_all(cache, app)
-    assert (
-        cache.recall(query="where are JWTs checked?", project="other", root=str(app)).matches == []
-    )
-    cache.close()
+    with MemoCache.open(db_path, FixedModel(embedder)) as cache:
+        record_all(cache, app)
+        assert (
+            cache.recall(query="where are JWTs checked?", project="other", root=str(app)).matches
+            == []
+        )
 
 
 def test_words_only_without_model(words_cache: MemoCache, app: Path) -> None:
@@ -106,19 +104,17 @@ def test_embeddings_off_by_environment() -> None:
 def test_model_that_appears_later_fills_vectors(
     embedder: Embedder, app: Path, db_path: Path
 ) -> None:
-    before = MemoCache.open(db_path, FixedModel(None))
-    assert not before.record(
-        question=MEMOS["auth"][0],
-        conclusion=MEMOS["auth"][1],
-        files=MEMOS["auth"][2],
-        project="svc",
-        root=str(app),
-    ).semantic_index
-    before.close()
-    after = MemoCache.open(db_path, FixedModel(embedder))
-    result = after.recall(query="where are JWTs checked?", project="svc", root=str(app))
-    assert result.semantic_index and result.matches[0].matched_by in {"embedding", "both"}
-    after.close()
+    with MemoCache.open(db_path, FixedModel(None)) as before:
+        assert not before.record(
+            question=MEMOS["auth"][0],
+            conclusion=MEMOS["auth"][1],
+            files=MEMOS["auth"][2],
+            project="svc",
+            root=str(app),
+        ).semantic_index
+    with MemoCache.open(db_path, FixedModel(embedder)) as after:
+        result = after.recall(query="where are JWTs checked?", project="svc", root=str(app))
+        assert result.semantic_index and result.matches[0].matched_by in {"embedding", "both"}
     with sqlite3.connect(db_path) as conn:
         assert conn.execute("SELECT embedding_model, length(embedding) FROM memos").fetchall() == [
             (DEFAULT_MODEL_ID, 384 * 4)
@@ -131,24 +127,22 @@ def _axis(index: int, dim: int = 8) -> list[float]:
 
 def test_model_change_reembeds_and_cache_avoids_repeats(app: Path, db_path: Path) -> None:
     first = FakeEmbedder(lambda text: _axis(len(text) % 8), model_id="model-a")
-    cache = MemoCache.open(db_path, FixedModel(first))
-    record_all(cache, app)
-    assert cache.wait_for_vectors("svc", 10)
-    assert len(first.embedded) == 3
-    cache.record(
-        question=MEMOS["db"][0],
-        conclusion=MEMOS["db"][1],
-        files=MEMOS["db"][2],
-        project="svc",
-        root=str(app),
-    )
-    assert len(first.embedded) == 3  # same text again: served by the embedding cache
-    cache.close()
+    with MemoCache.open(db_path, FixedModel(first)) as cache:
+        record_all(cache, app)
+        assert cache.wait_for_vectors("svc", 10)
+        assert len(first.embedded) == 3
+        cache.record(
+            question=MEMOS["db"][0],
+            conclusion=MEMOS["db"][1],
+            files=MEMOS["db"][2],
+            project="svc",
+            root=str(app),
+        )
+        assert len(first.embedded) == 3  # same text again: served by the embedding cache
     second = FakeEmbedder(lambda text: _axis(len(text) % 8), model_id="model-b")
-    cache = MemoCache.open(db_path, FixedModel(second))
-    assert cache.fill_embeddings(second) == 3
-    assert cache.fill_embeddings(second) == 0
-    cache.close()
+    with MemoCache.open(db_path, FixedModel(second)) as cache:
+        assert cache.fill_embeddings(second) == 3
+        assert cache.fill_embeddings(second) == 0
 
 
 def test_fresh_ranks_above_stale_at_similar_relevance(app: Path, db_path: Path) -> None:
@@ -162,21 +156,24 @@ def test_fresh_ranks_above_stale_at_similar_relevance(app: Path, db_path: Path) 
             return [math.cos(angle_fresh), 0.0, math.sin(angle_fresh)]
         return [1.0, 0.0, 0.0]
 
-    cache = MemoCache.open(db_path, FixedModel(FakeEmbedder(vector_of)))
-    stale = cache.record(
-        question="Stale one", conclusion="x", files=["app/http.py"], project="svc", root=str(app)
-    ).id
-    fresh = cache.record(
-        question="Fresh one", conclusion="y", files=["app/db.py"], project="svc", root=str(app)
-    ).id
-    (app / "app" / "http.py").write_text("# changed\n")
-    result = cache.recall(query="zzz", project="svc", root=str(app))
-    assert [(m.id, m.status) for m in result.matches] == [(fresh, "fresh"), (stale, "stale")]
-    assert result.matches[1].score > result.matches[0].score
-    assert result.matches[1].files[0].state == "changed"
-    only_fresh = cache.recall(query="zzz", project="svc", root=str(app), include_stale=False)
-    assert [m.id for m in only_fresh.matches] == [fresh]
-    cache.close()
+    with MemoCache.open(db_path, FixedModel(FakeEmbedder(vector_of))) as cache:
+        stale = cache.record(
+            question="Stale one",
+            conclusion="x",
+            files=["app/http.py"],
+            project="svc",
+            root=str(app),
+        ).id
+        fresh = cache.record(
+            question="Fresh one", conclusion="y", files=["app/db.py"], project="svc", root=str(app)
+        ).id
+        (app / "app" / "http.py").write_text("# changed\n")
+        result = cache.recall(query="zzz", project="svc", root=str(app))
+        assert [(m.id, m.status) for m in result.matches] == [(fresh, "fresh"), (stale, "stale")]
+        assert result.matches[1].score > result.matches[0].score
+        assert result.matches[1].files[0].state == "changed"
+        only_fresh = cache.recall(query="zzz", project="svc", root=str(app), include_stale=False)
+        assert [m.id for m in only_fresh.matches] == [fresh]
 
 
 def test_recall_rehashes_only_returned_memos(
@@ -264,30 +261,34 @@ def test_indexes_follow_own_and_other_writers(app: Path, db_path: Path) -> None:
         return _axis("ABCDabcd".index(text[0]))
 
     fake = FakeEmbedder(vector_of)
-    cache = MemoCache.open(db_path, FixedModel(fake))
-    other = MemoCache.open(db_path, FixedModel(fake))
+    with (
+        MemoCache.open(db_path, FixedModel(fake)) as cache,
+        MemoCache.open(db_path, FixedModel(fake)) as other,
+    ):
 
-    def found(query: str) -> list[int]:
-        return [m.id for m in cache.recall(query=query, project="svc", root=str(app)).matches]
+        def found(query: str) -> list[int]:
+            return [m.id for m in cache.recall(query=query, project="svc", root=str(app)).matches]
 
-    def record(by: MemoCache, question: str) -> int:
-        return by.record(
-            question=question, conclusion="c", files=["app/db.py"], project="svc", root=str(app)
-        ).id
+        def record(by: MemoCache, question: str) -> int:
+            return by.record(
+                question=question,
+                conclusion="c",
+                files=["app/db.py"],
+                project="svc",
+                root=str(app),
+            ).id
 
-    first = record(cache, "A first")
-    assert found("A?") == [first]
-    second = record(cache, "B second")  # this process: the index is updated in place
-    assert found("B?") == [second]
-    assert cache.stale(project="svc", root=str(app)).checked == 2
-    third = record(other, "C third")  # another writer: the index is rebuilt
-    assert found("C?") == [third]
-    assert cache.stale(project="svc", root=str(app)).checked == 3
-    assert record(cache, "a FIRST") == first  # replaced in place: same id, new vector
-    assert found("a?") == [first]
-    assert found("A?") == []
-    other.close()
-    cache.close()
+        first = record(cache, "A first")
+        assert found("A?") == [first]
+        second = record(cache, "B second")  # this process: the index is updated in place
+        assert found("B?") == [second]
+        assert cache.stale(project="svc", root=str(app)).checked == 2
+        third = record(other, "C third")  # another writer: the index is rebuilt
+        assert found("C?") == [third]
+        assert cache.stale(project="svc", root=str(app)).checked == 3
+        assert record(cache, "a FIRST") == first  # replaced in place: same id, new vector
+        assert found("a?") == [first]
+        assert found("A?") == []
 
 
 def test_model_folder_of_another_install_is_not_reused(tmp_path: Path) -> None:
@@ -331,81 +332,82 @@ def _stored_vectors(db_path: Path) -> list[tuple[int, str | None, str | None]]:
 def test_record_returns_before_its_vector_and_recall_waits_for_it(app: Path, db_path: Path) -> None:
     model = GatedEmbedder()
     model.gate.set()
-    cache = MemoCache.open(db_path, FixedModel(model))
-    question, conclusion, files = MEMOS["auth"]
-    cache.record(
-        question=question, conclusion=conclusion, files=files, project="svc", root=str(app)
-    )
-    # The project's vectors are now in memory; the next record must reach them.
-    assert cache.recall(query="pool size", project="svc", root=str(app)).matches == []
-    model.gate.clear()
-    question, conclusion, files = MEMOS["db"]
-    recorded = cache.record(
-        question=question, conclusion=conclusion, files=files, project="svc", root=str(app)
-    )
-    # The model has not run on it, yet the memo and its hashes are stored.
-    assert recorded.semantic_index
-    assert _stored_vectors(db_path)[-1] == (recorded.id, None, None)
-    assert not cache.wait_for_vectors("svc", 0.05)
-    assert cache.wait_for_vectors("other-project", 0)
+    with MemoCache.open(db_path, FixedModel(model)) as cache:
+        question, conclusion, files = MEMOS["auth"]
+        cache.record(
+            question=question, conclusion=conclusion, files=files, project="svc", root=str(app)
+        )
+        # The project's vectors are now in memory; the next record must reach them.
+        assert cache.recall(query="pool size", project="svc", root=str(app)).matches == []
+        model.gate.clear()
+        question, conclusion, files = MEMOS["db"]
+        recorded = cache.record(
+            question=question, conclusion=conclusion, files=files, project="svc", root=str(app)
+        )
+        # The model has not run on it, yet the memo and its hashes are stored.
+        assert recorded.semantic_index
+        assert _stored_vectors(db_path)[-1] == (recorded.id, None, None)
+        assert not cache.wait_for_vectors("svc", 0.05)
+        assert cache.wait_for_vectors("other-project", 0)
 
-    answers: list[Any] = []
-    asker = threading.Thread(
-        target=lambda: answers.append(cache.recall(query="pool size", project="svc", root=str(app)))
-    )
-    asker.start()
-    asker.join(0.3)
-    assert asker.is_alive(), "recall answered before the recorded memo had its vector"
-    model.gate.set()
-    asker.join(30)
-    (result,) = answers
-    assert [(m.id, m.matched_by) for m in result.matches] == [(recorded.id, "both")]
-    assert _stored_vectors(db_path)[-1][1] == "fake-model"
-    cache.close()
+        answers: list[Any] = []
+        asker = threading.Thread(
+            target=lambda: answers.append(
+                cache.recall(query="pool size", project="svc", root=str(app))
+            )
+        )
+        asker.start()
+        asker.join(0.3)
+        assert asker.is_alive(), "recall answered before the recorded memo had its vector"
+        model.gate.set()
+        asker.join(30)
+        (result,) = answers
+        assert [(m.id, m.matched_by) for m in result.matches] == [(recorded.id, "both")]
+        assert _stored_vectors(db_path)[-1][1] == "fake-model"
 
 
 def test_a_memo_recorded_again_keeps_only_the_newest_vector(app: Path, db_path: Path) -> None:
     model = GatedEmbedder()
     model.gate.set()
-    cache = MemoCache.open(db_path, FixedModel(model))
-    question, conclusion, files = MEMOS["db"]
-    newer = "Moved to app/http.py."
-    # The newer text's vector is put in the embedding cache through another
-    # project, so recording it below stores its vector inline, with no job.
-    cache.record(question=question, conclusion=newer, files=files, project="warm", root=str(app))
-    assert cache.wait_for_vectors("warm", 30)
-    model.gate.clear()
-    first = cache.record(
-        question=question, conclusion=conclusion, files=files, project="svc", root=str(app)
-    )
-    again = cache.record(
-        question=question, conclusion=newer, files=files, project="svc", root=str(app)
-    )
-    assert again.id == first.id
-    model.gate.set()
-    assert cache.wait_for_vectors("svc", 30)
-    # The first text's job ran after the inline vector landed; it found the memo
-    # changed and did not overwrite it.
-    assert model.embedded[-1].endswith(conclusion)
-    expected = memos_module.text_hash(
-        "fake-model", memos_module.embedding_text(question, newer, files)
-    )
-    assert _stored_vectors(db_path)[-1] == (first.id, "fake-model", expected)
-    cache.close()
+    with MemoCache.open(db_path, FixedModel(model)) as cache:
+        question, conclusion, files = MEMOS["db"]
+        newer = "Moved to app/http.py."
+        # The newer text's vector is put in the embedding cache through another
+        # project, so recording it below stores its vector inline, with no job.
+        cache.record(
+            question=question, conclusion=newer, files=files, project="warm", root=str(app)
+        )
+        assert cache.wait_for_vectors("warm", 30)
+        model.gate.clear()
+        first = cache.record(
+            question=question, conclusion=conclusion, files=files, project="svc", root=str(app)
+        )
+        again = cache.record(
+            question=question, conclusion=newer, files=files, project="svc", root=str(app)
+        )
+        assert again.id == first.id
+        model.gate.set()
+        assert cache.wait_for_vectors("svc", 30)
+        # The first text's job ran after the inline vector landed; it found the memo
+        # changed and did not overwrite it.
+        assert model.embedded[-1].endswith(conclusion)
+        expected = memos_module.text_hash(
+            "fake-model", memos_module.embedding_text(question, newer, files)
+        )
+        assert _stored_vectors(db_path)[-1] == (first.id, "fake-model", expected)
 
 
 def test_files_given_in_any_order_get_the_memo_its_vector(app: Path, db_path: Path) -> None:
-    cache = MemoCache.open(db_path, FixedModel(FakeEmbedder(lambda text: _axis(0))))
-    recorded = cache.record(
-        question="How is auth wired?",
-        conclusion="Tokens are checked in the middleware.",
-        files=["app/tokens.py", "app/middleware.py"],
-        project="svc",
-        root=str(app),
-    )
-    assert cache.wait_for_vectors("svc", 30)
-    assert _stored_vectors(db_path)[0][:2] == (recorded.id, "fake-model")
-    cache.close()
+    with MemoCache.open(db_path, FixedModel(FakeEmbedder(lambda text: _axis(0)))) as cache:
+        recorded = cache.record(
+            question="How is auth wired?",
+            conclusion="Tokens are checked in the middleware.",
+            files=["app/tokens.py", "app/middleware.py"],
+            project="svc",
+            root=str(app),
+        )
+        assert cache.wait_for_vectors("svc", 30)
+        assert _stored_vectors(db_path)[0][:2] == (recorded.id, "fake-model")
 
 
 def test_a_fill_does_not_store_the_vector_of_an_outdated_text(app: Path, db_path: Path) -> None:
@@ -430,21 +432,19 @@ def test_a_fill_does_not_store_the_vector_of_an_outdated_text(app: Path, db_path
         return _axis(0)
 
     model = FakeEmbedder(vector_of)
-    cache = MemoCache.open(db_path, FixedModel(model))
-    cache.fill_embeddings(model)
-    expected = memos_module.text_hash(
-        "fake-model", memos_module.embedding_text(question, "Rewritten.", files)
-    )
-    assert _stored_vectors(db_path)[0][2] == expected
-    cache.close()
+    with MemoCache.open(db_path, FixedModel(model)) as cache:
+        cache.fill_embeddings(model)
+        expected = memos_module.text_hash(
+            "fake-model", memos_module.embedding_text(question, "Rewritten.", files)
+        )
+        assert _stored_vectors(db_path)[0][2] == expected
 
 
 def test_close_finishes_pending_vectors(app: Path, db_path: Path) -> None:
     model = GatedEmbedder()
-    cache = MemoCache.open(db_path, FixedModel(model))
-    ids = record_all(cache, app)
-    threading.Timer(0.2, model.gate.set).start()
-    cache.close()
+    with MemoCache.open(db_path, FixedModel(model)) as cache:
+        ids = record_all(cache, app)
+        threading.Timer(0.2, model.gate.set).start()
     assert [(i, m) for i, m, _ in _stored_vectors(db_path)] == [
         (i, "fake-model") for i in sorted(ids.values())
     ]
@@ -455,18 +455,16 @@ def test_a_failed_vector_is_filled_by_the_next_recall(
 ) -> None:
     broken = FakeEmbedder(lambda text: _axis(0))
     broken.embed = lambda texts: (_ for _ in ()).throw(RuntimeError("model crashed"))  # type: ignore[method-assign]
-    cache = MemoCache.open(db_path, FixedModel(broken))
-    ids = record_all(cache, app)
-    assert cache.wait_for_vectors("svc", 30)
-    assert "could not embed memo" in caplog.text
-    assert [m for _, m, _ in _stored_vectors(db_path)] == [None, None, None]
-    cache.close()
+    with MemoCache.open(db_path, FixedModel(broken)) as cache:
+        ids = record_all(cache, app)
+        assert cache.wait_for_vectors("svc", 30)
+        assert "could not embed memo" in caplog.text
+        assert [m for _, m, _ in _stored_vectors(db_path)] == [None, None, None]
     working = FakeEmbedder(lambda text: _axis(0) if "pool" in text else _axis(1))
-    cache = MemoCache.open(db_path, FixedModel(working))
-    result = cache.recall(query="pool size", project="svc", root=str(app))
-    assert result.matches[0].id == ids["db"]
-    assert [m for _, m, _ in _stored_vectors(db_path)] == ["fake-model"] * 3
-    cache.close()
+    with MemoCache.open(db_path, FixedModel(working)) as cache:
+        result = cache.recall(query="pool size", project="svc", root=str(app))
+        assert result.matches[0].id == ids["db"]
+        assert [m for _, m, _ in _stored_vectors(db_path)] == ["fake-model"] * 3
 
 
 def test_cutoff_asks_more_of_a_query_whose_words_no_memo_holds(app: Path, db_path: Path) -> None:
@@ -479,19 +477,18 @@ def test_cutoff_asks_more_of_a_query_whose_words_no_memo_holds(app: Path, db_pat
             return [math.cos(angle), math.sin(angle)]
         return [1.0, 0.0]
 
-    cache = MemoCache.open(db_path, FixedModel(FakeEmbedder(vector_of)))
-    memo = cache.record(
-        question="How is the pool sized?",
-        conclusion="app/db.py sets pool_size=5.",
-        files=["app/db.py"],
-        project="svc",
-        root=str(app),
-    ).id
-    assert search.FUSED_CUTOFF < 0.33 < search.FUSED_CUTOFF + search.UNKNOWN_PENALTY
-    unknown = cache.recall(
-        query="how are zyzzyva frobnicators scoped?", project="svc", root=str(app)
-    )
-    assert unknown.matches == []
-    half = cache.recall(query="zyzzyva frobnicator sizing", project="svc", root=str(app))
-    assert [(m.id, m.matched_by) for m in half.matches] == [(memo, "words")]
-    cache.close()
+    with MemoCache.open(db_path, FixedModel(FakeEmbedder(vector_of))) as cache:
+        memo = cache.record(
+            question="How is the pool sized?",
+            conclusion="app/db.py sets pool_size=5.",
+            files=["app/db.py"],
+            project="svc",
+            root=str(app),
+        ).id
+        assert search.FUSED_CUTOFF < 0.33 < search.FUSED_CUTOFF + search.UNKNOWN_PENALTY
+        unknown = cache.recall(
+            query="how are zyzzyva frobnicators scoped?", project="svc", root=str(app)
+        )
+        assert unknown.matches == []
+        half = cache.recall(query="zyzzyva frobnicator sizing", project="svc", root=str(app))
+        assert [(m.id, m.matched_by) for m in half.matches] == [(memo, "words")]

@@ -1,4 +1,4 @@
-"""Recording: every rule and refusal of SPEC.md, with nothing written on refusal."""
+"""Recording: every rule and refusal of docs/reference.md, with nothing written on refusal."""
 
 from __future__ import annotations
 

@@ -45,8 +45,7 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def make_good_db(path: Path, root: Path, n: int = MEMOS) -> Path:
     """A healthy explomemo database with ``n`` memos, closed (WAL folded back in)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    cache = open_cache(path)
-    try:
+    with open_cache(path) as cache:
         for i in range(n):
             cache.record(
                 question=f"question q{i}",
@@ -55,8 +54,6 @@ def make_good_db(path: Path, root: Path, n: int = MEMOS) -> Path:
                 project="p",
                 root=str(root),
             )
-    finally:
-        cache.close()
     assert not Path(f"{path}-wal").exists()
     return path
 

@@ -57,8 +57,7 @@ def test_sigkill_at_random_points_leaves_no_half_memo(tmp_path: Path) -> None:
         before = counts(db)["memos"]
         grew += before > 0
         # The next explomemo run opens it and works on it normally.
-        cache = open_cache(db)
-        try:
+        with open_cache(db) as cache:
             listed = cache.list()
             assert len(listed) == before
             assert all(m.files > 0 for m in listed)
@@ -70,7 +69,5 @@ def test_sigkill_at_random_points_leaves_no_half_memo(tmp_path: Path) -> None:
                 project="p0",
                 root=str(root),
             )
-        finally:
-            cache.close()
     assert grew >= KILLS // 2, "the writer never got to write: the kills proved nothing"
     assert_whole(db)

@@ -171,8 +171,7 @@ def _args(case: Case, w: World) -> dict[str, Any]:
 
 
 def _baseline(db: Path, w: World) -> None:
-    cache = open_cache(db)
-    try:
+    with open_cache(db) as cache:
         cache.record(
             question="baseline",
             conclusion="baseline memo",
@@ -180,8 +179,6 @@ def _baseline(db: Path, w: World) -> None:
             project="proj",
             root=str(w.root),
         )
-    finally:
-        cache.close()
 
 
 class OpenSpy:
@@ -209,16 +206,15 @@ def test_library_record_refuses(world: World, case: Case, monkeypatch: pytest.Mo
     db = world.base / "lib.db"
     _baseline(db, world)
     before = counts(db)
-    cache = open_cache(db)
     spy = OpenSpy()
-    monkeypatch.setattr(os, "open", spy)
-    hashing.COUNTERS.reset()
-    try:
-        with pytest.raises(ExplomemoError) as caught:
-            cache.record(**_args(case, world))
-    finally:
-        monkeypatch.setattr(os, "open", spy._real)
-        cache.close()
+    with open_cache(db) as cache:
+        monkeypatch.setattr(os, "open", spy)
+        hashing.COUNTERS.reset()
+        try:
+            with pytest.raises(ExplomemoError) as caught:
+                cache.record(**_args(case, world))
+        finally:
+            monkeypatch.setattr(os, "open", spy._real)
     message = str(caught.value)
     assert "\n" not in message
     for name in case.names:
@@ -286,8 +282,7 @@ def test_mcp_record_refuses(world: World, case: Case) -> None:
 def test_boundaries_are_accepted(world: World) -> None:
     """The limits themselves are allowed: 64 files, exactly 32 MiB, the longest strings."""
     db = world.base / "ok.db"
-    cache = open_cache(db)
-    try:
+    with open_cache(db) as cache:
         r64 = cache.record(
             question="q" * 2000,
             conclusion="c" * 20_000,
@@ -323,8 +318,6 @@ def test_boundaries_are_accepted(world: World) -> None:
             root=str(world.root),
         )
         assert inner.files[0].path == "inner_link.py"
-    finally:
-        cache.close()
 
 
 @pytest.mark.timeout(30)
@@ -536,8 +529,7 @@ def test_stale_never_reads_a_trap_swapped_in(
     target = folder / "mod.py"
     target.write_bytes(content)
     (world.outside / "dir" / "mod.py").write_bytes(content)
-    cache = open_cache(db)
-    try:
+    with open_cache(db) as cache:
         memo = cache.record(
             question="trap",
             conclusion="c",
@@ -545,8 +537,6 @@ def test_stale_never_reads_a_trap_swapped_in(
             project="proj",
             root=str(world.root),
         )
-    finally:
-        cache.close()
     if cid == "symlinked-parent":
         shutil.rmtree(folder)
         os.symlink(world.outside / "dir", folder)
@@ -554,11 +544,8 @@ def test_stale_never_reads_a_trap_swapped_in(
         target.unlink()
         swap(target, world)
     hashing.COUNTERS.reset()
-    cache = open_cache(db)
-    try:
+    with open_cache(db) as cache:
         result = cache.stale(project="proj", root=str(world.root))
-    finally:
-        cache.close()
     assert hashing.COUNTERS.files == 0, "a file outside root or a special file was read"
     assert [s.id for s in result.stale] == [memo.id]
     entry = result.stale[0]
@@ -615,8 +602,7 @@ def test_non_utf8_file_name_on_disk_does_not_break_checks(world: World) -> None:
     """A non-UTF-8 name in root is refused on record but never breaks stale/recall."""
     db = world.base / "u.db"
     _baseline(db, world)
-    cache = open_cache(db)
-    try:
+    with open_cache(db) as cache:
         with pytest.raises(ExplomemoError, match="UTF-8"):
             cache.record(
                 question="u",
@@ -628,5 +614,3 @@ def test_non_utf8_file_name_on_disk_does_not_break_checks(world: World) -> None:
         assert cache.stale(project="proj", root=str(world.root)).stale == []
         cache.recall(query="baseline memo", project="proj", root=str(world.root))
         assert cache.stale_report().stale == []
-    finally:
-        cache.close()

@@ -224,8 +224,7 @@ class MemoModel(RuleBasedStateMachine):
     def fresh_process_agrees(self) -> None:
         """A new cache (stat cache loaded from the database, as a new CLI run) agrees."""
         want = self.expected()
-        other = open_cache(self.db)
-        try:
+        with open_cache(self.db) as other:
             report = other.stale_report(project=PROJECT)  # each memo's recorded root
             assert {s.id: (sorted(s.changed), sorted(s.missing)) for s in report.stale} == want
             for memo_id, files in self.memos.values():
@@ -243,8 +242,6 @@ class MemoModel(RuleBasedStateMachine):
             export = self.tmp / "export.jsonl"
             export.write_text("".join(line + "\n" for line in export_memos(other, PROJECT)))
             exported = read_export(export)
-        finally:
-            other.close()
         from_export = stale_from_export(exported, str(self.root))
         assert {s.id: (sorted(s.changed), sorted(s.missing)) for s in from_export.stale} == want
 
@@ -299,8 +296,7 @@ def test_old_mtime_put_back_on_the_real_clock(tmp_path: Path) -> None:
     root.mkdir()
     target = root / "auth.py"
     target.write_bytes(b"check_jwt()\n")
-    cache = open_cache(tmp_path / "memos.db")
-    try:
+    with open_cache(tmp_path / "memos.db") as cache:
         memo = cache.record(
             question="how is auth wired?",
             conclusion="c",
@@ -321,16 +317,11 @@ def test_old_mtime_put_back_on_the_real_clock(tmp_path: Path) -> None:
         assert os.stat(target).st_mtime_ns == original.st_mtime_ns
         stale = cache.stale(project=PROJECT, root=str(root)).stale
         assert [(s.id, s.changed) for s in stale] == [(memo.id, ["auth.py"])]
-        other = open_cache(tmp_path / "memos.db")  # a new run, stat cache from the database
-        try:
+        with open_cache(tmp_path / "memos.db") as other:  # a new run, stat cache from the db
             assert [s.id for s in other.stale(project=PROJECT, root=str(root)).stale] == [memo.id]
-        finally:
-            other.close()
 
         target.write_bytes(b"check_jwt()\n")
         os.utime(target, ns=(original.st_atime_ns, original.st_mtime_ns))
         assert cache.stale(project=PROJECT, root=str(root)).stale == []
         os.utime(target, None)  # touch: same bytes
         assert cache.stale(project=PROJECT, root=str(root)).stale == []
-    finally:
-        cache.close()

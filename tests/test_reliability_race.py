@@ -162,20 +162,23 @@ def test_record_never_reads_a_file_swapped_after_the_check(
 ) -> None:
     """Through MemoCache.record: a refusal naming the file, no byte hashed, nothing written."""
     db = tree["root"].parent / "race.db"
-    cache = open_cache(db)
     spy = Once(
         os.stat, lambda: _swap_file_for_link(tree["root"] / "a.py", tree["secret"]), _is_lstat
     )
-    monkeypatch.setattr(os, "stat", spy)
-    hashing.COUNTERS.reset()
-    try:
-        with pytest.raises(PathError, match=r"a\.py"):
-            cache.record(
-                question="q", conclusion="c", files=["a.py"], project="p", root=str(tree["root"])
-            )
-    finally:
-        monkeypatch.undo()
-        cache.close()
+    with open_cache(db) as cache:
+        monkeypatch.setattr(os, "stat", spy)
+        hashing.COUNTERS.reset()
+        try:
+            with pytest.raises(PathError, match=r"a\.py"):
+                cache.record(
+                    question="q",
+                    conclusion="c",
+                    files=["a.py"],
+                    project="p",
+                    root=str(tree["root"]),
+                )
+        finally:
+            monkeypatch.undo()
     assert spy.fired
     assert hashing.COUNTERS.files == 0 and hashing.COUNTERS.bytes == 0
     assert counts(db)["memos"] == 0
@@ -188,24 +191,20 @@ def test_stale_check_never_reads_a_file_swapped_after_the_check(
     """The validity engine reads through open_regular too: a swap makes the file missing."""
     (tree["root"] / "a.py").write_bytes(SECRET)  # same bytes as the secret outside root
     db = tree["root"].parent / "race.db"
-    cache = open_cache(db)
-    try:
+    with open_cache(db) as cache:
         memo = cache.record(
             question="q", conclusion="c", files=["a.py"], project="p", root=str(tree["root"])
         )
-    finally:
-        cache.close()
-    cache = open_cache(db)
     spy = Once(
         os.stat, lambda: _swap_file_for_link(tree["root"] / "a.py", tree["secret"]), _is_lstat
     )
-    monkeypatch.setattr(os, "stat", spy)
-    hashing.COUNTERS.reset()
-    try:
-        result = cache.stale(project="p", root=str(tree["root"]))
-    finally:
-        monkeypatch.undo()
-        cache.close()
+    with open_cache(db) as cache:
+        monkeypatch.setattr(os, "stat", spy)
+        hashing.COUNTERS.reset()
+        try:
+            result = cache.stale(project="p", root=str(tree["root"]))
+        finally:
+            monkeypatch.undo()
     assert spy.fired
     assert hashing.COUNTERS.files == 0
     assert [(s.id, s.missing) for s in result.stale] == [(memo.id, ["a.py"])]
@@ -289,28 +288,29 @@ def test_stale_during_a_real_race_never_fails(tree: dict[str, Path], what: str) 
     db = tree["root"].parent / "race.db"
     stop = threading.Event()
     rel, flipper = _flipper(what, tree, stop)
-    cache = open_cache(db)
     failures: list[Exception] = []
-    try:
-        cache.record(question="q", conclusion="c", files=[rel], project="p", root=str(tree["root"]))
-        flipper.start()
-        deadline = time.monotonic() + 1.5
-        rounds = 0
-        while time.monotonic() < deadline:
-            rounds += 1
-            cache.validator.clear()  # force a read each time, not a stat-cache hit
-            try:
-                result = cache.stale(project="p", root=str(tree["root"]))
-            except Exception as exc:  # the library bug this test documents
-                failures.append(exc)
-                continue
-            for entry in result.stale:
-                assert entry.changed + entry.missing == [rel]
-    finally:
-        stop.set()
-        if flipper.is_alive():
-            flipper.join()
-        cache.close()
+    with open_cache(db) as cache:
+        try:
+            cache.record(
+                question="q", conclusion="c", files=[rel], project="p", root=str(tree["root"])
+            )
+            flipper.start()
+            deadline = time.monotonic() + 1.5
+            rounds = 0
+            while time.monotonic() < deadline:
+                rounds += 1
+                cache.validator.clear()  # force a read each time, not a stat-cache hit
+                try:
+                    result = cache.stale(project="p", root=str(tree["root"]))
+                except Exception as exc:  # the library bug this test documents
+                    failures.append(exc)
+                    continue
+                for entry in result.stale:
+                    assert entry.changed + entry.missing == [rel]
+        finally:
+            stop.set()
+            if flipper.is_alive():
+                flipper.join()
     assert rounds > 20
     assert not failures, (
         f"stale failed {len(failures)} of {rounds} times while a file was being swapped"

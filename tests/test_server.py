@@ -12,7 +12,7 @@ from mcp import Client
 
 from explomemo.server import RECORD_DESCRIPTION, create_server
 
-SPEC_RECORD_DESCRIPTION = (
+REFERENCE_RECORD_DESCRIPTION = (
     "Record the conclusion of a codebase exploration together with the SHA-256 of every file"
     " read to reach it. Call it after answering a structural question by reading files (how X"
     " is wired, where Y is decided). Paths are stored relative to `root` (default: the"
@@ -41,8 +41,8 @@ def test_tools_list_is_complete_and_small(db_path: Path) -> None:
         "memory_exploration_record",
         "memory_exploration_stale",
     ]
-    assert RECORD_DESCRIPTION == SPEC_RECORD_DESCRIPTION
-    assert tools["memory_exploration_record"].description == SPEC_RECORD_DESCRIPTION
+    assert RECORD_DESCRIPTION == REFERENCE_RECORD_DESCRIPTION
+    assert tools["memory_exploration_record"].description == REFERENCE_RECORD_DESCRIPTION
     size = len(json.dumps(listing.model_dump(mode="json", by_alias=True, exclude_none=True)))
     assert size < 8 * 1024, size
     for tool in tools.values():

@@ -56,15 +56,13 @@ def test_unchanged_files_are_not_read_again(words_cache: MemoCache, old_tree: Pa
 
 
 def test_stat_cache_persists_across_processes(old_tree: Path, db_path: Path) -> None:
-    first = MemoCache.open(db_path, FixedModel(None))
-    record_all(first, old_tree)
-    assert stale_ids(first, old_tree) == {}
-    first.close()
-    second = MemoCache.open(db_path, FixedModel(None))
-    COUNTERS.reset()
-    assert stale_ids(second, old_tree) == {}
-    assert COUNTERS.files == 0
-    second.close()
+    with MemoCache.open(db_path, FixedModel(None)) as first:
+        record_all(first, old_tree)
+        assert stale_ids(first, old_tree) == {}
+    with MemoCache.open(db_path, FixedModel(None)) as second:
+        COUNTERS.reset()
+        assert stale_ids(second, old_tree) == {}
+        assert COUNTERS.files == 0
 
 
 def test_touched_file_is_reread_once_and_stays_fresh(

@@ -466,11 +466,9 @@ def _record(cache: MemoCache, root: Path) -> None:
 def test_a_new_process_loads_its_root_in_one_query_and_stats_once(
     settled_tree: Path, db_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    first = MemoCache.open(db_path, FixedModel(None))
-    _record(first, settled_tree)
-    first.close()
-    second = MemoCache.open(db_path, FixedModel(None))
-    try:
+    with MemoCache.open(db_path, FixedModel(None)) as first:
+        _record(first, settled_tree)
+    with MemoCache.open(db_path, FixedModel(None)) as second:
         ranges = Calls(Store.stat_rows_under)
         monkeypatch.setattr(Store, "stat_rows_under", ranges.wrapper)
         real_lstat = os.lstat
@@ -498,8 +496,6 @@ def test_a_new_process_loads_its_root_in_one_query_and_stats_once(
         second.validator.clear()
         second.stale(project="p", root=str(settled_tree))
         assert ranges.count == 2
-    finally:
-        second.close()
 
 
 def test_range_query_stays_inside_its_root(db_path: Path) -> None:
@@ -535,8 +531,7 @@ def test_only_entries_that_can_be_trusted_are_written(
     """A racy entry is never trusted (its times are fixed), so writing it is wasted."""
     root = tmp_path / "proj"
     _many_files(root, [400] * 16)
-    cache = MemoCache.open(db_path, FixedModel(None))
-    try:
+    with MemoCache.open(db_path, FixedModel(None)) as cache:
         _record(cache, root)
         before = _stat_rows(db_path)
         cache.validator.clear()
@@ -558,8 +553,6 @@ def test_only_entries_that_can_be_trusted_are_written(
         cache.validator.clear()
         assert cache.stale(project="p", root=str(root)).stale == []
         assert COUNTERS.files == 0
-    finally:
-        cache.close()
 
 
 # Hashing ----------------------------------------------------------------------

@@ -81,22 +81,21 @@ def run_mode(
     mode: str, labels: dict[str, Any], root: Path, db: Path, model: FixedModel, sweep: bool
 ) -> list[Outcome]:
     """Record every memo into a fresh database, then ask every query of each set."""
-    cache = MemoCache.open(db, model)
-    ids: dict[str, int] = {}
-    for memo in labels["memos"]:
-        result = cache.record(
-            question=memo["question"],
-            conclusion=memo["conclusion"],
-            files=memo["files"],
-            project="bench",
-            root=str(root),
-        )
-        ids[memo["key"]] = result.id
-    outcomes = [
-        _ask(cache, mode, name, labels, ids, field, unrelated_field, root, sweep)
-        for name, field, unrelated_field in QUERY_SETS
-    ]
-    cache.close()
+    with MemoCache.open(db, model) as cache:
+        ids: dict[str, int] = {}
+        for memo in labels["memos"]:
+            result = cache.record(
+                question=memo["question"],
+                conclusion=memo["conclusion"],
+                files=memo["files"],
+                project="bench",
+                root=str(root),
+            )
+            ids[memo["key"]] = result.id
+        outcomes = [
+            _ask(cache, mode, name, labels, ids, field, unrelated_field, root, sweep)
+            for name, field, unrelated_field in QUERY_SETS
+        ]
     return outcomes
 
 

@@ -1,0 +1,169 @@
+""" "The same question": equal after NFKC, case folding and white space, old memos re-keyed.
+
+Questions that differ only by Unicode normalization (NFC against NFD, a
+full-width letter, a circled digit) are one memo: recording again replaces
+it, and migration 0005 merges the memos an older database holds apart,
+keeping the newest.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import unicodedata
+from pathlib import Path
+
+import pytest
+from reliability_helpers import assert_whole, open_cache, run_cli
+
+from explomemo import store as store_module
+from explomemo.store import FileRow, Store, load_migrations
+
+NFC = unicodedata.normalize("NFC", "Où est décidé le café ?")
+NFD = unicodedata.normalize("NFD", NFC)
+#: "WHERE is the retry policy?" in full-width letters and ideographic spaces.
+FULL_WIDTH = "".join(
+    chr(ord(c) + 0xFEE0) if "!" <= c <= "~" else "\u3000" for c in "WHERE is the retry policy?"
+)
+CIRCLED = "How does step ① reach step ②?"
+
+
+def test_questions_equal_after_nfkc_and_case_folding_are_one_memo(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert NFC != NFD
+    root = tmp_path / "root"
+    root.mkdir()
+    (root / "a.py").write_text("a\n")
+    db = tmp_path / "m.db"
+    replies = []
+    for question in (NFC, NFD, NFC.upper(), f"  {NFD}\u00a0 ", "where is the retry policy?"):
+        run = run_cli(
+            capsys,
+            [
+                "--db",
+                str(db),
+                "record",
+                "--project",
+                "p",
+                "--root",
+                str(root),
+                "--question",
+                question,
+                "--conclusion",
+                "in a.py",
+                "a.py",
+            ],
+        )
+        assert run.code == 0, run.err
+        replies.append(json.loads(run.out))
+    assert [r["replaced"] for r in replies] == [False, True, True, True, False]
+    assert len({r["id"] for r in replies[:4]}) == 1
+    run = run_cli(capsys, ["--db", str(db), "record", "--project", "p", "--root", str(root),
+                           "--question", FULL_WIDTH, "--conclusion", "c", "a.py"])  # fmt: skip
+    assert json.loads(run.out) == {**replies[4], "replaced": True}
+    run = run_cli(
+        capsys, ["--db", str(db), "recall", "--project", "p", "--root", str(root), "--json", "café"]
+    )
+    assert [m["id"] for m in json.loads(run.out)["matches"]] == [replies[0]["id"]]
+
+
+def _old_key(question: str) -> str:
+    """The key of migrations 0001-0002: trimmed, white space collapsed, case-folded."""
+    return " ".join(question.split()).casefold()
+
+
+def _old_database(db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A database as explomemo with migrations 0001-0002 made it."""
+    old = [m for m in load_migrations() if m.number <= 2]
+    assert [m.number for m in old] == [1, 2]
+    with monkeypatch.context() as patch:
+        patch.setattr(store_module, "load_migrations", lambda: old)
+        store = Store.open(db)
+    try:
+        assert store.schema_version() == 2
+        memos = [
+            # (id, project, question, recorded_at, files)
+            (1, "p", NFC, "2026-01-01T00:00:00Z", ["a.py"]),
+            (2, "p", NFD, "2026-02-01T00:00:00Z", ["b.py"]),  # newer: stays
+            (3, "p", "where is the retry policy?", "2026-03-01T00:00:00Z", ["a.py"]),
+            (4, "p", FULL_WIDTH, "2026-03-01T00:00:00Z", ["b.py"]),  # same time, higher id
+            (5, "p", CIRCLED, "2026-05-01T00:00:00Z", ["a.py", "b.py"]),  # newer: stays
+            (6, "p", "HOW DOES STEP 1 REACH STEP 2?", "2026-04-01T00:00:00Z", ["b.py"]),
+            (7, "q", NFC, "2026-01-01T00:00:00Z", ["a.py"]),  # another project
+            # Two memos of which one's new key ("ix") is the other's stored key.
+            (8, "r", "Ⅸ", "2026-01-01T00:00:00Z", ["a.py"]),
+            (9, "r", "ﬀ", "2026-01-01T00:00:00Z", ["a.py"]),
+        ]
+        with store.write() as conn:
+            for memo_id, project, question, recorded_at, files in memos:
+                store.save_memo(
+                    conn,
+                    memo_id=None,
+                    project=project,
+                    question=question,
+                    question_key=_old_key(question),
+                    conclusion=f"conclusion {memo_id}",
+                    root="/r",
+                    recorded_at=recorded_at,
+                    files=[FileRow(f, "a" * 64, "b" * 32, 1) for f in files],
+                    wanted_id=memo_id,
+                )
+            # A key left by another rule: memo 8's new key is memo 9's stored one,
+            # and the pair is unique at every row.
+            conn.execute("UPDATE memos SET question_key = 'ix' WHERE id = 9")
+    finally:
+        store.close()
+
+
+def test_migration_merges_questions_that_are_now_the_same(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "old.db"
+    _old_database(db, monkeypatch)
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("SELECT count(*) FROM memos").fetchone() == (9,)
+    run = run_cli(capsys, ["--db", str(db), "list", "--json"])  # opening migrates
+    assert run.code == 0, run.err
+    listed = {m["id"]: m for m in json.loads(run.out)}
+    assert sorted(listed) == [2, 4, 5, 7, 8, 9]
+    assert listed[5]["files"] == 2 and listed[2]["question"] == NFD
+    conn = sqlite3.connect(db)
+    try:
+        keys = dict(conn.execute("SELECT id, question_key FROM memos"))
+        files = sorted(conn.execute("SELECT DISTINCT memo_id FROM memo_files"))
+        fts = sorted(r[0] for r in conn.execute("SELECT rowid FROM memos_fts"))
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+    finally:
+        conn.close()
+    from explomemo.inputs import question_key
+
+    assert keys == {i: question_key(listed[i]["question"]) for i in listed}
+    assert keys[2] == question_key(NFC) and keys[4] == "where is the retry policy?"
+    assert files == [(i,) for i in sorted(listed)] and fts == sorted(listed)
+    assert version == load_migrations()[-1].number
+    assert_whole(db)
+    # The merged memo is the one a record of the same question replaces.
+    with open_cache(db) as cache:
+        root = tmp_path / "root"
+        root.mkdir()
+        (root / "a.py").write_text("a\n")
+        again = cache.record(
+            question=NFC.upper(), conclusion="c", project="p", files=["a.py"], root=str(root)
+        )
+    assert again.replaced and again.id == 2
+
+
+def test_migration_leaves_a_question_that_is_not_text(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A row only another program could write (a BLOB question) keeps its key; the
+    migration does not fail on it."""
+    db = tmp_path / "old.db"
+    _old_database(db, monkeypatch)
+    with sqlite3.connect(db) as conn:
+        conn.execute("UPDATE memos SET question = X'C0FF', question_key = 'blob' WHERE id = 7")
+    Store.open(db).close()
+    with sqlite3.connect(db) as conn:
+        row = conn.execute("SELECT question, question_key FROM memos WHERE id = 7").fetchone()
+    assert row == (b"\xc0\xff", "blob")
