@@ -195,19 +195,25 @@ def stale(
     """Report memos whose files changed or vanished."""
     from explomemo.report import StderrProgress, format_stale
 
+    with_diffs = fmt in ("github", "markdown")
+    changes = None
     with StderrProgress("checking files") as progress:
         if from_file is not None:
-            from explomemo.exchange import read_export, stale_from_export
+            from explomemo.exchange import export_changes, read_export, stale_from_export
 
             memos = read_export(from_file)
             if project is not None:
                 memos = [m for m in memos if m.project == project]
             report = stale_from_export(memos, root, progress=progress)
+            if with_diffs:
+                changes = export_changes(memos, report, root)
         else:
             with _cache(ctx, with_model=False) as cache:
                 cache.validator.progress = progress
                 report = cache.stale_report(project=project, root=root)
-    click.echo(format_stale(report, fmt))
+                if with_diffs:
+                    changes = cache.stale_changes(report, root)
+    click.echo(format_stale(report, fmt, changes))
     if check and report.stale:
         raise StaleFound
 
@@ -232,13 +238,30 @@ def list_memos(ctx: click.Context, project: str | None, as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.pass_context
 def show(ctx: click.Context, memo_id: int, root: str | None, as_json: bool) -> None:
-    """Show one memo in full, with the state of each file."""
+    """Show one memo in full, with the state of each file and what changed."""
     from explomemo.models import to_json
     from explomemo.report import show_text
 
     with _cache(ctx, with_model=False) as cache:
         memo = cache.show(memo_id, root=root)
     click.echo(to_json(memo) if as_json else show_text(memo))
+
+
+@cli.command()
+@click.argument("memo_id", metavar="ID", type=int)
+@click.option("--root", help="Compare with this directory (default: the recorded root).")
+@click.pass_context
+def diff(ctx: click.Context, memo_id: int, root: str | None) -> None:
+    """Show what changed in each file of a memo since it was recorded (colour on a terminal)."""
+    import os
+
+    from explomemo.diffs import NO_LIMITS
+    from explomemo.report import diff_text
+
+    with _cache(ctx, with_model=False) as cache:
+        memo = cache.show(memo_id, root=root, limits=NO_LIMITS)
+    colour = sys.stdout.isatty() and not os.environ.get("NO_COLOR")
+    click.echo(diff_text(memo, colour=colour), color=colour)
 
 
 @cli.command()
@@ -278,15 +301,20 @@ def export(ctx: click.Context, project: str | None, output: Path | None) -> None
 
 @cli.command(name="import")
 @click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
+@click.option(
+    "--root",
+    help="The imported memos' root (default: the root an old export names, else the current"
+    " directory).",
+)
 @click.pass_context
-def import_file(ctx: click.Context, file: Path) -> None:
+def import_file(ctx: click.Context, file: Path, root: str | None) -> None:
     """Merge an export: for the same project and question, the newer memo is kept."""
     from explomemo.exchange import import_memos, read_export
     from explomemo.models import to_json
 
     memos = read_export(file)
     with _cache(ctx, with_model=False) as cache:
-        result = import_memos(cache, memos)
+        result = import_memos(cache, memos, root)
     click.echo(to_json(result))
 
 
