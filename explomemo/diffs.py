@@ -241,15 +241,14 @@ class ChangeFinder:
 
     def _spend(self, text: str) -> str:
         """The diff as the limits let it through, taken from the answer's budget."""
-        if self.limits.file_chars is not None:
-            text = cut(text, self.limits.file_chars, f"a diff shows {self.limits.file_chars:,}")
-        if self._budget is not None:
-            text = cut(
-                text,
-                self._budget,
-                f"an answer's diffs show {self.limits.answer_chars:,} characters in all",
-            )
-            self._budget = max(0, self._budget - len(text))
+        file_chars, budget = self.limits.file_chars, self._budget
+        if budget is not None and (file_chars is None or budget < file_chars):
+            total = self.limits.answer_chars
+            text = cut(text, budget, f"an answer's diffs show {total:,} characters in all at most")
+        elif file_chars is not None:
+            text = cut(text, file_chars, f"a file's diff shows {file_chars:,} characters at most")
+        if budget is not None:
+            self._budget = max(0, budget - len(text))
         return text
 
     def _recorded(self, changed: list[FileRow], missing: list[FileRow]) -> dict[str, _Found]:
