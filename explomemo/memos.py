@@ -301,7 +301,6 @@ class MemoCache:
             self.store.save_stat_rows(conn, entries)
             after = self.store.memo_version()
         self.validator.remember(entries, persist=False)
-        self._snapshots.submit(contents)
         memo = MemoRow(memo_id, project, question, conclusion, where.path, recorded_at)
         # Counted as pending before the index is marked current, so a recall on
         # another thread cannot search the index without waiting for it.
@@ -319,7 +318,7 @@ class MemoCache:
         if follows:
             assert embedder is not None
             self._jobs.put(_VectorJob(memo_id, project, text, embedder))
-        return RecordResult(
+        result = RecordResult(
             id=memo_id,
             project=project,
             root=where.path,
@@ -327,6 +326,9 @@ class MemoCache:
             semantic_index=embedder is not None,
             files=[RecordedFile(path=f.path, sha256=f.sha256, size=f.size) for f in recorded],
         )
+        # Last: the writer's thread then works while the answer goes out, not before.
+        self._snapshots.submit(contents)
+        return result
 
     def _relative_files(self, root: Root, files: list[str]) -> dict[str, str]:
         rels: dict[str, str] = {}
