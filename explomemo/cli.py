@@ -139,19 +139,25 @@ def _recall(args: argparse.Namespace) -> int:
 def _stale(args: argparse.Namespace) -> int:
     from explomemo.report import StderrProgress, format_stale
 
+    with_diffs = args.format in ("github", "markdown")
+    changes = None
     with StderrProgress("checking files") as progress:
         if args.from_file is not None:
-            from explomemo.exchange import read_export, stale_from_export
+            from explomemo.exchange import export_changes, read_export, stale_from_export
 
             memos = read_export(args.from_file)
             if args.project is not None:
                 memos = [m for m in memos if m.project == args.project]
             report = stale_from_export(memos, args.root, progress=progress)
+            if with_diffs:
+                changes = export_changes(memos, report, args.root)
         else:
             with _cache(args.db, with_model=False) as cache:
                 cache.validator.progress = progress
                 report = cache.stale_report(project=args.project, root=args.root)
-    _echo(format_stale(report, args.format))
+                if with_diffs:
+                    changes = cache.stale_changes(report, args.root)
+    _echo(format_stale(report, args.format, changes))
     return EXIT_STALE if args.check and report.stale else EXIT_OK
 
 
@@ -172,6 +178,17 @@ def _show(args: argparse.Namespace) -> int:
     with _cache(args.db, with_model=False) as cache:
         memo = cache.show(args.id, root=args.root)
     _echo(to_json(memo) if args.json else show_text(memo))
+    return EXIT_OK
+
+
+def _diff(args: argparse.Namespace) -> int:
+    from explomemo.diffs import NO_LIMITS
+    from explomemo.report import diff_text
+
+    with _cache(args.db, with_model=False) as cache:
+        memo = cache.show(args.id, root=args.root, limits=NO_LIMITS)
+    colour = sys.stdout.isatty() and not os.environ.get("NO_COLOR")
+    _echo(diff_text(memo, colour=colour))
     return EXIT_OK
 
 
@@ -199,7 +216,7 @@ def _import(args: argparse.Namespace) -> int:
 
     memos = read_export(args.file)
     with _cache(args.db, with_model=False) as cache:
-        result = import_memos(cache, memos)
+        result = import_memos(cache, memos, args.root)
     _echo(to_json(result))
     return EXIT_OK
 
@@ -325,10 +342,20 @@ def build_parser() -> argparse.ArgumentParser:
     project_option(sub, "Only this project's memos (default: every project).")
     sub.add_argument("--json", action="store_true", help="Print JSON.")
 
-    sub = command("show", _show, "Show one memo in full, with the state of each file.")
+    sub = command(
+        "show", _show, "Show one memo in full, with the state of each file and what changed."
+    )
     sub.add_argument("id", type=_memo_id, metavar="ID")
     root_option(sub, "Check files against this directory (default: the recorded root).")
     sub.add_argument("--json", action="store_true", help="Print JSON.")
+
+    sub = command(
+        "diff",
+        _diff,
+        "Show what changed in each file of a memo since it was recorded (colour on a terminal).",
+    )
+    sub.add_argument("id", type=_memo_id, metavar="ID")
+    root_option(sub, "Compare with this directory (default: the recorded root).")
 
     sub = command("forget", _forget, "Delete one memo (of whichever project holds it).")
     sub.add_argument("id", type=_memo_id, metavar="ID")
@@ -346,6 +373,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub = command("import", _import, "Merge an export: the newer memo of a question is kept.")
     sub.add_argument("file", type=_path, metavar="FILE")
+    root_option(
+        sub,
+        "The imported memos' root (default: the root an old export names, else the current"
+        " directory).",
+    )
 
     sub = command(
         "hook",

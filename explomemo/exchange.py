@@ -3,7 +3,10 @@
 An export is one memo a line, sorted by project then id, keys in a fixed
 order, so the same memos always give the same bytes and a file committed to a
 repository diffs cleanly. It carries each file's SHA-256 and xxh3-128, so a CI
-job can check it (``explomemo stale --from``) with no database at all.
+job can check it (``explomemo stale --from``) with no database at all, and
+its git blob id, so the job can show what changed from git history. It holds
+no absolute root: a committed export must not carry a developer's paths.
+Exports of earlier versions (with ``root``, without blob ids) are still read.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from explomemo.errors import ExportFileError, InputError, PathError
 from explomemo.files import MAX_ROOT_CHARS, check_text_path, file_kind, resolve_root
 from explomemo.memos import MemoCache, stale_entries
 from explomemo.models import (
+    CheckedFile,
     ExportedFile,
     ExportedMemo,
     ImportResult,
@@ -42,6 +46,7 @@ from explomemo.validity import Progress, Validator, expect
 def export_memos(cache: MemoCache, project: str | None = None) -> Iterator[str]:
     """The export's lines (without newlines), sorted by project then id."""
     store = cache.store
+    cache.wait_for_snapshots()
     with store.errors(), store.read() as conn:
         memos = store.memos(conn, project=project)
         files = store.all_files(conn, project)
@@ -51,10 +56,11 @@ def export_memos(cache: MemoCache, project: str | None = None) -> Iterator[str]:
             project=memo.project,
             question=memo.question,
             conclusion=memo.conclusion,
-            root=memo.root,
             recorded_at=memo.recorded_at,
             files=[
-                ExportedFile(path=f.path, sha256=f.sha256, xxh3=f.xxh3, size=f.size)
+                ExportedFile(
+                    path=f.path, sha256=f.sha256, xxh3=f.xxh3, size=f.size, git_blob=f.git_blob
+                )
                 for f in files.get(memo.id, [])
             ],
         )
@@ -191,8 +197,10 @@ def read_export(path: Path) -> list[ExportedMemo]:
     """Parse an export file, refusing it whole at the first bad line.
 
     Every rule ``record`` enforces holds for each line (lengths, at most 64
-    distinct files inside root, 64-hex SHA-256, sizes up to 32 MiB, ids a
-    database can hold), and each refusal names the line and the field. Lines
+    distinct files inside root, 64-hex SHA-256, 40-hex git blob ids, sizes up
+    to 32 MiB, ids a database can hold), and each refusal names the line and
+    the field. ``root`` (exports of earlier versions) and ``git_blob`` may be
+    left out. Lines
     end at ``\n`` only: a memo's text may hold any other line separator.
     Only a regular file is read, so ``/dev/zero`` or a FIFO cannot hang it or
     grow without bound.
@@ -262,6 +270,7 @@ class _BadLine(Exception):
 _MAX_PATH = 4096
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 _XXH3 = re.compile(r"[0-9a-f]{32}")
+_GIT_BLOB = re.compile(r"[0-9a-f]{40}")
 _RECORDED_AT = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z")
 
 
@@ -276,7 +285,7 @@ def _parse_line(line: str) -> ExportedMemo:
     project = _text(data, "project", inputs.MAX_PROJECT)
     question = _text(data, "question", inputs.MAX_QUESTION)
     conclusion = _text(data, "conclusion", inputs.MAX_CONCLUSION)
-    root = _text(data, "root", MAX_ROOT_CHARS)
+    root = None if data.get("root") is None else _text(data, "root", MAX_ROOT_CHARS)
     recorded_at = data.get("recorded_at")
     if not isinstance(recorded_at, str) or not _RECORDED_AT.fullmatch(recorded_at):
         raise _BadLine("recorded_at is not a UTC time such as 2026-11-30T10:00:00Z")
@@ -311,7 +320,14 @@ def _parse_line(line: str) -> ExportedMemo:
         if not isinstance(xxh3, str) or not _XXH3.fullmatch(xxh3):
             raise _BadLine(f"{where}.xxh3 is not 32 lowercase hex digits")
         size = _integer(item, "size", 0, inputs.MAX_FILE_BYTES, where)
-        exported.append(ExportedFile(path=path, sha256=sha256, xxh3=xxh3, size=size))
+        git_blob = item.get("git_blob")
+        if git_blob is not None and (
+            not isinstance(git_blob, str) or not _GIT_BLOB.fullmatch(git_blob)
+        ):
+            raise _BadLine(f"{where}.git_blob is not 40 lowercase hex digits")
+        exported.append(
+            ExportedFile(path=path, sha256=sha256, xxh3=xxh3, size=size, git_blob=git_blob)
+        )
     return ExportedMemo(
         id=memo_id,
         project=project,
@@ -375,10 +391,10 @@ def stale_from_export(
     for memo in memos:
         rows.append(
             MemoRow(
-                memo.id, memo.project, memo.question, memo.conclusion, memo.root, memo.recorded_at
+                memo.id, memo.project, memo.question, memo.conclusion, where.path, memo.recorded_at
             )
         )
-        files[memo.id] = [FileRow(f.path, f.sha256, f.xxh3, f.size) for f in memo.files]
+        files[memo.id] = _file_rows(memo)
     validator = Validator(None, progress=progress)
     try:
         changes = validator.observe(where, expect(where, (f for fs in files.values() for f in fs)))
@@ -389,14 +405,36 @@ def stale_from_export(
     return StaleReport(checked=len(rows), stale=stale)
 
 
-def import_memos(cache: MemoCache, memos: Iterable[ExportedMemo]) -> ImportResult:
+def export_changes(
+    memos: Iterable[ExportedMemo], report: StaleReport, root: str | None
+) -> dict[int, list[CheckedFile]]:
+    """The files of each stale memo of ``report`` (from :func:`stale_from_export`) with their
+    diffs from git history and their moves, by memo id: no database, so no snapshots."""
+    from explomemo.diffs import ChangeFinder, stale_changes
+
+    where = resolve_root(root)
+    files = {memo.id: _file_rows(memo) for memo in memos}
+    return stale_changes(ChangeFinder(None), report.stale, files, dict.fromkeys(files, where))
+
+
+def _file_rows(memo: ExportedMemo) -> list[FileRow]:
+    return [FileRow(f.path, f.sha256, f.xxh3, f.size, f.git_blob) for f in memo.files]
+
+
+def import_memos(
+    cache: MemoCache, memos: Iterable[ExportedMemo], root: str | None = None
+) -> ImportResult:
     """Merge exported memos: for the same project and question, the newer memo is kept.
 
     Ties keep the memo already in the database. Everything lands in one
     transaction. Imported memos gain vectors the next time a model is used.
+    A memo's root is ``root`` when given, else the one an old export carries,
+    else the current directory (an export holds no root). Snapshots of the
+    memos an import replaces go with them when nothing else rests on them.
     """
     store = cache.store
     memo_list = list(memos)
+    fallback = resolve_root(root).path
     added = replaced = kept = 0
     with store.errors(), store.write() as conn:
         for memo in memo_list:
@@ -416,9 +454,9 @@ def import_memos(cache: MemoCache, memos: Iterable[ExportedMemo]) -> ImportResul
                 question=memo.question,
                 question_key=key,
                 conclusion=memo.conclusion,
-                root=memo.root,
+                root=memo.root if root is None and memo.root is not None else fallback,
                 recorded_at=memo.recorded_at,
-                files=[FileRow(f.path, f.sha256, f.xxh3, f.size) for f in memo.files],
+                files=_file_rows(memo),
                 wanted_id=memo.id,
             )
             if existing is None:

@@ -58,6 +58,22 @@ class Digest:
     size: int
     xxh3: str
     sha256: str | None
+    #: The bytes themselves, when asked for and the file is no larger than asked.
+    content: bytes | None = None
+    #: The git blob id, when asked for and the bytes are not kept (the caller
+    #: computes it from them, off the request path: :func:`git_blob_id`).
+    git_blob: str | None = None
+
+
+def git_blob_id(data: bytes | memoryview) -> str:
+    """The id git gives a blob of these bytes: SHA-1 of ``blob <size>\\0`` and the bytes."""
+    digest = _sha1(_blob_header(len(data)))
+    digest.update(data)
+    return digest.hexdigest()
+
+
+def _blob_header(size: int) -> bytes:
+    return b"blob %d\x00" % size
 
 
 #: Reads into a buffer from the file offset, releasing the GIL meanwhile.
@@ -70,7 +86,12 @@ _free_buffers: list[memoryview] = []
 
 
 def hash_fd(
-    fd: int, *, sha256: bool, limit: int | None = None, expected_size: int | None = None
+    fd: int,
+    *,
+    sha256: bool,
+    limit: int | None = None,
+    expected_size: int | None = None,
+    keep: int = 0,
 ) -> Digest:
     """Digest an open file from its start, reading at most ``limit + 1`` bytes.
 
@@ -79,9 +100,15 @@ def hash_fd(
     caller sees ``size > limit``. ``expected_size`` is the size an ``fstat``
     just gave: it only spares the read that would return end-of-file (see
     :func:`xxh3_fd`).
+
+    With ``keep`` (and ``sha256``), the same read also gives what a memo needs
+    to show a change later: the bytes of a file of at most ``keep`` bytes (a
+    copy made while they are in the buffer anyway), or the git blob id of a
+    larger one (SHA-1 over the same pieces; its header needs the size first,
+    so a file whose size moved from ``expected_size`` while it was read gets
+    none).
     """
-    size, fast, slow = _digest(fd, sha256, limit, expected_size)
-    return Digest(size, fast, slow)
+    return _digest(fd, sha256, limit, expected_size, keep)
 
 
 def xxh3_fd(fd: int, expected_size: int | None = None) -> tuple[int, str]:
@@ -106,7 +133,8 @@ def xxh3_fd(fd: int, expected_size: int | None = None) -> tuple[int, str]:
             size = n
             fast_hex = xxhash.xxh3_128_hexdigest(view[:n])
         else:
-            size, fast_hex, _ = _digest_from(fd, view, n, CHUNK, False, None, expected_size)
+            digest = _digest_from(fd, view, n, CHUNK, False, None, expected_size, 0)
+            size, fast_hex = digest.size, digest.xxh3
     finally:
         _free_buffers.append(view)
     COUNTERS.add(1, size)
@@ -114,8 +142,8 @@ def xxh3_fd(fd: int, expected_size: int | None = None) -> tuple[int, str]:
 
 
 def _digest(
-    fd: int, sha256: bool, limit: int | None, expected_size: int | None
-) -> tuple[int, str, str | None]:
+    fd: int, sha256: bool, limit: int | None, expected_size: int | None, keep: int = 0
+) -> Digest:
     try:
         view = _free_buffers.pop()
     except IndexError:
@@ -125,15 +153,24 @@ def _digest(
         n = _readv(fd, [view if want == CHUNK else view[:want]])
         if not n or (n < want and n == expected_size):
             piece = view[:n]
-            size = n
-            fast_hex = xxhash.xxh3_128_hexdigest(piece)
-            slow_hex = _sha256(piece).hexdigest() if sha256 else None
+            content = blob = None
+            if keep and n <= keep:
+                content = bytes(piece)
+            elif keep:
+                blob = git_blob_id(piece)
+            digest = Digest(
+                n,
+                xxhash.xxh3_128_hexdigest(piece),
+                _sha256(piece).hexdigest() if sha256 else None,
+                content,
+                blob,
+            )
         else:
-            size, fast_hex, slow_hex = _digest_from(fd, view, n, want, sha256, limit, expected_size)
+            digest = _digest_from(fd, view, n, want, sha256, limit, expected_size, keep)
     finally:
         _free_buffers.append(view)
-    COUNTERS.add(1, size)
-    return size, fast_hex, slow_hex
+    COUNTERS.add(1, digest.size)
+    return digest
 
 
 def _digest_from(
@@ -144,24 +181,44 @@ def _digest_from(
     sha256: bool,
     limit: int | None,
     expected_size: int | None,
-) -> tuple[int, str, str | None]:
+    keep: int,
+) -> Digest:
     """Digest a file whose first read put ``n`` of the ``want`` bytes asked for in ``view``."""
     fast = xxhash.xxh3_128()
     slow = _sha256() if sha256 else None
+    # A file expected to fit in ``keep`` is copied piece by piece; a larger
+    # one gets its blob id here, from the same pieces.
+    kept: list[bytes] | None = [] if keep else None
+    blob = None
+    if keep and expected_size is not None and expected_size > keep:
+        kept = None
+        blob = _sha1(_blob_header(expected_size))
     size = 0
     while n:
         piece = view if n == CHUNK else view[:n]
         fast.update(piece)  # releases the GIL for pieces over 64 KiB
         if slow is not None:
             slow.update(piece)
+        if blob is not None:
+            blob.update(piece)
         size += n
+        if kept is not None and size <= keep:
+            kept.append(bytes(piece))
+        else:
+            kept = None
         if limit is not None and size > limit:
             break
         if n < want and size == expected_size:
             break
         want = CHUNK if limit is None else min(CHUNK, limit + 1 - size)
         n = _readv(fd, [view if want == CHUNK else view[:want]])
-    return size, fast.hexdigest(), None if slow is None else slow.hexdigest()
+    return Digest(
+        size,
+        fast.hexdigest(),
+        None if slow is None else slow.hexdigest(),
+        None if kept is None else b"".join(kept),
+        blob.hexdigest() if blob is not None and size == expected_size else None,
+    )
 
 
 def _sha256(data: bytes | memoryview = b"") -> hashlib._Hash:
@@ -170,6 +227,12 @@ def _sha256(data: bytes | memoryview = b"") -> hashlib._Hash:
     import hashlib
 
     return hashlib.sha256(data)
+
+
+def _sha1(data: bytes) -> hashlib._Hash:
+    import hashlib
+
+    return hashlib.sha1(data, usedforsecurity=False)
 
 
 def _readv_fallback(fd: int, buffers: list[memoryview]) -> int:  # pragma: no cover (no readv)

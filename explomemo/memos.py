@@ -14,7 +14,7 @@ import queue
 import sqlite3
 import threading
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
@@ -41,6 +41,8 @@ from explomemo.models import (
 )
 from explomemo.projects import resolve_project
 from explomemo.search import WordSearch
+from explomemo.snapshots import SNAPSHOT_MAX_BYTES, SnapshotWriter
+from explomemo.snapshots import enabled as snapshots_enabled
 from explomemo.store import MAX_ID, FileRow, MemoRow, StatRow, Store
 from explomemo.validity import Expected, Seen, Validator, digest_entry, expect, state_of
 
@@ -48,6 +50,7 @@ if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
+    from explomemo.diffs import Limits
     from explomemo.embeddings import Embedder
     from explomemo.search import VectorIndex
 
@@ -181,10 +184,17 @@ class ProjectFiles:
 class MemoCache:
     """The exploration-memo cache over one database."""
 
-    def __init__(self, store: Store, model: ModelSource | None = None) -> None:
+    def __init__(
+        self, store: Store, model: ModelSource | None = None, snapshots: bool | None = None
+    ) -> None:
         self.store = store
         self.model: ModelSource = model if model is not None else FixedModel(None)
         self.validator = Validator(store)
+        # Blob ids and snapshots of recorded contents are stored here, off the
+        # request path; ``snapshots`` None follows EXPLOMEMO_SNAPSHOTS.
+        self._snapshots = SnapshotWriter(
+            store, snapshots_enabled(os.environ) if snapshots is None else snapshots
+        )
         # Both are rebuilt only when the database's memo version moved (any
         # process's record, forget, import or new vectors).
         self._indexes: dict[str, VectorIndex] = {}
@@ -200,9 +210,18 @@ class MemoCache:
         self._closing = False
 
     @classmethod
-    def open(cls, db_path: Path | None = None, model: ModelSource | None = None) -> MemoCache:
-        """Open the database at ``db_path`` (default: EXPLOMEMO_DB or the user data dir)."""
-        return cls(Store.open(db_path), model)
+    def open(
+        cls,
+        db_path: Path | None = None,
+        model: ModelSource | None = None,
+        snapshots: bool | None = None,
+    ) -> MemoCache:
+        """Open the database at ``db_path`` (default: EXPLOMEMO_DB or the user data dir).
+
+        ``snapshots`` False keeps no content snapshots (default: on unless
+        ``EXPLOMEMO_SNAPSHOTS=off``).
+        """
+        return cls(Store.open(db_path), model, snapshots)
 
     def __enter__(self) -> MemoCache:
         return self
@@ -218,8 +237,13 @@ class MemoCache:
         if thread is not None:
             self._jobs.put(None)
             thread.join()
+        self._snapshots.close()
         self.validator.close()
         self.store.close()
+
+    def wait_for_snapshots(self, timeout: float | None = None) -> bool:
+        """Wait until the blob ids and snapshots of this process's records are stored."""
+        return self._snapshots.wait(timeout)
 
     # Record --------------------------------------------------------------
 
@@ -246,14 +270,15 @@ class MemoCache:
         project = resolve_project(project, where.path)
         rels = self._relative_files(where, inputs.check_files(files))
         hashed = [self._hash_for_record(where, rel, given) for rel, given in rels.items()]
-        recorded = [row for row, _ in hashed]
+        recorded = [row for row, _, _ in hashed]
+        contents = {row.sha256: data for row, _, data in hashed if data is not None}
         embedder = self.model.ready()
         text = embedding_text(question, conclusion, [f.path for f in recorded])
         vector: tuple[bytes, str, str] | None = None
         if embedder is not None:
             vector = self._cached_vector(embedder, text)
         key = inputs.question_key(question)
-        entries = {where.absolute(row.path): entry for row, entry in hashed}
+        entries = {where.absolute(row.path): entry for row, entry, _ in hashed}
         recorded_at = now_iso()
         with self.store.errors(), self.store.write() as conn:
             before = self.store.memo_version()
@@ -291,7 +316,7 @@ class MemoCache:
         if follows:
             assert embedder is not None
             self._jobs.put(_VectorJob(memo_id, project, text, embedder))
-        return RecordResult(
+        result = RecordResult(
             id=memo_id,
             project=project,
             root=where.path,
@@ -299,6 +324,9 @@ class MemoCache:
             semantic_index=embedder is not None,
             files=[RecordedFile(path=f.path, sha256=f.sha256, size=f.size) for f in recorded],
         )
+        # Last: the writer's thread then works while the answer goes out, not before.
+        self._snapshots.submit(contents)
+        return result
 
     def _relative_files(self, root: Root, files: list[str]) -> dict[str, str]:
         rels: dict[str, str] = {}
@@ -314,7 +342,10 @@ class MemoCache:
                 )
         return rels
 
-    def _hash_for_record(self, root: Root, rel: str, given: str) -> tuple[FileRow, StatRow]:
+    def _hash_for_record(
+        self, root: Root, rel: str, given: str
+    ) -> tuple[FileRow, StatRow, bytes | None]:
+        """The file's row, its stat-cache entry, and its bytes when small enough for a snapshot."""
         try:
             fd = open_regular(root, rel)
         except Refused as exc:
@@ -322,7 +353,9 @@ class MemoCache:
                 f"file {given!r} {exc.reason}: record only regular files inside root {root.path!r}"
             ) from None
         try:
-            digest, entry = digest_entry(fd, sha256=True, limit=inputs.MAX_FILE_BYTES)
+            digest, entry = digest_entry(
+                fd, sha256=True, limit=inputs.MAX_FILE_BYTES, keep=SNAPSHOT_MAX_BYTES
+            )
         finally:
             os.close(fd)
         if digest.size > inputs.MAX_FILE_BYTES:
@@ -331,7 +364,8 @@ class MemoCache:
                 " record the smaller files the conclusion rests on"
             )
         assert digest.sha256 is not None
-        return FileRow(rel, digest.sha256, digest.xxh3, digest.size), entry
+        row = FileRow(rel, digest.sha256, digest.xxh3, digest.size, digest.git_blob)
+        return row, entry, digest.content
 
     # Embeddings ------------------------------------------------------------
 
@@ -598,13 +632,59 @@ class MemoCache:
             )
             ranked.append((candidate.score - (STALE_PENALTY if stale else 0.0), match_out))
         ranked.sort(key=lambda pair: (-pair[0], pair[1].id))
+        shown = [m for _, m in ranked[:limit]]
+        described = self.describe(where, [files[m.id] for m in shown], observed)
         return RecallResult(
             project=project,
             root=where.path,
             query=query,
             semantic_index=embedder is not None,
-            matches=[m for _, m in ranked[:limit]],
+            matches=[replace(m, files=d) for m, d in zip(shown, described, strict=True)],
         )
+
+    def describe(
+        self,
+        root: Root | None,
+        memo_files: Sequence[Sequence[FileRow]],
+        changes: dict[str, Seen],
+        limits: Limits | None = None,
+    ) -> list[list[CheckedFile]]:
+        """The files of each memo with their states, diffs and moves, in order.
+
+        ``changes`` is what :meth:`Validator.observe` found; ``limits`` default
+        to what an agent gets (see :mod:`explomemo.diffs`), and the diffs of
+        all the memos share one budget.
+        """
+        from explomemo.diffs import AGENT_LIMITS, ChangeFinder
+
+        self._snapshots.wait()
+        finder = ChangeFinder(self.store, limits or AGENT_LIMITS)
+        return [
+            finder.check(root, [(f, state_of(changes, f)) for f in files]) for files in memo_files
+        ]
+
+    def stale_changes(
+        self, report: StaleReport, root: str | None = None
+    ) -> dict[int, list[CheckedFile]]:
+        """The files of each stale memo of ``report`` with their diffs and moves, by memo id.
+
+        ``root`` as given to :meth:`stale_report`; all the diffs share an
+        agent answer's budget (see :mod:`explomemo.diffs`).
+        """
+        from explomemo.diffs import ChangeFinder, stale_changes
+
+        self._snapshots.wait()
+        fixed = resolve_root(root) if root is not None else None
+        ids = [entry.id for entry in report.stale]
+        with self.store.errors(), self.store.read() as conn:
+            memos = {m.id: m for m in self.store.memos(conn, ids=ids)}
+            files = self.store.files_of(conn, ids)
+        roots: dict[str, Root | None] = {}
+        for memo in memos.values():
+            if fixed is None and memo.root not in roots:
+                roots[memo.root] = _recorded_root(memo.root)
+        by_id = {i: fixed if fixed is not None else roots.get(memos[i].root) for i in memos}
+        return stale_changes(ChangeFinder(self.store), report.stale, files, by_id)
 
     def _observe(self, root: Root | None, files: Iterable[FileRow]) -> dict[str, Seen]:
         """The files that may not hold their recorded content (see :meth:`Validator.observe`).
@@ -704,8 +784,14 @@ class MemoCache:
             for m in memos
         ]
 
-    def show(self, memo_id: int, root: str | None = None) -> MemoDetail:
-        """One memo in full, its files checked against ``root`` (default: its recorded root)."""
+    def show(
+        self, memo_id: int, root: str | None = None, limits: Limits | None = None
+    ) -> MemoDetail:
+        """One memo in full, its files checked against ``root`` (default: its recorded root).
+
+        Changed files carry their diffs within ``limits`` (default: what an
+        agent gets; :data:`explomemo.diffs.NO_LIMITS` for ``explomemo diff``).
+        """
         if not 1 <= memo_id <= MAX_ID:
             raise NotFoundError(f"no memo with id {memo_id}: list the ids with explomemo list")
         with self.store.errors(), self.store.read() as conn:
@@ -715,7 +801,7 @@ class MemoCache:
             raise NotFoundError(f"no memo with id {memo_id}: list the ids with explomemo list")
         memo = found[0]
         where = resolve_root(root) if root is not None else _recorded_root(memo.root)
-        checked = _checked(files, self._observe(where, files))
+        (checked,) = self.describe(where, [files], self._observe(where, files), limits)
         return MemoDetail(
             id=memo.id,
             project=memo.project,

@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from explomemo.printable import json_text
 
 FileStateName = Literal["unchanged", "changed", "missing"]
+DiffSource = Literal["snapshot", "git", "unavailable", "too_large"]
 
 
 def described(text: str) -> Any:
@@ -24,11 +26,28 @@ def described(text: str) -> Any:
     return field(metadata={"description": text})
 
 
+def shown_when(shown: Callable[[Any], bool], text: str) -> Any:
+    """An optional field (default None) that :func:`to_dict` writes only when ``shown(owner)``.
+
+    Agents pay for every byte: a field that means nothing for most objects
+    (a diff on an unchanged file) is left out of them rather than written as null.
+    """
+    return field(default=None, metadata={"description": text, "shown": shown})
+
+
 def to_dict(result: Any) -> Any:
     """A result (or a list of them) as plain JSON-ready data, in field order."""
     if isinstance(result, list):
         return [to_dict(item) for item in result]
-    return dataclasses.asdict(result)
+    if dataclasses.is_dataclass(result) and not isinstance(result, type):
+        found: dict[str, Any] = {}
+        for item in dataclasses.fields(result):
+            shown = item.metadata.get("shown")
+            if shown is not None and not shown(result):
+                continue
+            found[item.name] = to_dict(getattr(result, item.name))
+        return found
+    return result
 
 
 def to_json(result: Any, indent: int | None = 2) -> str:
@@ -46,11 +65,32 @@ class RecordedFile:
     size: int
 
 
+def _is_changed(checked: CheckedFile) -> bool:
+    return checked.state == "changed"
+
+
+def _is_missing(checked: CheckedFile) -> bool:
+    return checked.state == "missing"
+
+
 @dataclass(frozen=True, kw_only=True)
 class CheckedFile(RecordedFile):
-    """A recorded file with its state now."""
+    """A recorded file with its state now (a changed one with its diff, a missing one moved_to)."""
 
     state: FileStateName
+    diff: str | None = shown_when(
+        _is_changed, "Unified diff, recorded -> current content; null: diff_source says why."
+    )
+    diff_source: DiffSource | None = shown_when(
+        _is_changed,
+        "snapshot or git: where the recorded content came from; unavailable or too_large"
+        " (over 1 MiB): why there is no diff.",
+    )
+    added: int | None = shown_when(_is_changed, "Lines added.")
+    removed: int | None = shown_when(_is_changed, "Lines removed.")
+    moved_to: str | None = shown_when(
+        _is_missing, "A path in root now holding the recorded content (from git), or null."
+    )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -171,17 +211,25 @@ class ExportedFile:
     sha256: str
     xxh3: str
     size: int
+    git_blob: str | None = shown_when(
+        lambda f: f.git_blob is not None,
+        "The git blob id of the recorded content (absent for memos recorded before blob ids).",
+    )
 
 
 @dataclass(frozen=True, kw_only=True)
 class ExportedMemo:
-    """One line of ``explomemo export``: a memo with everything needed to check it."""
+    """One line of ``explomemo export``: a memo with everything needed to check it.
+
+    An export holds no absolute root; ``root`` is read from exports written by
+    earlier versions, never written.
+    """
 
     id: int
     project: str
     question: str
     conclusion: str
-    root: str
+    root: str | None = shown_when(lambda m: m.root is not None, "Recorded root (old exports).")
     recorded_at: str
     files: list[ExportedFile]
 

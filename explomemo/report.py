@@ -11,11 +11,18 @@ import io
 import re
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from explomemo.models import MemoDetail, MemoSummary, RecallResult, StaleReport, to_json
+from explomemo.models import (
+    CheckedFile,
+    MemoDetail,
+    MemoSummary,
+    RecallResult,
+    StaleReport,
+    to_json,
+)
 from explomemo.printable import block, no_workflow_commands, one_line
 
 if TYPE_CHECKING:
@@ -87,17 +94,29 @@ def _escape_property(text: str) -> str:
     return _escape_data(text).replace(":", "%3A").replace(",", "%2C")
 
 
-def stale_github(report: StaleReport) -> str:
-    """GitHub Actions workflow commands: a warning on each changed file of a stale memo."""
+def stale_github(
+    report: StaleReport, changes: Mapping[int, Sequence[CheckedFile]] | None = None
+) -> str:
+    """GitHub Actions workflow commands: a warning on each changed file of a stale memo.
+
+    With ``changes`` (see :meth:`~explomemo.memos.MemoCache.stale_changes`), a
+    warning points at the first changed line of the file (``line=``).
+    """
     lines: list[str] = []
     for entry in report.stale:
         title = _escape_property(f"explomemo: memo {entry.id} is stale")
         # block(): no escape sequence reaches a terminal (a pre-commit hook
         # prints this format there); new lines are %-escaped below.
         about = block(f'memo {entry.id} ({entry.project}) "{entry.question}"')
-        for path in map(block, entry.changed):
+        first_lines = {
+            f.path: first_changed_line(f.diff) for f in (changes or {}).get(entry.id, ())
+        }
+        for raw_path in entry.changed:
+            path = block(raw_path)
+            line = first_lines.get(raw_path)
+            at = "" if line is None else f",line={line}"
             lines.append(
-                f"::warning file={_escape_property(path)},title={title}::"
+                f"::warning file={_escape_property(path)}{at},title={title}::"
                 + _escape_data(
                     f"{path} changed since {about} was recorded: re-read it"
                     " and record the memo again, or forget it"
@@ -138,8 +157,13 @@ def _md_code(text: str) -> str:
     return f"{fence}{pad}{shown}{pad}{fence}"
 
 
-def stale_markdown(report: StaleReport) -> str:
-    """The stale report as a Markdown table (for a PR comment or a job summary)."""
+def stale_markdown(
+    report: StaleReport, changes: Mapping[int, Sequence[CheckedFile]] | None = None
+) -> str:
+    """The stale report as a Markdown table (for a PR comment or a job summary).
+
+    With ``changes``, each stale memo then gets a collapsible section with its diffs.
+    """
     if not report.stale:
         return f"All {report.checked} explomemo memos are fresh."
     lines = [
@@ -154,17 +178,121 @@ def stale_markdown(report: StaleReport) -> str:
         lines.append(
             f"| {e.id} | {_md_cell(e.project)} | {_md_cell(e.question)} | {changed} | {missing} |"
         )
+    for e in report.stale:
+        files = (changes or {}).get(e.id)
+        if files:
+            lines += ["", markdown_changes(e.id, files)]
     return no_workflow_commands("\n".join(lines))
 
 
-def format_stale(report: StaleReport, fmt: str) -> str:
-    """The stale report in one of STALE_FORMATS."""
-    return {
-        "table": stale_table,
-        "json": stale_json,
-        "github": stale_github,
-        "markdown": stale_markdown,
-    }[fmt](report)
+def format_stale(
+    report: StaleReport, fmt: str, changes: Mapping[int, Sequence[CheckedFile]] | None = None
+) -> str:
+    """The stale report in one of STALE_FORMATS (``changes``: diffs, for github and markdown)."""
+    if fmt == "github":
+        return stale_github(report, changes)
+    if fmt == "markdown":
+        return stale_markdown(report, changes)
+    return stale_table(report) if fmt == "table" else stale_json(report)
+
+
+# What changed: diffs and moves for people ----------------------------------
+#
+# Kept apart from the rest so that escaping (or other changes to how text is
+# shown) can wrap them in one place.
+
+_NO_DIFF = {
+    "unavailable": "no diff: the recorded content is in no snapshot and not in git",
+    "too_large": "no diff: over 1 MiB",
+}
+_HUNK = re.compile(r"@@ -\d+(?:,\d+)? \+(\d+)(?:,\d+)? @@")
+
+
+def change_lines(f: CheckedFile) -> list[str]:
+    """What became of one changed or missing file, as plain lines (none for an unchanged one)."""
+    if f.state == "changed":
+        if f.diff is not None:
+            return [one_line(line) for line in f.diff.rstrip("\n").split("\n")]
+        return [f"{one_line(f.path)}: changed; {_NO_DIFF.get(f.diff_source or '', 'no diff')}"]
+    if f.state == "missing":
+        if f.moved_to is not None:
+            return [f"{one_line(f.path)}: moved to {one_line(f.moved_to)}"]
+        return [f"{one_line(f.path)}: deleted"]
+    return []
+
+
+def first_changed_line(diff: str | None) -> int | None:
+    """The line of the current file where a unified diff's first change is (1-based)."""
+    if diff is None:
+        return None
+    line: int | None = None
+    for text in diff.split("\n"):
+        if line is None:
+            found = _HUNK.match(text)
+            if found:
+                line = int(found.group(1))
+            continue
+        if text.startswith(("+", "-")):
+            return max(1, line)
+        if text.startswith(" "):
+            line += 1
+    return None
+
+
+_COLOURS = {"@@": "\x1b[36m", "-": "\x1b[31m", "+": "\x1b[32m", "head": "\x1b[1m"}
+_RESET = "\x1b[m"
+
+
+def diff_text(memo: MemoDetail, colour: bool = False) -> str:
+    """``explomemo diff``: git-style output of what changed in each file, coloured if asked."""
+
+    def paint(kind: str, text: str) -> str:
+        return f"{_COLOURS[kind]}{text}{_RESET}" if colour else text
+
+    out = [f"memo {memo.id} [{memo.status}]: {one_line(memo.question)}"]
+    for f in memo.files:
+        if f.state == "unchanged":
+            continue
+        path = one_line(f.path)
+        out.append(paint("head", f"diff --git a/{path} b/{path}"))
+        if f.state == "missing":
+            if f.moved_to is not None:
+                out += [
+                    paint("head", f"rename from {path}"),
+                    paint("head", f"rename to {one_line(f.moved_to)}"),
+                ]
+            else:
+                out.append(paint("head", "deleted file"))
+            continue
+        if f.diff is None:
+            out.append(_NO_DIFF.get(f.diff_source or "", "no diff"))
+            continue
+        # Each line escaped before it is painted: a file's own escape
+        # sequences never reach the terminal, only ours do.
+        for line in map(one_line, f.diff.rstrip("\n").split("\n")):
+            if line.startswith(("--- a/", "+++ b/")):
+                out.append(paint("head", line))
+            elif line.startswith("@@"):
+                out.append(paint("@@", line))
+            elif line.startswith(("+", "-")):
+                out.append(paint(line[0], line))
+            else:
+                out.append(line)
+    if memo.status == "fresh":
+        out.append("Every file is as it was recorded.")
+    return no_workflow_commands("\n".join(out))
+
+
+def markdown_changes(memo_id: int, files: Sequence[CheckedFile]) -> str:
+    """A collapsible Markdown section with a stale memo's diffs and moves."""
+    body = "\n".join(line for f in files for line in change_lines(f))
+    longest = max((len(run) for run in re.findall(r"`+", body)), default=0)
+    fence = "`" * max(3, longest + 1)
+    count = sum(f.state != "unchanged" for f in files)
+    return (
+        f"<details><summary>memo {memo_id}: what changed in {count} file"
+        f"{'s' if count != 1 else ''}</summary>\n\n{fence}diff\n{body}\n{fence}\n\n</details>"
+    )
 
 
 def recall_text(result: RecallResult) -> str:
@@ -179,7 +307,8 @@ def recall_text(result: RecallResult) -> str:
             f"#{m.id} [{m.status}] {one_line(m.question)}  (score {m.score:.2f}, by {m.matched_by})"
         )
         files = "\n".join(f"    {f.state:<9} {one_line(f.path)}" for f in m.files)
-        blocks.append(f"{head}\n  {block(m.conclusion)}\n  files:\n{files}")
+        changes = "".join(f"\n      {line}" for f in m.files for line in change_lines(f))
+        blocks.append(f"{head}\n  {block(m.conclusion)}\n  files:\n{files}{changes}")
     note = "" if result.semantic_index else "\n(found by words only: no embedding model)"
     return no_workflow_commands("\n\n".join(blocks) + note)
 
@@ -203,11 +332,13 @@ def show_text(memo: MemoDetail) -> str:
     files = "\n".join(
         f"  {f.state:<9} {one_line(f.path)}  sha256 {f.sha256}  {f.size} B" for f in memo.files
     )
+    changes = "\n".join(line for f in memo.files for line in change_lines(f))
     return no_workflow_commands(
         f"memo {memo.id} [{memo.status}]  project {one_line(memo.project)}\n"
         f"question: {one_line(memo.question)}\n"
         f"recorded: {memo.recorded_at} in {one_line(memo.root)}\n\n"
         f"{block(memo.conclusion)}\n\nfiles:\n{files}"
+        + (f"\n\nwhat changed:\n{changes}" if changes else "")
     )
 
 

@@ -9,6 +9,7 @@ warms up; once it is loaded, memos recorded without a vector get one.
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import os
 import typing
@@ -20,14 +21,15 @@ from typing import Annotated, Any, TypeVar
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp_types import ToolAnnotations
+from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field, ValidationError
 
 from explomemo import inputs
 from explomemo.embeddings import ModelLoader
 from explomemo.errors import ExplomemoError
 from explomemo.memos import MemoCache
-from explomemo.models import ForgetResult, RecallResult, RecordResult, StaleResult
+from explomemo.models import ForgetResult, RecallResult, RecordResult, StaleResult, to_dict
+from explomemo.snapshots import enabled as snapshots_enabled
 
 logger = logging.getLogger("explomemo")
 
@@ -35,11 +37,13 @@ INSTRUCTIONS = (
     "explomemo remembers conclusions about this codebase, keyed by the SHA-256 of the files"
     " they rest on. Before exploring files to answer a structural question (how X is wired,"
     " where Y is decided), call memory_exploration_recall. A fresh memo can be reused"
-    " without re-reading its files; for a stale one re-read only its changed or missing"
-    " files. After answering such a question by reading files, call"
-    " memory_exploration_record with the question, your conclusion and every file you read."
-    " Leave `project` out: it defaults to this repository (shared by its worktrees and"
-    " clones)."
+    " without re-reading its files. A stale one shows what changed: each changed file carries"
+    " a diff from the content the memo read to the current one, and a missing file may carry"
+    " moved_to. Read the diffs (not the whole files), check whether the conclusion still"
+    " holds, and record it again (same question) with the corrected conclusion. After"
+    " answering a new question by reading files, call memory_exploration_record with the"
+    " question, your conclusion and every file you read. Leave `project` out: it defaults"
+    " to this repository (shared by its worktrees and clones)."
 )
 
 RECORD_DESCRIPTION = (
@@ -52,8 +56,9 @@ RECORD_DESCRIPTION = (
 RECALL_DESCRIPTION = (
     "Find earlier memos of a project by meaning (with a word-overlap fallback) before"
     " exploring. Each match is `fresh` (every file byte-identical: reuse it without"
-    " re-reading) or `stale` (re-read only the files whose state is `changed` or `missing`)."
-    " Unrelated queries return no matches."
+    " re-reading) or `stale`: a `changed` file carries `diff` (recorded -> current, unified),"
+    " a `missing` one `moved_to`. For a stale memo read the diffs, check the conclusion, and"
+    " record it again. Unrelated queries return no matches."
 )
 STALE_DESCRIPTION = (
     "Check every memo of a project against the files on disk and list the stale ones with"
@@ -64,8 +69,8 @@ FORGET_DESCRIPTION = "Delete one memo of a project by id (a wrong or obsolete co
 Project = Annotated[
     str | None,
     Field(
-        description="Usually left out. Default: $EXPLOMEMO_PROJECT, else the repository's"
-        " name (shared by its worktrees and clones), else root's folder name.",
+        description="Usually left out: $EXPLOMEMO_PROJECT, else the repository's name"
+        " (shared by its worktrees and clones), else root's folder name.",
         min_length=1,
         max_length=inputs.MAX_PROJECT,
     ),
@@ -111,7 +116,7 @@ def create_server(db_path: Path | None = None, env: dict[str, str] | None = None
         import threading
 
         loader = ModelLoader(environment)
-        cache = MemoCache.open(db_path, loader)
+        cache = MemoCache.open(db_path, loader, snapshots_enabled(environment))
         if loader.enabled:
             loader.start()
             threading.Thread(
@@ -201,10 +206,16 @@ def create_server(db_path: Path | None = None, env: dict[str, str] | None = None
         include_stale: Annotated[
             bool, Field(description="Also return stale memos (marked stale).")
         ] = True,
-    ) -> RecallResult:
-        return _call(
-            lambda: state(ctx).recall(
-                query=query, project=project, root=root, limit=limit, include_stale=include_stale
+    ) -> Annotated[CallToolResult, RecallResult]:
+        return _structured(
+            _call(
+                lambda: state(ctx).recall(
+                    query=query,
+                    project=project,
+                    root=root,
+                    limit=limit,
+                    include_stale=include_stale,
+                )
             )
         )
 
@@ -246,8 +257,10 @@ def create_server(db_path: Path | None = None, env: dict[str, str] | None = None
         # Agents pay for every byte of tools/list in every session: the
         # generated "title" keys only repeat the property names.
         _drop_titles(tool.parameters)
+        _optional_without_null(tool.parameters)
         if tool.output_schema is not None:
             _drop_titles(tool.output_schema)
+            _drop_null_defaults(tool.output_schema)
             # Clients validate every result against this schema; with the
             # nested models inlined they resolve no $ref per item (a third of a
             # recall's time in the SDK's own client, measured at 10k memos).
@@ -273,6 +286,22 @@ def _add_descriptions(schema: dict[str, Any], result: type[Any]) -> None:
                 _add_descriptions(prop.get("items", {}), inner)
 
 
+def _optional_without_null(schema: dict[str, Any]) -> None:
+    """An optional parameter is one left out of ``required``, not one that may be null.
+
+    ``str | None = None`` makes Pydantic write ``anyOf: [{…}, {type: null}]`` and
+    ``default: null``; the plain schema says the same to an agent in fewer bytes.
+    A null sent anyway is still accepted.
+    """
+    for prop in schema.get("properties", {}).values():
+        options = prop.get("anyOf")
+        if prop.get("default", 0) is None and isinstance(options, list) and len(options) == 2:
+            kept = [option for option in options if option != {"type": "null"}]
+            if len(kept) == 1:
+                del prop["anyOf"], prop["default"]
+                prop.update(kept[0])
+
+
 def _inline_refs(schema: dict[str, Any]) -> None:
     definitions = schema.pop("$defs", {})
 
@@ -289,6 +318,18 @@ def _inline_refs(schema: dict[str, Any]) -> None:
         return node
 
     schema.update(resolve(schema))
+
+
+def _drop_null_defaults(schema: Any) -> None:
+    """Drop ``"default": null``: a result's optional fields are left out, never defaulted."""
+    if isinstance(schema, dict):
+        if "default" in schema and schema["default"] is None:
+            del schema["default"]
+        for value in schema.values():
+            _drop_null_defaults(value)
+    elif isinstance(schema, list):
+        for item in schema:
+            _drop_null_defaults(item)
 
 
 def _drop_titles(schema: Any) -> None:
@@ -308,6 +349,18 @@ def _drop_titles(schema: Any) -> None:
 
 
 T = TypeVar("T")
+
+
+def _structured(result: Any) -> CallToolResult:
+    """A result whose fields that mean nothing for an item are left out, not written as null.
+
+    The SDK would write every field of the dataclass; a recall's unchanged
+    files would then each carry five nulls. The same JSON, compact, is the
+    text content.
+    """
+    data = to_dict(result)
+    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=data)
 
 
 def _call(action: Callable[[], T]) -> T:

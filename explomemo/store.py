@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sqlite3
+import stat
 import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
@@ -49,6 +50,9 @@ class FileRow(NamedTuple):
     sha256: str
     xxh3: str
     size: int
+    #: The git blob id of the recorded content; None for rows recorded before
+    #: migration 0004, and until the record's snapshot job has run.
+    git_blob: str | None = None
 
 
 class MemoRow(NamedTuple):
@@ -205,12 +209,13 @@ class Store:
                 " with --db or EXPLOMEMO_DB"
             )
         try:
-            db_path.parent.mkdir(parents=True, exist_ok=True)
+            _private_folders(db_path.parent)
         except OSError as exc:
             raise StoreError(
                 f"cannot create the folder of database {db_path} ({exc.strerror}):"
                 " pass a writable --db or EXPLOMEMO_DB"
             ) from exc
+        _private_file(db_path)
         try:
             conn = sqlite3.connect(
                 db_path,
@@ -224,6 +229,7 @@ class Store:
         try:
             store._check_identity()
             store._identity = store._file_identity()
+            _owner_only(db_path)
             store._configure()
             store._migrate()
             store._reader = store._open_reader()
@@ -513,7 +519,9 @@ class Store:
         """Insert a memo, or replace memo ``memo_id`` keeping its id; returns the id.
 
         A new memo takes ``wanted_id`` when given and still free (imports keep ids).
+        A replaced memo's snapshots that no memo rests on any more are deleted.
         """
+        replaced: list[str] = []
         if memo_id is None:
             if (
                 wanted_id is not None
@@ -534,17 +542,20 @@ class Store:
                 " WHERE id = ?",
                 (question, conclusion, root, recorded_at, memo_id),
             )
+            replaced = self._contents_of(conn, memo_id)
             conn.execute("DELETE FROM memo_files WHERE memo_id = ?", (memo_id,))
             conn.execute("DELETE FROM memos_fts WHERE rowid = ?", (memo_id,))
         conn.executemany(
-            "INSERT INTO memo_files (memo_id, path, sha256, xxh3, size) VALUES (?, ?, ?, ?, ?)",
-            [(memo_id, f.path, f.sha256, f.xxh3, f.size) for f in files],
+            "INSERT INTO memo_files (memo_id, path, sha256, xxh3, size, git_blob)"
+            " VALUES (?, ?, ?, ?, ?, ?)",
+            [(memo_id, f.path, f.sha256, f.xxh3, f.size, f.git_blob) for f in files],
         )
         conn.execute(
             "INSERT INTO memos_fts (rowid, question, conclusion, paths, project)"
             " VALUES (?, ?, ?, ?, ?)",
             (memo_id, question, conclusion, " ".join(f.path for f in files), project),
         )
+        self.collect_snapshots(conn, replaced)
         return memo_id
 
     def set_embedding(
@@ -558,7 +569,11 @@ class Store:
         )
 
     def delete_memo(self, conn: sqlite3.Connection, project: str | None, memo_id: int) -> bool:
-        """Delete a memo (of ``project``, when given); False when there is none."""
+        """Delete a memo (of ``project``, when given); False when there is none.
+
+        Its snapshots that no other memo rests on are deleted with it.
+        """
+        contents = self._contents_of(conn, memo_id)
         if project is None:
             cursor = conn.execute("DELETE FROM memos WHERE id = ?", (memo_id,))
         else:
@@ -568,6 +583,7 @@ class Store:
         if cursor.rowcount == 0:
             return False
         conn.execute("DELETE FROM memos_fts WHERE rowid = ?", (memo_id,))
+        self.collect_snapshots(conn, contents)
         return True
 
     def memos(
@@ -602,12 +618,12 @@ class Store:
         found: dict[int, list[FileRow]] = {memo_id: [] for memo_id in memo_ids}
         for chunk in _chunks(list(memo_ids)):
             marks = ",".join("?" * len(chunk))
-            for memo_id, path, sha256, xxh3, size in conn.execute(
-                f"SELECT memo_id, path, sha256, xxh3, size FROM memo_files"
+            for memo_id, path, sha256, xxh3, size, git_blob in conn.execute(
+                f"SELECT memo_id, path, sha256, xxh3, size, git_blob FROM memo_files"
                 f" WHERE memo_id IN ({marks}) ORDER BY memo_id, path",
                 chunk,
             ):
-                found[memo_id].append(FileRow(path, sha256, xxh3, size))
+                found[memo_id].append(FileRow(path, sha256, xxh3, size, git_blob))
         return found
 
     def all_files(self, conn: sqlite3.Connection, project: str | None) -> dict[int, list[FileRow]]:
@@ -615,17 +631,18 @@ class Store:
         found: dict[int, list[FileRow]] = {}
         if project is None:
             cursor = conn.execute(
-                "SELECT memo_id, path, sha256, xxh3, size FROM memo_files ORDER BY memo_id, path"
+                "SELECT memo_id, path, sha256, xxh3, size, git_blob FROM memo_files"
+                " ORDER BY memo_id, path"
             )
         else:
             cursor = conn.execute(
-                "SELECT f.memo_id, f.path, f.sha256, f.xxh3, f.size FROM memo_files f"
+                "SELECT f.memo_id, f.path, f.sha256, f.xxh3, f.size, f.git_blob FROM memo_files f"
                 " JOIN memos m ON m.id = f.memo_id WHERE m.project = ?"
                 " ORDER BY f.memo_id, f.path",
                 (project,),
             )
-        for memo_id, path, sha256, xxh3, size in cursor:
-            found.setdefault(memo_id, []).append(FileRow(path, sha256, xxh3, size))
+        for memo_id, path, sha256, xxh3, size, git_blob in cursor:
+            found.setdefault(memo_id, []).append(FileRow(path, sha256, xxh3, size, git_blob))
         return found
 
     def memos_needing_embedding(self, conn: sqlite3.Connection, model: str) -> list[int]:
@@ -638,6 +655,67 @@ class Store:
                 (model,),
             )
         ]
+
+    # Snapshots and blob ids ----------------------------------------------
+
+    def _contents_of(self, conn: sqlite3.Connection, memo_id: int) -> list[str]:
+        return [
+            row[0]
+            for row in conn.execute("SELECT sha256 FROM memo_files WHERE memo_id = ?", (memo_id,))
+        ]
+
+    def collect_snapshots(self, conn: sqlite3.Connection, contents: Iterable[str]) -> int:
+        """Delete the snapshots among ``contents`` (SHA-256s) that no memo rests on; how many."""
+        deleted = 0
+        for chunk in _chunks(sorted(set(contents))):
+            marks = ",".join("?" * len(chunk))
+            deleted += conn.execute(
+                f"DELETE FROM snapshots WHERE sha256 IN ({marks}) AND NOT EXISTS"
+                " (SELECT 1 FROM memo_files f WHERE f.sha256 = snapshots.sha256)",
+                chunk,
+            ).rowcount
+        return deleted
+
+    def snapshot_contents(self, conn: sqlite3.Connection, contents: Iterable[str]) -> set[str]:
+        """The SHA-256s among ``contents`` that have a snapshot."""
+        found: set[str] = set()
+        for chunk in _chunks(sorted(set(contents))):
+            marks = ",".join("?" * len(chunk))
+            found.update(
+                row[0]
+                for row in conn.execute(
+                    f"SELECT sha256 FROM snapshots WHERE sha256 IN ({marks})", chunk
+                )
+            )
+        return found
+
+    def save_snapshots(
+        self, conn: sqlite3.Connection, snapshots: Iterable[tuple[str, str, bytes]]
+    ) -> None:
+        """Store (SHA-256, codec, data) snapshots of contents some memo still rests on.
+
+        A content no memo rests on any more (its memo was forgotten or
+        replaced since it was read) is not stored: nothing would delete it.
+        """
+        conn.executemany(
+            "INSERT OR IGNORE INTO snapshots (sha256, codec, data) SELECT ?, ?, ?"
+            " WHERE EXISTS (SELECT 1 FROM memo_files WHERE sha256 = ?)",
+            [(sha256, codec, data, sha256) for sha256, codec, data in snapshots],
+        )
+
+    def snapshot(self, conn: sqlite3.Connection, sha256: str) -> tuple[str, bytes] | None:
+        """(codec, data) of a content's snapshot, or None."""
+        row = conn.execute(
+            "SELECT codec, data FROM snapshots WHERE sha256 = ?", (sha256,)
+        ).fetchone()
+        return None if row is None else (str(row[0]), bytes(row[1]))
+
+    def set_git_blobs(self, conn: sqlite3.Connection, blobs: Iterable[tuple[str, str]]) -> None:
+        """Give every recorded file of each (SHA-256, git blob id) content its blob id."""
+        conn.executemany(
+            "UPDATE memo_files SET git_blob = ? WHERE sha256 = ? AND git_blob IS NULL",
+            [(blob, sha256) for sha256, blob in blobs],
+        )
 
     # Word search -------------------------------------------------------
 
@@ -733,6 +811,46 @@ class Store:
 def _question_key_or_null(question: object) -> str | None:
     # A row another program wrote may hold anything; SQL's NULL leaves it as it is.
     return question_key(question) if isinstance(question, str) else None
+
+
+def _private_folders(folder: Path) -> None:
+    """Create ``folder`` and its missing parents, each readable by its owner only."""
+    missing: list[Path] = []
+    while not folder.exists():
+        missing.append(folder)
+        if folder.parent == folder:
+            break
+        folder = folder.parent
+    for path in reversed(missing):
+        with contextlib.suppress(FileExistsError):  # another process made it meanwhile
+            path.mkdir(mode=0o700)
+
+
+def _private_file(path: Path) -> None:
+    """Create a new database file readable and writable by its owner only.
+
+    SQLite gives its -wal and -shm files the database file's permissions. An
+    existing file is left to :func:`_owner_only`; a file that cannot be
+    created here is for SQLite to report.
+    """
+    with contextlib.suppress(OSError):
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600))
+
+
+def _owner_only(path: Path) -> None:
+    """Take group and other permissions off an explomemo database and its -wal and -shm.
+
+    Snapshots are copies of source code: a database made by an earlier
+    version (0644) is tightened when it is opened. A file owned by someone
+    else cannot be changed and is left as it is.
+    """
+    for name in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):
+        try:
+            mode = stat.S_IMODE(os.stat(name).st_mode)
+            if mode & 0o077:
+                os.chmod(name, mode & 0o700)
+        except OSError:
+            pass
 
 
 def _migration_function(migration: Migration):  # type: ignore[no-untyped-def]

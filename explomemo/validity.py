@@ -489,11 +489,15 @@ def digest_entry(
     *,
     sha256: bool,
     limit: int | None = None,
+    keep: int = 0,
 ) -> tuple[Digest, StatRow]:
-    """Digest an open file and make the stat-cache entry that vouches for the digest."""
+    """Digest an open file and make the stat-cache entry that vouches for the digest.
+
+    ``keep``: see :func:`~explomemo.hashing.hash_fd`.
+    """
     taken_at = time.time_ns()
     before = os.fstat(fd)
-    digest = hash_fd(fd, sha256=sha256, limit=limit, expected_size=before.st_size)
+    digest = hash_fd(fd, sha256=sha256, limit=limit, expected_size=before.st_size, keep=keep)
     after = os.fstat(fd)
     entry = StatRow(
         dev=before.st_dev,

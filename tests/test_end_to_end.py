@@ -132,7 +132,7 @@ def test_cli_flags_exactly_the_changed_memos(repo: Repo, db_path: Path, no_model
     }
     github = invoke(db_path, "stale", "--root", str(repo.path), "--format", "github")
     assert github.exit_code == 0
-    assert github.stdout.splitlines()[0].startswith("::warning file=src/tokens.py,title=")
+    assert github.stdout.splitlines()[0].startswith("::warning file=src/tokens.py,line=2,title=")
     assert "src/db.py is missing" in github.stdout
 
     move_to(repo, first)

@@ -17,7 +17,7 @@ import pytest
 from reliability_helpers import assert_whole, open_cache, run_cli
 
 from explomemo import store as store_module
-from explomemo.store import FileRow, Store, load_migrations
+from explomemo.store import Store, load_migrations
 
 NFC = unicodedata.normalize("NFC", "Où est décidé le café ?")
 NFD = unicodedata.normalize("NFD", NFC)
@@ -96,18 +96,23 @@ def _old_database(db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
             (9, "r", "ﬀ", "2026-01-01T00:00:00Z", ["a.py"]),
         ]
         with store.write() as conn:
+            # Written as schema 2 has it (today's save_memo writes newer columns).
             for memo_id, project, question, recorded_at, files in memos:
-                store.save_memo(
-                    conn,
-                    memo_id=None,
-                    project=project,
-                    question=question,
-                    question_key=_old_key(question),
-                    conclusion=f"conclusion {memo_id}",
-                    root="/r",
-                    recorded_at=recorded_at,
-                    files=[FileRow(f, "a" * 64, "b" * 32, 1) for f in files],
-                    wanted_id=memo_id,
+                conn.execute(
+                    "INSERT INTO memos (id, project, question, question_key, conclusion, root,"
+                    " recorded_at) VALUES (?, ?, ?, ?, ?, '/r', ?)",
+                    (memo_id, project, question, _old_key(question), f"conclusion {memo_id}",
+                     recorded_at),
+                )  # fmt: skip
+                conn.executemany(
+                    "INSERT INTO memo_files (memo_id, path, sha256, xxh3, size)"
+                    " VALUES (?, ?, 'aaaa', 'bbbb', 1)",
+                    [(memo_id, f) for f in files],
+                )
+                conn.execute(
+                    "INSERT INTO memos_fts (rowid, question, conclusion, paths, project)"
+                    " VALUES (?, ?, ?, ?, ?)",
+                    (memo_id, question, f"conclusion {memo_id}", " ".join(files), project),
                 )
             # A key left by another rule: memo 8's new key is memo 9's stored one,
             # and the pair is unique at every row.

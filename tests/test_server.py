@@ -56,8 +56,8 @@ def test_tools_list_is_complete_and_small(db_path: Path) -> None:
     for tool in tools.values():
         project = tool.input_schema["properties"]["project"]
         assert "project" not in tool.input_schema.get("required", []), tool.name
-        (text,) = [kind for kind in project["anyOf"] if kind.get("type") == "string"]
-        assert (text["minLength"], text["maxLength"]) == (1, 200)
+        assert project["type"] == "string" and "anyOf" not in project, tool.name
+        assert (project["minLength"], project["maxLength"]) == (1, 200)
     recall = tools["memory_exploration_recall"].input_schema["properties"]
     assert (recall["limit"]["minimum"], recall["limit"]["maximum"], recall["limit"]["default"]) == (
         1,
@@ -153,3 +153,16 @@ def test_output_schemas_are_inlined_and_valid(db_path: Path) -> None:
     assert not list(Draft202012Validator(recall_schema).iter_errors(good))
     bad = {**good, "matches": [{**good["matches"][0], "status": "maybe"}]}
     assert list(Draft202012Validator(recall_schema).iter_errors(bad))
+
+
+def test_an_optional_parameter_sent_as_null_is_left_out(db_path: Path, tmp_path: Path) -> None:
+    """The schema lists optional parameters as plain types; a null sent anyway is accepted."""
+
+    async def story(client: Client) -> Any:
+        return await client.call_tool(
+            "memory_exploration_stale", {"project": None, "root": str(tmp_path)}
+        )
+
+    result = run(db_path, story)
+    assert not result.is_error, result.content
+    assert result.structured_content["project"] == tmp_path.name

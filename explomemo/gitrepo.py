@@ -1,0 +1,233 @@
+"""Reading a root's git object store: blobs by id, tracked paths, a path's history.
+
+Only when the root is inside a git work tree, and only to read. git runs as
+a subprocess with an argument list (no shell), a timeout and no standard
+input, in an environment built from nothing but ``PATH``: no ``GIT_DIR``,
+``GIT_WORK_TREE``, ``GIT_INDEX_FILE`` or any other ``GIT_*`` variable of
+the caller's, no system or global configuration, no optional locks (a read
+never writes the index), no replace objects, no pager, no colour, no
+protocol (so a partial clone cannot fetch), and the repository's own
+settings that run a program in a read overridden on the command line
+(``core.fsmonitor``, ``core.hooksPath``, ``log.showSignature``). The
+commands used (``rev-parse``, ``cat-file --batch``, ``ls-files -s``,
+``log --raw``) neither apply filters or textconv nor run hooks. git's own
+``safe.directory`` check stays on: a repository owned by another user is
+read only when the user's own git configuration lists it there.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+from collections.abc import Iterable, Sequence
+
+from explomemo.files import Root
+
+#: Seconds one git command may take before it is stopped (its answer is then "unavailable").
+GIT_TIMEOUT = 10.0
+#: Commits of a path's history searched for a content recorded without a blob id.
+HISTORY_DEPTH = 200
+
+_BLOB_ID = re.compile(rb"[0-9a-f]{40}")
+_NO_BLOB = "0" * 40
+_SETTINGS = (
+    "core.fsmonitor=false",
+    "core.hooksPath=" + os.devnull,
+    "core.untrackedCache=false",
+    "log.showSignature=false",
+    "protocol.allow=never",
+    "color.ui=never",
+    "core.pager=cat",
+)
+_FLAGS = ["--no-pager", "--no-replace-objects", "--literal-pathspecs"]
+
+
+def _environment() -> dict[str, str]:
+    return {
+        "PATH": os.environ.get("PATH", os.defpath),
+        "LC_ALL": "C",
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "GIT_CONFIG_GLOBAL": os.devnull,
+        "GIT_OPTIONAL_LOCKS": "0",
+        "GIT_TERMINAL_PROMPT": "0",
+        "GIT_NO_REPLACE_OBJECTS": "1",
+        "GIT_NO_LAZY_FETCH": "1",
+        "GIT_ALLOW_PROTOCOL": "none",
+        "GIT_ATTR_NOSYSTEM": "1",
+        "GIT_PAGER": "cat",
+    }
+
+
+#: The user's own safe.directory entries (read once, only when git refused a repository).
+_trusted_folders: list[str] | None = None
+
+
+def _user_safe_directories(git: str) -> list[str]:
+    """The ``safe.directory`` values of the user's global and system git configuration.
+
+    git honours them there (and only there); our commands ignore those files
+    for everything else, so they are read on their own, outside any repository.
+    """
+    global _trusted_folders
+    if _trusted_folders is None:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+        found: list[str] = []
+        for scope in ("--system", "--global"):
+            try:
+                done = subprocess.run(
+                    [git, "config", scope, "--get-all", "safe.directory"],
+                    cwd="/",
+                    env=env,
+                    stdin=subprocess.DEVNULL,
+                    capture_output=True,
+                    timeout=GIT_TIMEOUT,
+                    check=False,
+                )
+            except (OSError, subprocess.SubprocessError):
+                continue
+            found += done.stdout.decode("utf-8", "replace").splitlines()
+        _trusted_folders = [value for value in found if value]
+    return _trusted_folders
+
+
+class GitRepo:
+    """The git repository a root lies in, read through safe git commands."""
+
+    def __init__(self, root: Root, git: str, settings: Sequence[str]) -> None:
+        self.root = root
+        self._git = git
+        self._settings = list(settings)
+        #: Whether the last command failed on git's safe.directory check.
+        self._refused_as_unsafe = False
+
+    @classmethod
+    def at(cls, root: Root) -> GitRepo | None:
+        """The repository whose work tree holds ``root``; None when there is none (or no git)."""
+        git = shutil.which("git")
+        if git is None:
+            return None
+        repo = cls(root, git, _SETTINGS)
+        answer = repo._run(["rev-parse", "--is-inside-work-tree"])
+        if answer is None and repo._refused_as_unsafe:
+            trusted = _user_safe_directories(git)
+            if trusted:
+                repo = cls(root, git, [*_SETTINGS, *(f"safe.directory={t}" for t in trusted)])
+                answer = repo._run(["rev-parse", "--is-inside-work-tree"])
+        return repo if answer is not None and answer.strip() == b"true" else None
+
+    def _run(self, args: list[str], given: bytes | None = None) -> bytes | None:
+        """git's standard output, or None when it failed, timed out or could not start."""
+        command = [self._git, *_FLAGS]
+        for setting in self._settings:
+            command += ["-c", setting]
+        try:
+            done = subprocess.run(
+                [*command, *args],
+                cwd=self.root.real,
+                env=_environment(),
+                input=given,
+                stdin=None if given is not None else subprocess.DEVNULL,
+                capture_output=True,
+                timeout=GIT_TIMEOUT,
+                check=False,
+            )
+        except (OSError, subprocess.SubprocessError):
+            return None
+        if done.returncode != 0:
+            self._refused_as_unsafe = b"dubious ownership" in done.stderr
+            return None
+        return done.stdout
+
+    def blobs(self, ids: Iterable[str]) -> dict[str, bytes]:
+        """The content of each blob the object store holds, by id (others are left out)."""
+        wanted = sorted({i for i in ids if _BLOB_ID.fullmatch(i.encode())})
+        if not wanted:
+            return {}
+        out = self._run(["cat-file", "--batch"], "".join(f"{i}\n" for i in wanted).encode())
+        return {} if out is None else _parse_batch(out)
+
+    def sizes(self, ids: Iterable[str]) -> dict[str, int]:
+        """The size of each blob the object store holds, by id."""
+        wanted = sorted({i for i in ids if _BLOB_ID.fullmatch(i.encode())})
+        if not wanted:
+            return {}
+        out = self._run(["cat-file", "--batch-check"], "".join(f"{i}\n" for i in wanted).encode())
+        found: dict[str, int] = {}
+        for line in (out or b"").splitlines():
+            parts = line.split()
+            if len(parts) == 3 and parts[1] == b"blob":
+                found[parts[0].decode()] = int(parts[2])
+        return found
+
+    def tracked(self) -> dict[str, list[str]]:
+        """Each blob id of the index under root, with its paths (relative to root, sorted)."""
+        out = self._run(["ls-files", "--stage", "-z"])
+        found: dict[str, list[str]] = {}
+        for entry in (out or b"").split(b"\0"):
+            head, _, path = entry.partition(b"\t")
+            parts = head.split()
+            if len(parts) == 3 and parts[2] == b"0":
+                found.setdefault(parts[1].decode(), []).append(
+                    path.decode("utf-8", "surrogateescape")
+                )
+        for paths in found.values():
+            paths.sort()
+        return found
+
+    def find_content(self, path: str, sha256: str, size: int) -> tuple[str, bytes] | None:
+        """(blob id, content) of a content recorded at ``path`` without a blob id.
+
+        Searched among the blobs ``path`` held in the last :data:`HISTORY_DEPTH`
+        commits of any branch and in the index: those of the recorded size
+        are read, and the one with the recorded SHA-256 is it.
+        """
+        candidates: list[str] = []
+        staged = self._run(["ls-files", "--stage", "-z", "--", path]) or b""
+        candidates += [m.decode() for m in _BLOB_ID.findall(staged.split(b"\t")[0])]
+        log = self._run(
+            [
+                "log",
+                "--all",
+                "--format=",
+                "--raw",
+                "--no-abbrev",
+                "--no-renames",
+                "--no-textconv",
+                "--no-ext-diff",
+                f"-n{HISTORY_DEPTH}",
+                "--",
+                path,
+            ]
+        )
+        for line in (log or b"").splitlines():
+            if line.startswith(b":"):
+                fields = line.split(b"\t", 1)[0].split()
+                candidates += [f.decode() for f in fields[2:4] if _BLOB_ID.fullmatch(f)]
+        ordered = [c for c in dict.fromkeys(candidates) if c != _NO_BLOB]
+        sized = [i for i, n in self.sizes(ordered).items() if n == size]
+        for blob_id, data in self.blobs(sized).items():
+            if hashlib.sha256(data).hexdigest() == sha256:
+                return blob_id, data
+        return None
+
+
+def _parse_batch(out: bytes) -> dict[str, bytes]:
+    """The blobs of a ``git cat-file --batch`` answer, by id."""
+    found: dict[str, bytes] = {}
+    at = 0
+    while at < len(out):
+        end = out.find(b"\n", at)
+        if end < 0:
+            break
+        parts = out[at:end].split()
+        at = end + 1
+        if len(parts) != 3:
+            continue  # "<id> missing"
+        size = int(parts[2])
+        if parts[1] == b"blob":
+            found[parts[0].decode()] = out[at : at + size]
+        at += size + 1
+    return found
