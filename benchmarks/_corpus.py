@@ -131,7 +131,7 @@ def base_vectors(embedder: Embedder, distinct: int, batch: int = 256) -> npt.NDA
     """Real vectors of the first ``distinct`` memo texts, embedded in batches."""
     import numpy as np
 
-    from explomemo.memos import embedding_text
+    from explomemo.vectors import embedding_text
 
     out = []
     for start in range(0, distinct, batch):
@@ -157,7 +157,8 @@ def populate(
     import numpy as np
 
     from explomemo import inputs
-    from explomemo.memos import embedding_text, now_iso, text_hash
+    from explomemo.memos import now_iso
+    from explomemo.vectors import embedding_text, text_hash
 
     rng = np.random.default_rng(count)
     pick = random.Random(count)

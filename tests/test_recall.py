@@ -13,7 +13,7 @@ import pytest
 from fakes import FakeEmbedder
 
 from explomemo import embeddings, search
-from explomemo import memos as memos_module
+from explomemo import vectors as vectors_module
 from explomemo.embeddings import DEFAULT_MODEL_ID, Embedder, load_embedder
 from explomemo.errors import ModelError
 from explomemo.memos import FixedModel, MemoCache
@@ -134,7 +134,7 @@ def test_model_change_reembeds_and_cache_avoids_repeats(app: Path, db_path: Path
     cache = MemoCache.open(db_path, FixedModel(first))
     record_all(cache, app)
     assert cache.wait_for_vectors("svc", 10)
-    assert len(first.embedded) == 3
+    assert len(first.embedded) == 6  # two texts a memo: whole, and question with file names
     cache.record(
         question=MEMOS["db"][0],
         conclusion=MEMOS["db"][1],
@@ -142,7 +142,7 @@ def test_model_change_reembeds_and_cache_avoids_repeats(app: Path, db_path: Path
         project="svc",
         root=str(app),
     )
-    assert len(first.embedded) == 3  # same text again: served by the embedding cache
+    assert len(first.embedded) == 6  # same text again: served by the embedding cache
     cache.close()
     second = FakeEmbedder(lambda text: _axis(len(text) % 8), model_id="model-b")
     cache = MemoCache.open(db_path, FixedModel(second))
@@ -386,9 +386,9 @@ def test_a_memo_recorded_again_keeps_only_the_newest_vector(app: Path, db_path: 
     assert cache.wait_for_vectors("svc", 30)
     # The first text's job ran after the inline vector landed; it found the memo
     # changed and did not overwrite it.
-    assert model.embedded[-1].endswith(conclusion)
-    expected = memos_module.text_hash(
-        "fake-model", memos_module.embedding_text(question, newer, files)
+    assert model.embedded[-2].endswith(conclusion)  # then its question
+    expected = vectors_module.text_hash(
+        "fake-model", vectors_module.embedding_text(question, newer, files)
     )
     assert _stored_vectors(db_path)[-1] == (first.id, "fake-model", expected)
     cache.close()
@@ -414,9 +414,11 @@ def test_a_fill_does_not_store_the_vector_of_an_outdated_text(app: Path, db_path
         question=question, conclusion=conclusion, files=files, project="svc", root=str(app)
     )
     cache: MemoCache
+    rewritten: list[bool] = []
 
     def vector_of(text: str) -> list[float]:
-        if text.endswith(conclusion) and not model.embedded[:-1]:
+        if text.endswith(conclusion) and not rewritten:
+            rewritten.append(True)
             # While the fill embeds the old text, the memo is recorded again
             # and its new vector stored.
             cache.record(
@@ -432,8 +434,8 @@ def test_a_fill_does_not_store_the_vector_of_an_outdated_text(app: Path, db_path
     model = FakeEmbedder(vector_of)
     cache = MemoCache.open(db_path, FixedModel(model))
     cache.fill_embeddings(model)
-    expected = memos_module.text_hash(
-        "fake-model", memos_module.embedding_text(question, "Rewritten.", files)
+    expected = vectors_module.text_hash(
+        "fake-model", vectors_module.embedding_text(question, "Rewritten.", files)
     )
     assert _stored_vectors(db_path)[0][2] == expected
     cache.close()
