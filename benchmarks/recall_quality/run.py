@@ -77,10 +77,10 @@ def fetch_codebase(name: str, version: str, into: Path) -> Path:
     return next(p for p in into.iterdir() if p.is_dir())
 
 
-def run_mode(
-    mode: str, labels: dict[str, Any], root: Path, db: Path, model: FixedModel, sweep: bool
-) -> list[Outcome]:
-    """Record every memo into a fresh database, then ask every query of each set."""
+def record_memos(
+    labels: dict[str, Any], root: Path, db: Path, model: FixedModel
+) -> tuple[MemoCache, dict[str, int]]:
+    """Record every labelled memo into a fresh database; the open cache and each memo's id."""
     cache = MemoCache.open(db, model)
     ids: dict[str, int] = {}
     for memo in labels["memos"]:
@@ -92,6 +92,14 @@ def run_mode(
             root=str(root),
         )
         ids[memo["key"]] = result.id
+    return cache, ids
+
+
+def run_mode(
+    mode: str, labels: dict[str, Any], root: Path, db: Path, model: FixedModel, sweep: bool
+) -> list[Outcome]:
+    """Record every memo into a fresh database, then ask every query of each set."""
+    cache, ids = record_memos(labels, root, db, model)
     outcomes = [
         _ask(cache, mode, name, labels, ids, field, unrelated_field, root, sweep)
         for name, field, unrelated_field in QUERY_SETS
