@@ -39,8 +39,9 @@ if TYPE_CHECKING:
 #: How long ``close`` goes on computing queued vectors before it leaves the
 #: rest to the next fill (the memos are stored; only their vectors wait).
 CLOSE_SECONDS = 2.0
-#: Memos embedded at a time by a fill (a closing fill stops between batches).
-FILL_BATCH = 16
+#: Memos embedded at a time by a fill: a closing fill stops between batches, so
+#: a batch (two texts a memo, up to 100 ms a long text) bounds how long close waits.
+FILL_BATCH = 4
 
 logger = logging.getLogger("explomemo")
 
