@@ -25,6 +25,8 @@ from collections.abc import Iterable
 _TOKEN = re.compile(r"[\w./\-]+")
 _NAME = re.compile(r"[^\W\d]\w*")
 _HUMP = re.compile(r"[a-z\d][A-Z]|[A-Z]{2}[a-z]")
+#: An acronym's plural ("URLs", "APIs"): prose, though it has a hump.
+_PLURAL_ACRONYM = re.compile(r"[A-Z]{2,}s")
 _HUMPS = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
 #: A file extension: letters and digits, one to five, starting with a letter.
 _EXTENSION = re.compile(r"[^\W\d_][^\W_]{0,4}")
@@ -63,7 +65,7 @@ def name_parts(text: str) -> list[str]:
     parts: dict[str, None] = {}
     for match in _TOKEN.finditer(text):
         for piece in re.split(r"[./\-_]+", match.group()):
-            if _HUMP.search(piece):
+            if _HUMP.search(piece) and not _PLURAL_ACRONYM.fullmatch(piece):
                 for part in _HUMPS.findall(piece):
                     parts.setdefault(part.lower(), None)
     return list(parts)
@@ -112,7 +114,7 @@ def _add_dotted(parts: list[str], found: set[str]) -> None:
 
 def _shaped(name: str) -> bool:
     """True for a single name that only code would write: an underscore or a hump."""
-    if not _NAME.fullmatch(name):
+    if not _NAME.fullmatch(name) or _PLURAL_ACRONYM.fullmatch(name):
         return False
     return (len(name) > 1 and name.strip("_") != "" and "_" in name) or bool(_HUMP.search(name))
 

@@ -287,6 +287,7 @@ def test_memos_of_an_older_database_get_their_identifiers(
         # Prose: words, abbreviations, versions, slashes between words.
         ("The Client sends a URL, e.g. this; i.e. that.", set()),
         ("version 0.28.1 and/or client/server", set()),
+        ("URLs, APIs and IDs", set()),
     ],
 )
 def test_what_counts_as_an_identifier(text: str, expected: set[str]) -> None:
