@@ -534,14 +534,16 @@ class Store:
             found.setdefault(memo_id, []).append(FileRow(path, sha256, xxh3, size))
         return found
 
-    def memos_needing_embedding(self, conn: sqlite3.Connection, model: str) -> list[int]:
-        """Ids of memos without both vectors from ``model``."""
+    def memos_needing_embedding(
+        self, conn: sqlite3.Connection, model: str, most: int = -1
+    ) -> list[int]:
+        """Ids of memos without both vectors from ``model`` (the first ``most``; -1: all)."""
         return [
             int(row[0])
             for row in conn.execute(
                 "SELECT id FROM memos WHERE embedding IS NULL OR question_embedding IS NULL"
-                " OR embedding_model IS NOT ? ORDER BY id",
-                (model,),
+                " OR embedding_model IS NOT ? ORDER BY id LIMIT ?",
+                (model, most),
             )
         ]
 

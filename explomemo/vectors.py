@@ -210,7 +210,7 @@ class Vectors:
     def _work(self) -> None:
         while (job := self._jobs.get()) is not None:
             if isinstance(job, _FillJob):
-                self._fill_job(job.embedder)
+                self._fill_step(job)
                 continue
             try:
                 if not self._closing or time.monotonic() < self._deadline:
@@ -225,14 +225,16 @@ class Vectors:
                     self._pending[job.project] -= 1
                     self._pending_changed.notify_all()
 
-    def _fill_job(self, embedder: Embedder) -> None:
+    def _fill_step(self, job: _FillJob) -> None:
+        """One batch of a fill; the rest goes back in the queue, behind the memos
+        recorded meanwhile (a recall waits for those, not for the whole fill)."""
         try:
-            filled = self.fill(embedder)
+            more = not self._closing and self._fill_batch(job.embedder, FILL_BATCH) > 0
         except ExplomemoError as exc:
             logger.warning("could not embed memos recorded without a model: %s", exc)
             return
-        if filled:
-            logger.info("embedded %d memos recorded without a model", filled)
+        if more:
+            self._jobs.put(job)
 
     def _write_vectors(self, job: _VectorJob) -> None:
         model_id = job.embedder.model_id
@@ -269,32 +271,35 @@ class Vectors:
 
         Stops between batches once closing (what it computed is stored).
         """
-        with self.store.errors(), self.store.read() as conn:
-            ids = self.store.memos_needing_embedding(conn, embedder.model_id)
         done = 0
-        for start in range(0, len(ids), batch):
-            if self._closing:
+        while not self._closing:
+            filled = self._fill_batch(embedder, batch)
+            if not filled:
                 break
-            chunk = ids[start : start + batch]
-            with self.store.errors(), self.store.read() as conn:
-                texts = self._current_texts(conn, chunk)
-            computed = self._embed(embedder, [t for pair in texts.values() for t in _pair(pair)])
-            with self.store.errors(), self.store.write() as conn:
-                # A memo recorded again while its text was embedded keeps the
-                # vectors of its new text.
-                current = self._current_texts(conn, chunk)
-                for n, (memo_id, pair) in enumerate(texts.items()):
-                    if current.get(memo_id) != pair:
-                        continue
-                    vectors = MemoVectors(
-                        computed[2 * n],
-                        computed[2 * n + 1],
-                        embedder.model_id,
-                        text_hash(embedder.model_id, pair.whole),
-                    )
-                    _store(self.store, conn, memo_id, vectors)
-            done += len(chunk)
+            done += filled
         return done
+
+    def _fill_batch(self, embedder: Embedder, batch: int) -> int:
+        """Give vectors to up to ``batch`` memos without them; returns how many it embedded."""
+        with self.store.errors(), self.store.read() as conn:
+            ids = self.store.memos_needing_embedding(conn, embedder.model_id, batch)
+            texts = self._current_texts(conn, ids)
+        computed = self._embed(embedder, [t for pair in texts.values() for t in _pair(pair)])
+        with self.store.errors(), self.store.write() as conn:
+            # A memo recorded again while its text was embedded keeps the
+            # vectors of its new text (and is embedded again by the next batch).
+            current = self._current_texts(conn, ids)
+            for n, (memo_id, pair) in enumerate(texts.items()):
+                if current.get(memo_id) != pair:
+                    continue
+                vectors = MemoVectors(
+                    computed[2 * n],
+                    computed[2 * n + 1],
+                    embedder.model_id,
+                    text_hash(embedder.model_id, pair.whole),
+                )
+                _store(self.store, conn, memo_id, vectors)
+        return len(texts)
 
     def _embed(self, embedder: Embedder, texts: Sequence[str]) -> list[bytes]:
         """float32 bytes of each text, through the embedding cache."""

@@ -6,6 +6,7 @@ import asyncio
 import math
 import sqlite3
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -497,3 +498,33 @@ def test_cutoff_asks_more_of_a_query_whose_words_no_memo_holds(app: Path, db_pat
     half = cache.recall(query="zyzzyva frobnicator sizing", project="svc", root=str(app))
     assert [(m.id, m.matched_by) for m in half.matches] == [(memo, "words")]
     cache.close()
+
+
+def test_close_leaves_vectors_past_its_budget_to_the_next_fill(
+    app: Path, db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(vectors_module, "CLOSE_SECONDS", 0.2)
+
+    class Slow(FakeEmbedder):
+        def embed(self, texts: Any) -> Any:
+            time.sleep(0.1)
+            return super().embed(texts)
+
+    cache = MemoCache.open(db_path, FixedModel(Slow(lambda text: _axis(0))))
+    for n in range(20):
+        cache.record(
+            question=f"question {n}",
+            conclusion="c",
+            files=["app/db.py"],
+            project="svc",
+            root=str(app),
+        )
+    cache.close()
+    stored = [model for _, model, _ in _stored_vectors(db_path)]
+    assert len(stored) == 20
+    # The job being computed when the budget ran out was finished and stored;
+    # the rest were left (each job takes 0.1 s, the budget 0.2 s).
+    assert 1 <= stored.count("fake-model") < 20
+    with MemoCache.open(db_path, FixedModel(FakeEmbedder(lambda text: _axis(0)))) as again:
+        assert again.recall(query="question", project="svc", root=str(app)).semantic_index
+    assert [model for _, model, _ in _stored_vectors(db_path)] == ["fake-model"] * 20
