@@ -295,12 +295,12 @@ def main() -> int:
         print(f"ablation: without {' and '.join(args.without)}")
     print()
     print(
-        f"{'codebase':<8} {'queries':<22} {'held out':<9} {'mode':<17} {'n':>4}"
+        f"{'codebase':<8} {'queries':<28} {'held out':<9} {'mode':<17} {'n':>4}"
         f" {'recall@1':>9} {'recall@3':>9} {'unrelated empty':>16}"
     )
     for o in outcomes:
         print(
-            f"{o.codebase:<8} {o.queries.name:<22} {'yes' if o.queries.held_out else 'no':<9}"
+            f"{o.codebase:<8} {o.queries.name:<28} {'yes' if o.queries.held_out else 'no':<9}"
             f" {o.mode:<17} {o.related:>4} " + " ".join(f"{c:>9}" for c in o.cells())
         )
     by_key = {(o.codebase, o.queries.name, o.mode): o for o in outcomes}
