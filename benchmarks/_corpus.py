@@ -5,9 +5,10 @@ Texts are templated questions and conclusions about an imaginary web service
 real shipped model (explomemo.embeddings.load_embedder, offline). A database of
 N memos reuses those vectors: memo i gets text i mod distinct (its question
 carries a variant number so questions stay unique per project, as the store
-requires) and the text's vector plus small Gaussian noise, re-normalised
-(cosine to the original about 0.95). Word search sees the real templated texts
-through the FTS index that ``Store.save_memo`` fills.
+requires) and the text's two vectors (whole memo, question) each plus small
+Gaussian noise, re-normalised (cosine to the original about 0.95). Word
+search sees the real templated texts through the FTS index that
+``Store.save_memo`` fills.
 
 Memos are written straight through :class:`explomemo.store.Store` in one
 transaction (``save_memo`` + ``set_embedding``), which is what
@@ -127,20 +128,23 @@ def make_pool(root: Path, count: int, size: int) -> Pool:
     return Pool(root, rows)
 
 
-def base_vectors(embedder: Embedder, distinct: int, batch: int = 256) -> npt.NDArray[np.float32]:
-    """Real vectors of the first ``distinct`` memo texts, embedded in batches."""
+def base_vectors(embedder: Embedder, distinct: int, batch: int = 128) -> npt.NDArray[np.float32]:
+    """Real vectors of the first ``distinct`` memos, embedded in batches: (distinct, 2, dim),
+    the whole memo's then the question's (explomemo.vectors.MemoTexts)."""
     import numpy as np
 
-    from explomemo.memos import embedding_text
+    from explomemo.vectors import MemoTexts
 
     out = []
     for start in range(0, distinct, batch):
         texts = []
         for i in range(start, min(distinct, start + batch)):
             q, c = memo_text(i)
-            texts.append(embedding_text(q, c, []))
-        out.append(embedder.embed(texts))
-    return np.vstack(out).astype(np.float32)
+            pair = MemoTexts.of(q, c, [])
+            texts += [pair.whole, pair.question]
+        rows = embedder.embed(texts)
+        out.append(rows.reshape(len(texts) // 2, 2, rows.shape[1]))
+    return np.concatenate(out).astype(np.float32)
 
 
 def populate(
@@ -157,7 +161,8 @@ def populate(
     import numpy as np
 
     from explomemo import inputs
-    from explomemo.memos import embedding_text, now_iso, text_hash
+    from explomemo.memos import now_iso
+    from explomemo.vectors import embedding_text, text_hash
 
     rng = np.random.default_rng(count)
     pick = random.Random(count)
@@ -181,13 +186,18 @@ def populate(
                     recorded_at=now_iso(),
                     files=files,
                 )
-                vector = vectors[i % distinct]
+                pair = vectors[i % distinct]
                 if i >= distinct:
-                    vector = vector + rng.normal(0.0, noise, vector.shape).astype(np.float32)
-                    vector = (vector / np.linalg.norm(vector)).astype(np.float32)
+                    pair = pair + rng.normal(0.0, noise, pair.shape).astype(np.float32)
+                    pair = (pair / np.linalg.norm(pair, axis=1, keepdims=True)).astype(np.float32)
                 text = embedding_text(question, conclusion, [f.path for f in files])
                 store.set_embedding(
-                    conn, memo_id, vector.tobytes(), model_id, text_hash(model_id, text)
+                    conn,
+                    memo_id,
+                    pair[0].tobytes(),
+                    pair[1].tobytes(),
+                    model_id,
+                    text_hash(model_id, text),
                 )
     finally:
         store.close()

@@ -148,7 +148,10 @@ def main() -> int:
     reps = args.reps or (1 if args.quick else 2)
     print(wait_for_quiet(10 if args.quick else 240))
     print(machine_line())
-    print(f"scenario: explomemo serve over stdio with {count:,} memos (384-dim float32 vectors)")
+    print(
+        f"scenario: explomemo serve over stdio with {count:,} memos"
+        " (two 384-dim float32 vectors each)"
+    )
 
     from explomemo.embeddings import load_embedder
 
@@ -162,7 +165,8 @@ def main() -> int:
         seconds = populate(db, PROJECT, count, pool, vectors, embedder.model_id)
         print(
             f"setup: populated {count:,} memos in {seconds:.1f} s; database"
-            f" {db.stat().st_size / 2**20:.0f} MB; vectors alone {count * 384 * 4 / 2**20:.0f} MB"
+            f" {db.stat().st_size / 2**20:.0f} MB;"
+            f" vectors alone {count * 2 * 384 * 4 / 2**20:.0f} MB"
         )
         del embedder
         time.sleep(2.5)

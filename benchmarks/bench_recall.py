@@ -15,8 +15,9 @@ one text is embedded per call) and the first recall after each record (the
 record invalidates the in-memory vector index).
 
 References in the same run: a bare numpy matrix-vector product + top-60 over the
-same N x 384 matrix, the library call ``MemoCache.recall`` without MCP, the
-model embedding one query alone, and an MCP no-op tool round trip.
+same vectors as float32 (2N x 384: each memo's two vectors), the library call
+``MemoCache.recall`` without MCP, the model embedding one query alone, and an
+MCP no-op tool round trip.
 
 Goals: recall p95 <= 30 ms at 10,000 memos and <= 100 ms at 100,000;
 record p50 <= 25 ms.
@@ -182,12 +183,15 @@ def library_and_numpy(
                 lambda: cache.recall(query=texts[-1], project=PROJECT, root=str(pool.root)), 30
             )
         with cache.store.read() as conn:
+            # Both vectors of each memo: the rows explomemo multiplies.
             blobs = [
-                row[0]
+                blob
                 for row in conn.execute(
-                    "SELECT embedding FROM memos WHERE project = ? AND embedding IS NOT NULL",
+                    "SELECT embedding, question_embedding FROM memos"
+                    " WHERE project = ? AND embedding IS NOT NULL",
                     (PROJECT,),
                 )
+                for blob in row
             ]
     matrix = np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(len(blobs), -1).copy()
     query_vector = embedder.embed(["where do we validate sessions"])[0]

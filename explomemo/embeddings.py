@@ -15,10 +15,11 @@ off. fastembed and onnxruntime are imported only when a model is loaded.
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -31,6 +32,8 @@ from explomemo.memory import release_freed_memory
 if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
+
+logger = logging.getLogger("explomemo")
 
 #: onnxruntime options. One thread: an agent's query is a few tokens, and a
 #: second intra-op thread spins between runs, taking the core that numpy and
@@ -211,6 +214,7 @@ class ModelLoader:
         self.error: ModelError | None = None
         self._thread: threading.Thread | None = None
         self._start_lock = threading.Lock()
+        self._callbacks: list[Callable[[Embedder], None]] = []
 
     @property
     def enabled(self) -> bool:
@@ -232,8 +236,29 @@ class ModelLoader:
             release_freed_memory()
         except ModelError as exc:
             self.error = exc
+            logger.warning("%s", exc)
         finally:
-            self._done.set()
+            with self._start_lock:
+                self._done.set()
+                callbacks, self._callbacks = self._callbacks, []
+        if self._embedder is not None:
+            for callback in callbacks:
+                callback(self._embedder)
+
+    @property
+    def loading(self) -> bool:
+        """True while the model is being loaded (started and not finished)."""
+        return self._thread is not None and not self._done.is_set()
+
+    def when_loaded(self, callback: Callable[[Embedder], None]) -> None:
+        """Call ``callback`` with the embedder once it is loaded (on the loading thread),
+        or at once if it is; never when it cannot be loaded."""
+        with self._start_lock:
+            if not self._done.is_set():
+                self._callbacks.append(callback)
+                return
+        if self._embedder is not None:
+            callback(self._embedder)
 
     def ready(self) -> Embedder | None:
         """The embedder if it is loaded by now, without waiting."""

@@ -2,16 +2,14 @@
 
 A :class:`MemoCache` holds an open :class:`~explomemo.store.Store`, a
 :class:`~explomemo.validity.Validator` (its stat cache stays warm for as long
-as the cache lives), the embedding model source, the in-memory vector
-indexes of the projects it has searched, and one thread that computes the
-vectors of the memos it records.
+as the cache lives), the embedding model source, and the memos' vectors
+(:class:`~explomemo.vectors.Vectors`: their upkeep off the request path and
+the in-memory indexes of the projects it has searched).
 """
 
 from __future__ import annotations
 
 import os
-import queue
-import sqlite3
 import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
@@ -19,12 +17,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-import xxhash
-
 from explomemo import inputs
 from explomemo.errors import NotFoundError, PathError
 from explomemo.files import Refused, Root, open_regular, relative_path, resolve_root
-from explomemo.memory import release_freed_memory
 from explomemo.models import (
     CheckedFile,
     ForgetResult,
@@ -45,14 +40,13 @@ from explomemo.snapshots import SNAPSHOT_MAX_BYTES, SnapshotWriter
 from explomemo.snapshots import enabled as snapshots_enabled
 from explomemo.store import MAX_ID, FileRow, MemoRow, StatRow, Store
 from explomemo.validity import Expected, Seen, Validator, digest_entry, expect, state_of
+from explomemo.vectors import MemoTexts, MemoVectors, Vectors, query_vector
 
 if TYPE_CHECKING:
-    import numpy as np
-    import numpy.typing as npt
+    from collections.abc import Callable
 
     from explomemo.diffs import Limits
     from explomemo.embeddings import Embedder
-    from explomemo.search import VectorIndex
 
 #: At similar relevance a fresh memo ranks above a stale one: this much score.
 STALE_PENALTY = 0.05
@@ -78,6 +72,10 @@ class ModelSource(Protocol):
         """The embedder, waiting up to ``timeout`` seconds."""
         ...
 
+    def when_loaded(self, callback: Callable[[Embedder], None]) -> None:
+        """Call ``callback`` with the embedder once it is loaded (at once if it is)."""
+        ...
+
 
 @dataclass
 class FixedModel:
@@ -98,41 +96,15 @@ class FixedModel:
         """The embedder, at once."""
         return self.embedder
 
+    def when_loaded(self, callback: Callable[[Embedder], None]) -> None:
+        """Call ``callback`` with the embedder now, if there is one."""
+        if self.embedder is not None:
+            callback(self.embedder)
+
 
 def now_iso() -> str:
     """The current UTC time as results and exports write it: 2026-11-30T10:00:00Z."""
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def embedding_text(question: str, conclusion: str, paths: Sequence[str]) -> str:
-    """What a memo's vector is computed from: question, file names, conclusion.
-
-    File names without folders and extensions ("httpx/_client.py" is "client")
-    carry the meaning of a path in a few tokens; the model reads at most 256.
-    They come in path order, so the text does not depend on the order the
-    files were given in.
-    """
-    names: list[str] = []
-    for path in sorted(paths):
-        name = path.rsplit("/", 1)[-1].split(".", 1)[0].strip("_").replace("_", " ")
-        if name and name not in names:
-            names.append(name)
-    return f"{question}\n{' '.join(names)}\n{conclusion}"
-
-
-def text_hash(model_id: str, text: str) -> str:
-    """The embedding-cache key of a text for a model."""
-    return xxhash.xxh3_128_hexdigest(model_id.encode() + b"\x00" + text.encode())
-
-
-@dataclass(frozen=True)
-class _VectorJob:
-    """A recorded memo whose vector is computed after the record returned."""
-
-    memo_id: int
-    project: str
-    text: str
-    embedder: Embedder
 
 
 #: Roots whose expectations a project keeps at once (a server asked about many worktrees).
@@ -195,19 +167,12 @@ class MemoCache:
         self._snapshots = SnapshotWriter(
             store, snapshots_enabled(os.environ) if snapshots is None else snapshots
         )
-        # Both are rebuilt only when the database's memo version moved (any
-        # process's record, forget, import or new vectors).
-        self._indexes: dict[str, VectorIndex] = {}
+        self.vectors = Vectors(store)
+        # Rebuilt only when the database's memo version moved (any process's
+        # record, forget, import or new vectors).
         self._projects: dict[str, ProjectFiles] = {}
         self._cache_lock = threading.Lock()
         self._words = WordSearch()
-        # Vectors of recorded memos are computed here, off the request path;
-        # _pending counts the jobs of each project not finished yet.
-        self._jobs: queue.SimpleQueue[_VectorJob | None] = queue.SimpleQueue()
-        self._pending: dict[str, int] = {}
-        self._pending_changed = threading.Condition()
-        self._vector_thread: threading.Thread | None = None
-        self._closing = False
 
     @classmethod
     def open(
@@ -230,16 +195,28 @@ class MemoCache:
         self.close()
 
     def close(self) -> None:
-        """Finish the vectors still being computed, then release the database and threads."""
-        with self._pending_changed:
-            self._closing = True
-            thread, self._vector_thread = self._vector_thread, None
-        if thread is not None:
-            self._jobs.put(None)
-            thread.join()
+        """Store the vectors being computed (see :meth:`Vectors.close`), then release the
+        database and threads."""
+        self.vectors.close()
         self._snapshots.close()
         self.validator.close()
         self.store.close()
+
+    def fill_when_loaded(self) -> None:
+        """Once the model is loaded, give every memo recorded without vectors its vectors
+        (on the vector thread, off the request path)."""
+        self.model.when_loaded(self.vectors.fill_later)
+
+    def fill_embeddings(self, embedder: Embedder) -> int:
+        """Give both vectors of ``embedder``'s model to each memo lacking them; returns how many."""
+        return self.vectors.fill(embedder)
+
+    def wait_for_vectors(self, project: str, timeout: float | None = None) -> bool:
+        """Wait until the vectors of ``project``'s memos recorded here are stored.
+
+        False when ``timeout`` seconds passed first.
+        """
+        return self.vectors.wait(project, timeout)
 
     def wait_for_snapshots(self, timeout: float | None = None) -> bool:
         """Wait until the blob ids and snapshots of this process's records are stored."""
@@ -261,8 +238,8 @@ class MemoCache:
         Every rule of docs/reference.md is checked and every file hashed before anything
         is written; the memo and its files land in one transaction. Its vector
         lands in that transaction too when the embedding cache has it;
-        otherwise it is computed right after, off the request path (a recall
-        in this process waits for it, see :meth:`wait_for_vectors`).
+        otherwise they are computed right after, off the request path (a recall
+        in this process waits for them, see :meth:`wait_for_vectors`).
         """
         inputs.check_text("question", question, inputs.MAX_QUESTION)
         inputs.check_text("conclusion", conclusion, inputs.MAX_CONCLUSION)
@@ -273,10 +250,10 @@ class MemoCache:
         recorded = [row for row, _, _ in hashed]
         contents = {row.sha256: data for row, _, data in hashed if data is not None}
         embedder = self.model.ready()
-        text = embedding_text(question, conclusion, [f.path for f in recorded])
-        vector: tuple[bytes, str, str] | None = None
+        texts = MemoTexts.of(question, conclusion, [f.path for f in recorded])
+        stored: MemoVectors | None = None
         if embedder is not None:
-            vector = self._cached_vector(embedder, text)
+            stored = self.vectors.cached(embedder, texts)
         key = inputs.question_key(question)
         entries = {where.absolute(row.path): entry for row, entry, _ in hashed}
         recorded_at = now_iso()
@@ -294,28 +271,18 @@ class MemoCache:
                 recorded_at=recorded_at,
                 files=recorded,
             )
-            if vector is not None:
-                self.store.set_embedding(conn, memo_id, *vector)
+            if stored is not None:
+                self.store.set_embedding(
+                    conn, memo_id, stored.whole, stored.question, stored.model_id, stored.text_hash
+                )
             self.store.save_stat_rows(conn, entries)
             after = self.store.memo_version()
         self.validator.remember(entries, persist=False)
         memo = MemoRow(memo_id, project, question, conclusion, where.path, recorded_at)
-        # Counted as pending before the index is marked current, so a recall on
-        # another thread cannot search the index without waiting for it.
-        follows = embedder is not None and vector is None and self._expect_vector(project)
-        self._update_in_place(
-            project,
-            before,
-            after,
-            memo_id,
-            vector=vector,
-            vector_follows=follows,
-            memo=memo,
-            files=recorded,
+        self.vectors.recorded(
+            project, before, after, memo_id, stored=stored, embedder=embedder, texts=texts
         )
-        if follows:
-            assert embedder is not None
-            self._jobs.put(_VectorJob(memo_id, project, text, embedder))
+        self._update_in_place(project, before, after, memo, recorded)
         result = RecordResult(
             id=memo_id,
             project=project,
@@ -367,183 +334,20 @@ class MemoCache:
         row = FileRow(rel, digest.sha256, digest.xxh3, digest.size, digest.git_blob)
         return row, entry, digest.content
 
-    # Embeddings ------------------------------------------------------------
-
-    def _cached_vector(self, embedder: Embedder, text: str) -> tuple[bytes, str, str] | None:
-        """(vector, model id, text hash) from the embedding cache, or None."""
-        key = text_hash(embedder.model_id, text)
-        with self.store.errors(), self.store.read() as conn:
-            found = self.store.cached_vectors(conn, [key])
-        return (found[key], embedder.model_id, key) if key in found else None
-
-    def _expect_vector(self, project: str) -> bool:
-        """Count one vector to come for ``project``; False once the cache is closing."""
-        with self._pending_changed:
-            if self._closing:
-                return False
-            self._pending[project] = self._pending.get(project, 0) + 1
-            if self._vector_thread is None:
-                self._vector_thread = threading.Thread(
-                    target=self._vector_worker, name="explomemo-vectors", daemon=True
-                )
-                self._vector_thread.start()
-            return True
-
-    def _vector_worker(self) -> None:
-        while (job := self._jobs.get()) is not None:
-            try:
-                self._write_vector(job)
-            except Exception as exc:
-                # The memo stays without a vector; the next index build of its
-                # project embeds it (fill_embeddings), so nothing is lost.
-                import logging  # only here: logging costs the CLI's start-up
-
-                logging.getLogger("explomemo").warning(
-                    "could not embed memo %d: %s", job.memo_id, exc
-                )
-                with self._cache_lock:
-                    self._indexes.pop(job.project, None)
-            finally:
-                with self._pending_changed:
-                    self._pending[job.project] -= 1
-                    self._pending_changed.notify_all()
-
-    def _write_vector(self, job: _VectorJob) -> None:
-        model_id = job.embedder.model_id
-        key = text_hash(model_id, job.text)
-        vector = job.embedder.embed([job.text])[0].tobytes()
-        with self.store.errors(), self.store.write() as conn:
-            before = self.store.memo_version()
-            self.store.cache_vectors(conn, {key: vector})
-            if self._current_texts(conn, [job.memo_id]).get(job.memo_id) != job.text:
-                # Forgotten or recorded again since: whatever replaced it
-                # brings its own vector (inline, by its own job, or by a fill).
-                return
-            self.store.set_embedding(conn, job.memo_id, vector, model_id, key)
-            after = self.store.memo_version()
-        self._update_in_place(
-            job.project, before, after, job.memo_id, vector=(vector, model_id, key)
-        )
-
-    def _current_texts(self, conn: sqlite3.Connection, ids: Sequence[int]) -> dict[int, str]:
-        """The embedding text of each memo as the database holds it now."""
-        files = self.store.files_of(conn, ids)
-        return {
-            memo.id: embedding_text(
-                memo.question, memo.conclusion, [f.path for f in files.get(memo.id, [])]
-            )
-            for memo in self.store.memos(conn, ids=ids)
-        }
-
-    def wait_for_vectors(self, project: str, timeout: float | None = None) -> bool:
-        """Wait until the vectors of ``project``'s memos recorded here are stored.
-
-        False when ``timeout`` seconds passed first.
-        """
-        with self._pending_changed:
-            return self._pending_changed.wait_for(lambda: not self._pending.get(project), timeout)
-
-    def _vectors(self, embedder: Embedder, texts: Sequence[str]) -> list[bytes]:
-        """float32 bytes of each text, through the embedding cache."""
-        keys = [text_hash(embedder.model_id, t) for t in texts]
-        with self.store.errors(), self.store.read() as conn:
-            cached = self.store.cached_vectors(conn, keys)
-        missing = [i for i, k in enumerate(keys) if k not in cached]
-        if missing:
-            rows = embedder.embed([texts[i] for i in missing])
-            fresh = {keys[i]: rows[n].tobytes() for n, i in enumerate(missing)}
-            with self.store.errors(), self.store.write() as conn:
-                self.store.cache_vectors(conn, fresh)
-            cached.update(fresh)
-        return [cached[k] for k in keys]
-
-    def fill_embeddings(self, embedder: Embedder, batch: int = 64) -> int:
-        """Give a vector of ``embedder``'s model to every memo without one; returns how many."""
-        with self.store.errors(), self.store.read() as conn:
-            ids = self.store.memos_needing_embedding(conn, embedder.model_id)
-        for start in range(0, len(ids), batch):
-            chunk = ids[start : start + batch]
-            with self.store.errors(), self.store.read() as conn:
-                texts = self._current_texts(conn, chunk)
-            vectors = self._vectors(embedder, list(texts.values()))
-            with self.store.errors(), self.store.write() as conn:
-                # A memo recorded again while its text was embedded keeps the
-                # vector of its new text.
-                current = self._current_texts(conn, chunk)
-                for (memo_id, text), vector in zip(texts.items(), vectors, strict=True):
-                    if current.get(memo_id) != text:
-                        continue
-                    self.store.set_embedding(
-                        conn, memo_id, vector, embedder.model_id, text_hash(embedder.model_id, text)
-                    )
-        return len(ids)
-
-    def _index(self, embedder: Embedder, project: str, dim: int) -> VectorIndex:
-        """The project's vectors of the embedder's model, embedding memos that lack one."""
-        from explomemo.search import build_vector_index
-
-        with self.store.errors():
-            version = self.store.memo_version()
-            with self._cache_lock:
-                index = self._indexes.get(project)
-            if index is not None and index.version == version:
-                return index
-            with self._cache_lock:
-                # Two matrices of a large project must not live at once.
-                self._indexes.pop(project, None)
-            del index
-            with self.store.read() as conn:
-                index = build_vector_index(conn, project, embedder.model_id, dim, version)
-            if index.lacking:
-                self.fill_embeddings(embedder)
-                version = self.store.memo_version()
-                with self.store.read() as conn:
-                    index = build_vector_index(conn, project, embedder.model_id, dim, version)
-        release_freed_memory()
-        with self._cache_lock:
-            self._indexes[project] = index
-        return index
-
     def _update_in_place(
-        self,
-        project: str,
-        before: int,
-        after: int,
-        memo_id: int,
-        *,
-        vector: tuple[bytes, str, str] | None,
-        vector_follows: bool = False,
-        memo: MemoRow | None = None,
-        files: Sequence[FileRow] = (),
+        self, project: str, before: int, after: int, memo: MemoRow, files: Sequence[FileRow]
     ) -> None:
-        """After this process's own write, bring the in-memory caches up to date.
+        """After this process recorded ``memo``, bring the project's memos and files up to date.
 
-        The write is a record (``memo`` and its ``files``, with its vector or
-        one that follows from the vector thread) or the vector thread storing
-        a vector. Only when nothing else wrote in between (the version this
-        cache was built at is the one our transaction started from);
-        otherwise the next request rebuilds them. At 100,000 memos a rebuild
-        costs a second. When the vector follows, the index stays as it is
-        until then (a recall waits for it).
+        Only when nothing else wrote in between (the version they were read
+        at is the one our transaction started from); otherwise the next
+        request reads them again.
         """
         with self._cache_lock:
-            index = self._indexes.get(project)
-            if index is not None:
-                if index.version == before and vector_follows:
-                    index.version = after
-                elif index.version == before and vector is not None and vector[1] == index.model_id:
-                    try:
-                        index.upsert(memo_id, vector[0])
-                        index.version = after
-                    except ValueError:
-                        del self._indexes[project]
-                else:
-                    del self._indexes[project]
             snapshot = self._projects.get(project)
             if snapshot is not None:
                 if snapshot.version == before:
-                    if memo is not None:
-                        snapshot.add(memo, files)
+                    snapshot.add(memo, files)
                     snapshot.version = after
                 else:
                     del self._projects[project]
@@ -592,15 +396,13 @@ class MemoCache:
         embedder = self.model.wait(MODEL_WAIT_SECONDS) if self.model.enabled else None
         vector_hits: list[tuple[int, float]] | None = None
         if embedder is not None:
-            if not self.wait_for_vectors(project, VECTOR_WAIT_SECONDS):
+            if not self.vectors.wait(project, VECTOR_WAIT_SECONDS):
                 # The index lacks those memos' vectors: build it again, and the
-                # build embeds whatever lacks one.
-                with self._cache_lock:
-                    self._indexes.pop(project, None)
-            query_vector = _query_vector(embedder, query)
-            vector_hits = self._index(embedder, project, len(query_vector)).top(
-                query_vector, CANDIDATES
-            )
+                # build embeds whatever lacks them.
+                self.vectors.drop_index(project)
+            asked = query_vector(embedder, query)
+            vector_hits = self.vectors.index(embedder, project, len(asked)).top(asked, CANDIDATES)
+        self._words.index_identifiers(self.store)
         with self.store.errors(), self.store.read() as conn:
             words = self._words.scores(
                 self.store, conn, project, query, also=(i for i, _ in vector_hits or ())
@@ -611,7 +413,7 @@ class MemoCache:
             memos = {m.id: m for m in self.store.memos(conn, ids=ids)}
             files = self.store.files_of(conn, ids)
         observed = self._observe(where, [f for i in ids for f in files.get(i, [])])
-        ranked: list[tuple[float, Match]] = []
+        ranked: list[tuple[bool, float, Match]] = []
         for candidate in candidates:
             memo = memos.get(candidate.id)
             if memo is None:
@@ -630,9 +432,11 @@ class MemoCache:
                 recorded_at=memo.recorded_at,
                 files=checked,
             )
-            ranked.append((candidate.score - (STALE_PENALTY if stale else 0.0), match_out))
-        ranked.sort(key=lambda pair: (-pair[0], pair[1].id))
-        shown = [m for _, m in ranked[:limit]]
+            ranked.append(
+                (candidate.pinned, candidate.score - (STALE_PENALTY if stale else 0.0), match_out)
+            )
+        ranked.sort(key=lambda found: (not found[0], -found[1], found[2].id))
+        shown = [m for _, _, m in ranked[:limit]]
         described = self.describe(where, [files[m.id] for m in shown], observed)
         return RecallResult(
             project=project,
@@ -855,17 +659,3 @@ def stale_entries(
                 )
             )
     return stale
-
-
-_query_cache: dict[tuple[str, str], npt.NDArray[np.float32]] = {}
-
-
-def _query_vector(embedder: Embedder, query: str) -> npt.NDArray[np.float32]:
-    key = (embedder.model_id, query)
-    vector = _query_cache.get(key)
-    if vector is None:
-        vector = embedder.embed([query])[0]
-        if len(_query_cache) > 256:
-            _query_cache.clear()
-        _query_cache[key] = vector
-    return vector

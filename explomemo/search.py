@@ -19,33 +19,50 @@ import re
 import sqlite3
 import threading
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
+from explomemo.identifiers import identifiers
 from explomemo.store import Store
 
 if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
-#: Fused score a memo needs when a model is present. It, WORDS_WEIGHT and
-#: UNKNOWN_PENALTY were chosen together on the tuning queries of
-#: benchmarks/recall_quality (best recall@1 with 8 of 10 unrelated queries
-#: answered with nothing) and then checked once on its held-out queries.
+#: Fused score a memo needs when a model is present. It, WORDS_WEIGHT,
+#: UNKNOWN_PENALTY and QUESTION_DISCOUNT were chosen together on the tuning
+#: queries of benchmarks/recall_quality (tune.py: best recall@1 with 8 of 10
+#: unrelated queries answered with nothing, at the lowest unknown-word
+#: penalty that keeps the tuning figures no worse than before) and then
+#: checked once on its held-out sets.
 FUSED_CUTOFF = 0.27
 #: Weight of the word score in the fused score.
-WORDS_WEIGHT = 0.20
+WORDS_WEIGHT = 0.25
+#: A memo's vector score is the better of its two cosines, the question's
+#: less this much: a query asked like the memo's question is found by it,
+#: while a short question vector, closer to every short query, does not
+#: lift unrelated queries over the cut-off.
+QUESTION_DISCOUNT = 0.05
 #: Taken off the fused score, times the share of the query's content words
 #: that no memo in the database contains: a query naming only things the
 #: memos never mention ("how are SQLAlchemy sessions scoped?") must be closer
 #: in meaning to be returned.
 UNKNOWN_PENALTY = 0.10
-#: Word score a memo needs when words decide alone (no model).
-WORDS_CUTOFF = 0.22
+#: Word score a memo needs when words decide alone (no model): the best
+#: recall@1 of the tuning queries with 7 of 10 unrelated ones answered with
+#: nothing (8 would cost a fifth of recall@1).
+WORDS_CUTOFF = 0.27
 #: Share of IDF-weighted coverage in the word score (the rest is BM25).
 COVERAGE_WEIGHT = 0.85
 #: Content words of a query that count.
 MAX_QUERY_WORDS = 16
+#: Identifiers of a query that count.
+MAX_QUERY_IDENTIFIERS = 16
+#: Weight of a memo's identifier score (see WordScores.identifiers) in its
+#: score. An identifier held by one or two memos of the project adds more than
+#: the word score can (WORDS_WEIGHT): naming it is the most precise thing a
+#: query can say.
+IDENTIFIER_WEIGHT = 0.5
 #: A word in more than this share of all memos (and more than COMMON_FLOOR) picks no candidates.
 COMMON_SHARE = 0.05
 COMMON_FLOOR = 50
@@ -89,26 +106,39 @@ class WordScores:
     scores: dict[int, float]
     #: Share of the query's content words found in no memo at all (0 when it has none).
     unknown: float = 0.0
+    #: Memos holding an identifier the query names: the rarity of the rarest one
+    #: (1 when it is the only memo of the project holding it, 1/2 for one of two, ...).
+    identifiers: dict[int, float] = field(default_factory=dict)
+    #: Memos that alone in their project hold an identifier the query names.
+    pinned: frozenset[int] = frozenset()
 
 
 @dataclass
 class Candidate:
-    """A memo that passed the cut-off, with how it matched."""
+    """A memo that passed the cut-off (or is pinned), with how it matched."""
 
     id: int
     score: float
     matched_by: Literal["embedding", "words", "both"]
+    #: The only memo of its project holding an identifier the query names:
+    #: returned whatever its score, before every memo that is not pinned.
+    pinned: bool = False
 
 
 class VectorIndex:
-    """The vectors of one project's memos for one model: ids and one contiguous int8 matrix.
+    """The vectors of one project's memos for one model: ids and one contiguous int8 array.
 
-    Each row is kept as int8 with a scale of its own (its largest component
-    maps to 127): a quarter of the memory of float32, 37 MB instead of
-    147 MB at 100,000 memos of 384 dimensions. A product converts the rows
-    back to float32 a block at a time; its cosines are within about 0.002
-    of float32's. Rows live in buffers with spare capacity, so a memo this
-    process records is added in place instead of rebuilding the matrix.
+    Each memo has two vectors: of the whole memo (question, file names,
+    conclusion) and of its question with its file names. A memo's similarity
+    to a query is :func:`vector_score` of its two cosines.
+
+    Each vector is kept as int8 with a scale of its own (its largest
+    component maps to 127): a quarter of the memory of float32, 73 MB
+    instead of 293 MB for 100,000 memos of two 384-dimension vectors. A
+    product converts the rows back to float32 a block at a time; its cosines
+    are within about 0.002 of float32's. Rows live in buffers with spare
+    capacity, so a memo this process records is added in place instead of
+    rebuilding the array.
     """
 
     def __init__(
@@ -121,84 +151,136 @@ class VectorIndex:
         lacking: int,
         model_id: str,
     ) -> None:
+        #: ``codes`` is (capacity, 2, dim): row ``i`` holds memo ``ids[i]``'s
+        #: whole-memo vector then its question vector; ``scales`` is (capacity, 2).
         self._ids = ids
         self._codes = codes
         self._scales = scales
         self._count = count
         self.version = version
-        #: Memos of the project without a vector of this model.
+        #: Memos of the project without both vectors of this model.
         self.lacking = lacking
         self.model_id = model_id
 
+    @classmethod
+    def empty(cls, dim: int, version: int, model_id: str) -> VectorIndex:
+        """An index without memos (of ``dim``-dimension vectors)."""
+        import numpy as np
+
+        return cls(
+            np.empty(0, dtype=np.int64),
+            np.empty((0, 2, dim), dtype=np.int8),
+            np.empty((0, 2), dtype=np.float32),
+            0,
+            version,
+            0,
+            model_id,
+        )
+
+    def cosines(self, query: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
+        """(count, 2): each memo's cosine to ``query`` by its whole-memo and its question vector."""
+        import numpy as np
+
+        count = self._count
+        sims = np.empty((count, 2), dtype=np.float32)
+        if count == 0:
+            return sims
+        # Both vectors of a memo are rows of one 2-D product (a 3-D matmul
+        # runs one small product per memo: 1.6x slower at 100,000 memos).
+        vectors = self._codes[:count].reshape(2 * count, -1)
+        flat = sims.reshape(-1)
+        # Scratch of this call (calls run on several threads at once).
+        block = np.empty((min(2 * count, 2 * SCAN_ROWS), vectors.shape[1]), dtype=np.float32)
+        for start in range(0, 2 * count, 2 * SCAN_ROWS):
+            end = min(start + 2 * SCAN_ROWS, 2 * count)
+            rows = block[: end - start]
+            rows[...] = vectors[start:end]
+            np.matmul(rows, query, out=flat[start:end])
+        sims *= self._scales[:count]
+        return sims
+
+    @property
+    def ids(self) -> npt.NDArray[np.int64]:
+        """The memo ids, in the order of :meth:`cosines`' rows (increasing)."""
+        return self._ids[: self._count]
+
     def top(self, query: npt.NDArray[np.float32], n: int) -> list[tuple[int, float]]:
-        """The ``n`` most similar memos as (id, cosine)."""
+        """The ``n`` memos most similar to ``query`` as (id, :func:`vector_score`)."""
         import numpy as np
 
         count = self._count
         if count == 0:
             return []
-        sims = np.empty(count, dtype=np.float32)
-        # Scratch of this call (calls run on several threads at once).
-        block = np.empty((min(count, SCAN_ROWS), self._codes.shape[1]), dtype=np.float32)
-        for start in range(0, count, SCAN_ROWS):
-            end = min(start + SCAN_ROWS, count)
-            rows = block[: end - start]
-            rows[...] = self._codes[start:end]
-            np.matmul(rows, query, out=sims[start:end])
-        sims *= self._scales[:count]
+        sims = self.cosines(query)
+        scores = vector_score(sims[:, 0], sims[:, 1])
         n = min(n, count)
-        best = np.argpartition(-sims, n - 1)[:n]
-        best = best[np.argsort(-sims[best])]
-        return [(int(self._ids[i]), float(sims[i])) for i in best]
+        best = np.argpartition(-scores, n - 1)[:n]
+        best = best[np.argsort(-scores[best])]
+        return [(int(self._ids[i]), float(scores[i])) for i in best]
 
-    def upsert(self, memo_id: int, vector: bytes) -> None:
-        """Put one memo's vector in place (replacing its row, or adding one)."""
+    def upsert(self, memo_id: int, whole: bytes, question: bytes) -> None:
+        """Put one memo's two vectors in place (replacing its row, or adding one)."""
         import numpy as np
 
-        row = np.frombuffer(vector, dtype=np.float32)[None, :]
+        rows = np.stack(
+            [np.frombuffer(whole, dtype=np.float32), np.frombuffer(question, dtype=np.float32)]
+        )
         ids = self._ids[: self._count]
         at = int(np.searchsorted(ids, memo_id))
         if at < self._count and ids[at] == memo_id:
-            _quantize(row, self._codes[at : at + 1], self._scales[at : at + 1])
+            _quantize(rows, self._codes[at], self._scales[at])
             return
         if at != self._count:
             raise ValueError("memo ids arrive in increasing order")
         if self._count == len(self._ids):
             capacity = max(16, self._count + self._count // 2)
             grown_ids = np.empty(capacity, dtype=np.int64)
-            grown_codes = np.empty((capacity, self._codes.shape[1]), dtype=np.int8)
-            grown_scales = np.empty(capacity, dtype=np.float32)
+            grown_codes = np.empty((capacity, *self._codes.shape[1:]), dtype=np.int8)
+            grown_scales = np.empty((capacity, 2), dtype=np.float32)
             grown_ids[: self._count] = ids
             grown_codes[: self._count] = self._codes[: self._count]
             grown_scales[: self._count] = self._scales[: self._count]
             self._ids, self._codes, self._scales = grown_ids, grown_codes, grown_scales
         at = self._count
         self._ids[at] = memo_id
-        _quantize(row, self._codes[at : at + 1], self._scales[at : at + 1])
+        _quantize(rows, self._codes[at], self._scales[at])
         self._count += 1
 
 
-#: Rows converted at a time, to quantize or to multiply (1.5 MB of float32 at 384 dimensions).
-SCAN_ROWS = 1024
+def vector_score(
+    whole: npt.NDArray[np.float32], question: npt.NDArray[np.float32]
+) -> npt.NDArray[np.float32]:
+    """A memo's similarity to a query from the cosines of its two vectors (whole memo, question)."""
+    import numpy as np
+
+    scores: npt.NDArray[np.float32] = np.maximum(whole, question - QUESTION_DISCOUNT)
+    return scores
+
+
+#: Memos converted at a time, to quantize or to multiply: 768 KB of float32 at
+#: 2 x 384 dimensions, which stays in the core's cache (at 100,000 memos the
+#: product takes 19 ms in blocks of 256, 36 ms in blocks of 1,024).
+SCAN_ROWS = 256
 
 
 def _quantize(
     rows: npt.NDArray[np.float32], codes: npt.NDArray[np.int8], scales: npt.NDArray[np.float32]
 ) -> None:
-    """Write ``rows`` into ``codes`` as int8, each with the scale that maps its peak to 127.
+    """Write ``rows`` (vectors along the last axis) into ``codes`` as int8, each vector
+    with the scale that maps its peak to 127.
 
-    A row of zeros, one with a NaN or an infinity, or one whose largest
+    A vector of zeros, one with a NaN or an infinity, or one whose largest
     component is subnormal is stored as zeros: it scores 0 against every query.
     """
     import numpy as np
 
-    peak = np.abs(rows).max(axis=1)
+    peak = np.abs(rows).max(axis=-1)
     # A scale below float32's smallest normal number loses the precision
     # that keeps codes within +-127.
     usable = np.isfinite(peak) & (peak >= 127 * np.finfo(np.float32).tiny)
     scale = np.where(usable, peak / 127, 1).astype(np.float32)
     with np.errstate(invalid="ignore"):
-        quantized = np.where(usable[:, None], np.rint(rows / scale[:, None]), 0)
+        quantized = np.where(usable[..., None], np.rint(rows / scale[..., None]), 0)
     np.clip(quantized, -127, 127, out=quantized)
     codes[...] = quantized
     scales[...] = scale
@@ -207,33 +289,39 @@ def _quantize(
 def build_vector_index(
     conn: sqlite3.Connection, project: str, model_id: str, dim: int, version: int
 ) -> VectorIndex:
-    """Read a project's vectors of ``model_id`` into one preallocated int8 matrix.
+    """Read a project's vectors of ``model_id`` into one preallocated int8 array.
 
     The float32 rows pass through a block of :data:`SCAN_ROWS`, so the
-    float32 matrix never exists whole.
+    float32 vectors never exist whole.
     """
     import numpy as np
 
     total, count = conn.execute(
-        "SELECT count(*), count(*) FILTER (WHERE embedding_model = ?) FROM memos WHERE project = ?",
+        "SELECT count(*), count(*) FILTER (WHERE embedding_model = ? AND embedding IS NOT NULL"
+        " AND question_embedding IS NOT NULL) FROM memos WHERE project = ?",
         (model_id, project),
     ).fetchone()
     # Spare rows, so the memos this process records next are added in place
-    # instead of copying the whole matrix.
+    # instead of copying the whole array.
     capacity = count + max(64, count // 32)
     ids = np.empty(capacity, dtype=np.int64)
-    codes = np.empty((capacity, dim), dtype=np.int8)
-    scales = np.empty(capacity, dtype=np.float32)
-    block = np.empty((SCAN_ROWS, dim), dtype=np.float32)
+    codes = np.empty((capacity, 2, dim), dtype=np.int8)
+    scales = np.empty((capacity, 2), dtype=np.float32)
+    block = np.empty((SCAN_ROWS, 2, dim), dtype=np.float32)
     filled = pending = 0
-    for memo_id, blob in conn.execute(
-        "SELECT id, embedding FROM memos WHERE project = ? AND embedding_model = ? ORDER BY id",
+    size = dim * 4
+    for memo_id, whole, question in conn.execute(
+        "SELECT id, embedding, question_embedding FROM memos"
+        " WHERE project = ? AND embedding_model = ? ORDER BY id",
         (project, model_id),
     ):
-        if filled + pending == count or blob is None or len(blob) != dim * 4:
+        if filled + pending == count or whole is None or question is None:
+            continue
+        if len(whole) != size or len(question) != size:
             continue
         ids[filled + pending] = memo_id
-        block[pending] = np.frombuffer(blob, dtype=np.float32)
+        block[pending, 0] = np.frombuffer(whole, dtype=np.float32)
+        block[pending, 1] = np.frombuffer(question, dtype=np.float32)
         pending += 1
         if pending == SCAN_ROWS:
             _quantize(block, codes[filled : filled + pending], scales[filled : filled + pending])
@@ -255,7 +343,26 @@ class WordSearch:
     def __init__(self) -> None:
         self._frequencies: dict[str, int] = {}
         self._total = 0
+        #: The number of memos at one memo version.
+        self._counted: dict[int, int] = {}
         self._lock = threading.Lock()
+        self._identifiers_indexed = False
+
+    def index_identifiers(self, store: Store) -> None:
+        """Index the identifiers of memos written before they were indexed (schema 3).
+
+        Every memo written since carries its identifiers, so once none is
+        left this process never looks again.
+        """
+        if self._identifiers_indexed:
+            return
+        with store.errors():
+            with store.read() as conn:
+                pending = store.identifiers_pending(conn)
+            while pending:
+                with store.write() as conn:
+                    pending = store.index_identifiers(conn) > 0
+        self._identifiers_indexed = True
 
     def scores(
         self,
@@ -272,9 +379,10 @@ class WordSearch:
         that the memo contains), which means the same in a project of 5 memos
         as of 50,000; BM25 breaks ties between memos that cover the same words.
         """
+        names, pinned = _identifier_scores(store, conn, project, query)
         words = content_words(query)[:MAX_QUERY_WORDS]
         if not words:
-            return WordScores({})
+            return WordScores({}, identifiers=names, pinned=pinned)
         total, frequencies = self._frequencies_of(store, conn, words)
         unknown = sum(1 for w in words if not frequencies[w]) / len(words)
         common = max(COMMON_FLOOR, COMMON_SHARE * total)
@@ -282,20 +390,21 @@ class WordSearch:
         ranks: dict[int, float] = {}
         if rare:
             ranks = dict(store.word_matches(conn, project, _any_of(rare), CANDIDATES))
-        candidates = set(ranks) | set(also)
+        candidates = set(ranks) | set(also) | set(names)
         if not candidates:
-            return WordScores({}, unknown)
+            return WordScores({}, unknown, names, pinned)
         idf = {
             w: math.log(1.0 + (total - frequencies[w] + 0.5) / (frequencies[w] + 0.5))
             for w in words
         }
         weight_sum = sum(idf.values())
-        # A word is in a memo when some word of the memo starts with its stem.
-        # One pattern for all stems scans each text once; longest first, so a
-        # stem that is a prefix of another is still seen through the longer one.
+        # A word is in a memo when some word of the memo, or part of a name
+        # ("retries" in max_retries), starts with its stem. One pattern for all
+        # stems scans each text once; longest first, so a stem that is a
+        # prefix of another is still seen through the longer one.
         stems = {w: _stem(w) for w in words}
         alternatives = sorted(set(stems.values()), key=lambda stem: (-len(stem), stem))
-        pattern = re.compile(r"\b(" + "|".join(map(re.escape, alternatives)) + ")")
+        pattern = re.compile(r"(?<![^\W_])(" + "|".join(map(re.escape, alternatives)) + ")")
         scores: dict[int, float] = {}
         for memo_id, text in store.memo_texts(conn, sorted(candidates)):
             found = set(pattern.findall(text[:MAX_TEXT_CHARS].lower()))
@@ -310,12 +419,19 @@ class WordSearch:
             scores[memo_id] = COVERAGE_WEIGHT * covered / weight_sum + (1 - COVERAGE_WEIGHT) * (
                 1.0 - math.exp(-max(0.0, -rank) / BM25_SCALE)
             )
-        return WordScores(scores, unknown)
+        return WordScores(scores, unknown, names, pinned)
 
     def _frequencies_of(
         self, store: Store, conn: sqlite3.Connection, words: list[str]
     ) -> tuple[int, dict[str, int]]:
-        total = store.indexed_count(conn)
+        version = store.memo_version()
+        with self._lock:
+            total = self._counted.get(version)
+        if total is None:
+            # Counting 100,000 memos takes 4 ms: once per version of the memos.
+            total = store.indexed_count(conn)
+            with self._lock:
+                self._counted = {version: total}
         with self._lock:
             if abs(total - self._total) > self._total / 10:
                 self._frequencies.clear()
@@ -329,6 +445,28 @@ class WordSearch:
             # record may be the first to hold it (it costs one index lookup).
             self._frequencies.update((w, n) for w, n in known.items() if n)
         return total, known
+
+
+def _identifier_scores(
+    store: Store, conn: sqlite3.Connection, project: str, query: str
+) -> tuple[dict[int, float], frozenset[int]]:
+    """The memos holding an identifier the query names, each with the rarity of the rarest
+    one it holds (1 / how many memos of the project hold it), and the memos that alone
+    hold one."""
+    names = sorted(identifiers(query))[:MAX_QUERY_IDENTIFIERS]
+    if not names:
+        return {}, frozenset()
+    scores: dict[int, float] = {}
+    pinned: set[int] = set()
+    for holders in store.identifier_holders(conn, project, names, CANDIDATES).values():
+        if not holders or len(holders) > CANDIDATES:
+            continue
+        if len(holders) == 1:
+            pinned.add(holders[0])
+        rarity = 1.0 / len(holders)
+        for memo_id in holders:
+            scores[memo_id] = max(scores.get(memo_id, 0.0), rarity)
+    return scores, frozenset(pinned)
 
 
 def _stem(word: str) -> str:
@@ -345,37 +483,46 @@ def _any_of(words: list[str]) -> str:
 
 
 def fuse(vector_hits: list[tuple[int, float]] | None, words: WordScores) -> list[Candidate]:
-    """Blend both sides into candidates above the cut-off, best first.
+    """Blend both sides into candidates above the cut-off, pinned ones first, then best first.
 
     ``vector_hits`` is None when no model is available: words decide alone.
     With a model, ``matched_by`` says which signal carried the memo over the
     cut-off: its embedding alone, words (the embedding alone fell short), or
-    both (the embedding sufficed and words matched too).
+    both (the embedding sufficed and words or identifiers matched too). A
+    memo that alone holds an identifier the query names is returned whatever
+    its score (see :attr:`Candidate.pinned`).
     """
     found: list[Candidate] = []
+    names = words.identifiers
     if vector_hits is None:
-        for memo_id, score in words.scores.items():
-            if score >= WORDS_CUTOFF:
-                found.append(Candidate(memo_id, round(score, 4), "words"))
+        for memo_id in words.scores.keys() | names.keys():
+            score = min(
+                1.0, words.scores.get(memo_id, 0.0) + IDENTIFIER_WEIGHT * names.get(memo_id, 0.0)
+            )
+            pinned = memo_id in words.pinned
+            if score >= WORDS_CUTOFF or pinned:
+                found.append(Candidate(memo_id, round(score, 4), "words", pinned))
     else:
         cosines = dict(vector_hits)
         # A memo found by words only is not among the nearest vectors: its
         # cosine is at most the lowest one there.
         floor = min(cosines.values(), default=0.0)
         penalty = UNKNOWN_PENALTY * words.unknown
-        for memo_id in cosines.keys() | words.scores.keys():
+        for memo_id in cosines.keys() | words.scores.keys() | names.keys():
             cosine = cosines.get(memo_id, floor) - penalty
             word = words.scores.get(memo_id, 0.0)
-            score = min(1.0, max(0.0, cosine + WORDS_WEIGHT * word))
-            if score < FUSED_CUTOFF:
+            name = names.get(memo_id, 0.0)
+            score = min(1.0, max(0.0, cosine + WORDS_WEIGHT * word + IDENTIFIER_WEIGHT * name))
+            pinned = memo_id in words.pinned
+            if score < FUSED_CUTOFF and not pinned:
                 continue
             matched: Literal["embedding", "words", "both"]
             if cosine < FUSED_CUTOFF:
                 matched = "words"
-            elif word >= WORDS_MATCH:
+            elif word >= WORDS_MATCH or name:
                 matched = "both"
             else:
                 matched = "embedding"
-            found.append(Candidate(memo_id, round(score, 4), matched))
-    found.sort(key=lambda c: (-c.score, c.id))
+            found.append(Candidate(memo_id, round(score, 4), matched, pinned))
+    found.sort(key=lambda c: (not c.pinned, -c.score, c.id))
     return found

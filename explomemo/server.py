@@ -1,9 +1,9 @@
 """The MCP server (stdio): four tools over :class:`~explomemo.memos.MemoCache`.
 
-The tools only parse, call the library and return its Pydantic result. The
-lifespan opens the database once and starts loading the embedding model in a
+The tools only parse, call the library and return its result. The lifespan
+opens the database once and starts loading the embedding model in a
 background thread, so tools/list and record answer at once while the model
-warms up; once it is loaded, memos recorded without a vector get one.
+warms up; once it is loaded, memos recorded without vectors get them.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import dataclasses
 import json
 import logging
 import os
+import sys
 import typing
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -30,8 +31,6 @@ from explomemo.errors import ExplomemoError
 from explomemo.memos import MemoCache
 from explomemo.models import ForgetResult, RecallResult, RecordResult, StaleResult, to_dict
 from explomemo.snapshots import enabled as snapshots_enabled
-
-logger = logging.getLogger("explomemo")
 
 INSTRUCTIONS = (
     "explomemo remembers conclusions about this codebase, keyed by the SHA-256 of the files"
@@ -92,38 +91,27 @@ class ServerState:
     loader: ModelLoader
 
 
-def _warm_up(cache: MemoCache, loader: ModelLoader) -> None:
-    embedder = loader.wait(None)
-    if embedder is None:
-        if loader.error is not None:
-            logger.warning("%s", loader.error)
-        return
-    try:
-        filled = cache.fill_embeddings(embedder)
-    except ExplomemoError as exc:
-        logger.warning("could not embed memos recorded without a model: %s", exc)
-        return
-    if filled:
-        logger.info("embedded %d memos recorded without a model", filled)
+def create_server(
+    db_path: Path | None = None,
+    env: dict[str, str] | None = None,
+    loader: ModelLoader | None = None,
+) -> MCPServer:
+    """The explomemo MCP server over the database at ``db_path``.
 
-
-def create_server(db_path: Path | None = None, env: dict[str, str] | None = None) -> MCPServer:
-    """The explomemo MCP server over the database at ``db_path``."""
+    ``loader`` loads the model (default: a new one for ``env``, or the process
+    environment).
+    """
     environment = dict(os.environ if env is None else env)
 
     @asynccontextmanager
     async def lifespan(_server: MCPServer[Any]) -> AsyncIterator[ServerState]:
-        import threading
-
-        loader = ModelLoader(environment)
-        cache = MemoCache.open(db_path, loader, snapshots_enabled(environment))
-        if loader.enabled:
-            loader.start()
-            threading.Thread(
-                target=_warm_up, args=(cache, loader), name="explomemo-warm-up", daemon=True
-            ).start()
+        model = loader if loader is not None else ModelLoader(environment)
+        cache = MemoCache.open(db_path, model, snapshots_enabled(environment))
+        if model.enabled:
+            model.start()
+            cache.fill_when_loaded()
         try:
-            yield ServerState(cache, loader)
+            yield ServerState(cache, model)
         finally:
             cache.close()
 
@@ -412,4 +400,14 @@ def run(db_path: Path | None = None) -> None:
     # line on stderr and exit code 2, not a server that dies on its first call.
     Store.open(db_path).close()
     logging.basicConfig(level=logging.WARNING, format="explomemo: %(message)s")
-    create_server(db_path).run("stdio")
+    loader = ModelLoader()
+    create_server(db_path, loader=loader).run("stdio")
+    if loader.loading:
+        # Everything of ours is closed (the lifespan closed the database and
+        # stored the vectors computed). The model is abandoned, not waited
+        # for: an interpreter that exits while a thread is inside
+        # onnxruntime's model loading aborts ("terminate called without an
+        # active exception", SIGABRT), so leave without running its exit.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)

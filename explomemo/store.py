@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from explomemo.errors import StoreError
+from explomemo.identifiers import memo_identifiers, name_parts
 from explomemo.inputs import question_key
 
 BUSY_TIMEOUT_MS = 30_000
@@ -538,34 +539,114 @@ class Store:
         else:
             conn.execute(
                 "UPDATE memos SET question = ?, conclusion = ?, root = ?, recorded_at = ?,"
-                " embedding = NULL, embedding_model = NULL, embedding_text_hash = NULL"
-                " WHERE id = ?",
+                " embedding = NULL, embedding_model = NULL, embedding_text_hash = NULL,"
+                " question_embedding = NULL WHERE id = ?",
                 (question, conclusion, root, recorded_at, memo_id),
             )
             replaced = self._contents_of(conn, memo_id)
             conn.execute("DELETE FROM memo_files WHERE memo_id = ?", (memo_id,))
             conn.execute("DELETE FROM memos_fts WHERE rowid = ?", (memo_id,))
+            conn.execute("DELETE FROM memo_identifiers WHERE memo_id = ?", (memo_id,))
+            conn.execute("DELETE FROM memos_without_identifiers WHERE memo_id = ?", (memo_id,))
         conn.executemany(
             "INSERT INTO memo_files (memo_id, path, sha256, xxh3, size, git_blob)"
             " VALUES (?, ?, ?, ?, ?, ?)",
             [(memo_id, f.path, f.sha256, f.xxh3, f.size, f.git_blob) for f in files],
         )
+        paths = [f.path for f in files]
         conn.execute(
-            "INSERT INTO memos_fts (rowid, question, conclusion, paths, project)"
-            " VALUES (?, ?, ?, ?, ?)",
-            (memo_id, question, conclusion, " ".join(f.path for f in files), project),
+            "INSERT INTO memos_fts (rowid, question, conclusion, paths, name_parts, project)"
+            " VALUES (?, ?, ?, ?, ?, ?)",
+            (
+                memo_id,
+                question,
+                conclusion,
+                " ".join(paths),
+                " ".join(name_parts(f"{question}\n{conclusion}")),
+                project,
+            ),
         )
         self.collect_snapshots(conn, replaced)
+        self._save_identifiers(conn, memo_id, project, question, conclusion, paths)
         return memo_id
 
-    def set_embedding(
-        self, conn: sqlite3.Connection, memo_id: int, vector: bytes, model: str, text_hash: str
+    def _save_identifiers(
+        self,
+        conn: sqlite3.Connection,
+        memo_id: int,
+        project: str,
+        question: str,
+        conclusion: str,
+        paths: Sequence[str],
     ) -> None:
-        """Store a memo's vector with the model that made it."""
+        conn.executemany(
+            "INSERT OR IGNORE INTO memo_identifiers (project, identifier, memo_id)"
+            " VALUES (?, ?, ?)",
+            [(project, name, memo_id) for name in memo_identifiers(question, conclusion, paths)],
+        )
+
+    def index_identifiers(self, conn: sqlite3.Connection, batch: int = _BATCH) -> int:
+        """Index the identifiers of up to ``batch`` memos written before they were indexed.
+
+        Returns how many it indexed (0: none is left).
+        """
+        ids = [
+            int(row[0])
+            for row in conn.execute(
+                "SELECT memo_id FROM memos_without_identifiers ORDER BY memo_id LIMIT ?", (batch,)
+            )
+        ]
+        if not ids:
+            return 0
+        files = self.files_of(conn, ids)
+        for memo in self.memos(conn, ids=ids):
+            paths = [f.path for f in files[memo.id]]
+            conn.execute(
+                "UPDATE memos_fts SET name_parts = ? WHERE rowid = ?",
+                (" ".join(name_parts(f"{memo.question}\n{memo.conclusion}")), memo.id),
+            )
+            self._save_identifiers(
+                conn, memo.id, memo.project, memo.question, memo.conclusion, paths
+            )
+        marks = ",".join("?" * len(ids))
+        conn.execute(f"DELETE FROM memos_without_identifiers WHERE memo_id IN ({marks})", ids)
+        return len(ids)
+
+    def identifiers_pending(self, conn: sqlite3.Connection) -> bool:
+        """True while some memo's identifiers are not indexed (see :meth:`index_identifiers`)."""
+        found = conn.execute("SELECT 1 FROM memos_without_identifiers LIMIT 1").fetchone()
+        return found is not None
+
+    def identifier_holders(
+        self, conn: sqlite3.Connection, project: str, names: Iterable[str], most: int
+    ) -> dict[str, list[int]]:
+        """The memos of ``project`` holding each identifier: up to ``most`` + 1 ids each."""
+        return {
+            name: [
+                int(row[0])
+                for row in conn.execute(
+                    "SELECT memo_id FROM memo_identifiers WHERE project = ? AND identifier = ?"
+                    " ORDER BY memo_id LIMIT ?",
+                    (project, name, most + 1),
+                )
+            ]
+            for name in names
+        }
+
+    def set_embedding(
+        self,
+        conn: sqlite3.Connection,
+        memo_id: int,
+        vector: bytes,
+        question_vector: bytes,
+        model: str,
+        text_hash: str,
+    ) -> None:
+        """Store a memo's two vectors (whole memo, question) with the model that made them."""
         conn.execute(
-            "UPDATE memos SET embedding = ?, embedding_model = ?, embedding_text_hash = ?"
-            " WHERE id = ?",
-            (vector, model, text_hash, memo_id),
+            "UPDATE memos SET embedding = ?, question_embedding = ?, embedding_model = ?,"
+            " embedding_text_hash = ? WHERE id = ?",
+            (vector, question_vector, model, text_hash, memo_id),
         )
 
     def delete_memo(self, conn: sqlite3.Connection, project: str | None, memo_id: int) -> bool:
@@ -645,14 +726,16 @@ class Store:
             found.setdefault(memo_id, []).append(FileRow(path, sha256, xxh3, size, git_blob))
         return found
 
-    def memos_needing_embedding(self, conn: sqlite3.Connection, model: str) -> list[int]:
-        """Ids of memos without a vector from ``model``."""
+    def memos_needing_embedding(
+        self, conn: sqlite3.Connection, model: str, most: int = -1
+    ) -> list[int]:
+        """Ids of memos without both vectors from ``model`` (the first ``most``; -1: all)."""
         return [
             int(row[0])
             for row in conn.execute(
-                "SELECT id FROM memos WHERE embedding IS NULL OR embedding_model IS NOT ?"
-                " ORDER BY id",
-                (model,),
+                "SELECT id FROM memos WHERE embedding IS NULL OR question_embedding IS NULL"
+                " OR embedding_model IS NOT ? ORDER BY id LIMIT ?",
+                (model, most),
             )
         ]
 
@@ -724,7 +807,7 @@ class Store:
     ) -> list[tuple[int, float]]:
         """(memo id, BM25 rank) of the best FTS5 matches; lower rank is better."""
         return conn.execute(
-            "SELECT rowid, bm25(memos_fts, 4.0, 1.0, 2.0) AS rank FROM memos_fts"
+            "SELECT rowid, bm25(memos_fts, 4.0, 1.0, 2.0, 1.0) AS rank FROM memos_fts"
             " WHERE memos_fts MATCH ? AND project = ? ORDER BY rank LIMIT ?",
             (match, project, limit),
         ).fetchall()
@@ -742,14 +825,14 @@ class Store:
         )
 
     def memo_texts(self, conn: sqlite3.Connection, ids: Sequence[int]) -> list[tuple[int, str]]:
-        """(id, question + paths + conclusion) of each memo, from the word index."""
+        """(id, question, paths, words inside names, conclusion) of each memo, from the FTS."""
         found: list[tuple[int, str]] = []
         for chunk in _chunks(list(ids)):
             marks = ",".join("?" * len(chunk))
             found += [
-                (int(rowid), f"{question}\n{paths}\n{conclusion}")
-                for rowid, question, paths, conclusion in conn.execute(
-                    f"SELECT rowid, question, paths, conclusion FROM memos_fts"
+                (int(rowid), f"{question}\n{paths}\n{parts}\n{conclusion}")
+                for rowid, question, paths, conclusion, parts in conn.execute(
+                    f"SELECT rowid, question, paths, conclusion, name_parts FROM memos_fts"
                     f" WHERE rowid IN ({marks})",
                     chunk,
                 )

@@ -6,6 +6,7 @@ import asyncio
 import math
 import sqlite3
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,7 @@ import pytest
 from fakes import FakeEmbedder
 
 from explomemo import embeddings, search
-from explomemo import memos as memos_module
+from explomemo import vectors as vectors_module
 from explomemo.embeddings import DEFAULT_MODEL_ID, Embedder, load_embedder
 from explomemo.errors import ModelError
 from explomemo.memos import FixedModel, MemoCache
@@ -130,7 +131,7 @@ def test_model_change_reembeds_and_cache_avoids_repeats(app: Path, db_path: Path
     with MemoCache.open(db_path, FixedModel(first)) as cache:
         record_all(cache, app)
         assert cache.wait_for_vectors("svc", 10)
-        assert len(first.embedded) == 3
+        assert len(first.embedded) == 6  # two texts a memo: whole, and question with file names
         cache.record(
             question=MEMOS["db"][0],
             conclusion=MEMOS["db"][1],
@@ -138,7 +139,7 @@ def test_model_change_reembeds_and_cache_avoids_repeats(app: Path, db_path: Path
             project="svc",
             root=str(app),
         )
-        assert len(first.embedded) == 3  # same text again: served by the embedding cache
+        assert len(first.embedded) == 6  # same text again: served by the embedding cache
     second = FakeEmbedder(lambda text: _axis(len(text) % 8), model_id="model-b")
     with MemoCache.open(db_path, FixedModel(second)) as cache:
         assert cache.fill_embeddings(second) == 3
@@ -390,9 +391,9 @@ def test_a_memo_recorded_again_keeps_only_the_newest_vector(app: Path, db_path: 
         assert cache.wait_for_vectors("svc", 30)
         # The first text's job ran after the inline vector landed; it found the memo
         # changed and did not overwrite it.
-        assert model.embedded[-1].endswith(conclusion)
-        expected = memos_module.text_hash(
-            "fake-model", memos_module.embedding_text(question, newer, files)
+        assert model.embedded[-2].endswith(conclusion)  # then its question
+        expected = vectors_module.text_hash(
+            "fake-model", vectors_module.embedding_text(question, newer, files)
         )
         assert _stored_vectors(db_path)[-1] == (first.id, "fake-model", expected)
 
@@ -412,13 +413,16 @@ def test_files_given_in_any_order_get_the_memo_its_vector(app: Path, db_path: Pa
 
 def test_a_fill_does_not_store_the_vector_of_an_outdated_text(app: Path, db_path: Path) -> None:
     question, conclusion, files = MEMOS["db"]
-    MemoCache.open(db_path, FixedModel(None)).record(
-        question=question, conclusion=conclusion, files=files, project="svc", root=str(app)
-    )
+    with MemoCache.open(db_path, FixedModel(None)) as first:
+        first.record(
+            question=question, conclusion=conclusion, files=files, project="svc", root=str(app)
+        )
     cache: MemoCache
+    rewritten: list[bool] = []
 
     def vector_of(text: str) -> list[float]:
-        if text.endswith(conclusion) and not model.embedded[:-1]:
+        if text.endswith(conclusion) and not rewritten:
+            rewritten.append(True)
             # While the fill embeds the old text, the memo is recorded again
             # and its new vector stored.
             cache.record(
@@ -434,8 +438,8 @@ def test_a_fill_does_not_store_the_vector_of_an_outdated_text(app: Path, db_path
     model = FakeEmbedder(vector_of)
     with MemoCache.open(db_path, FixedModel(model)) as cache:
         cache.fill_embeddings(model)
-        expected = memos_module.text_hash(
-            "fake-model", memos_module.embedding_text(question, "Rewritten.", files)
+        expected = vectors_module.text_hash(
+            "fake-model", vectors_module.embedding_text(question, "Rewritten.", files)
         )
         assert _stored_vectors(db_path)[0][2] == expected
 
@@ -492,3 +496,32 @@ def test_cutoff_asks_more_of_a_query_whose_words_no_memo_holds(app: Path, db_pat
         assert unknown.matches == []
         half = cache.recall(query="zyzzyva frobnicator sizing", project="svc", root=str(app))
         assert [(m.id, m.matched_by) for m in half.matches] == [(memo, "words")]
+
+
+def test_close_leaves_vectors_past_its_budget_to_the_next_fill(
+    app: Path, db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(vectors_module, "CLOSE_SECONDS", 0.2)
+
+    class Slow(FakeEmbedder):
+        def embed(self, texts: Any) -> Any:
+            time.sleep(0.1)
+            return super().embed(texts)
+
+    with MemoCache.open(db_path, FixedModel(Slow(lambda text: _axis(0)))) as cache:
+        for n in range(20):
+            cache.record(
+                question=f"question {n}",
+                conclusion="c",
+                files=["app/db.py"],
+                project="svc",
+                root=str(app),
+            )
+    stored = [model for _, model, _ in _stored_vectors(db_path)]
+    assert len(stored) == 20
+    # The job being computed when the budget ran out was finished and stored;
+    # the rest were left (each job takes 0.1 s, the budget 0.2 s).
+    assert 1 <= stored.count("fake-model") < 20
+    with MemoCache.open(db_path, FixedModel(FakeEmbedder(lambda text: _axis(0)))) as again:
+        assert again.recall(query="question", project="svc", root=str(app)).semantic_index
+    assert [model for _, model, _ in _stored_vectors(db_path)] == ["fake-model"] * 20

@@ -37,9 +37,13 @@ def texts() -> list[str]:
 
 
 def exact_top(
-    vectors: npt.NDArray[np.float32], ids: list[int], query: npt.NDArray[np.float32], n: int
+    whole: npt.NDArray[np.float32],
+    question: npt.NDArray[np.float32],
+    ids: list[int],
+    query: npt.NDArray[np.float32],
+    n: int,
 ) -> list[tuple[int, float]]:
-    sims = vectors @ query
+    sims = search.vector_score(whole @ query, question @ query)
     order = np.argsort(-sims)[:n]
     return [(ids[i], float(sims[i])) for i in order]
 
@@ -61,6 +65,7 @@ def test_index_built_from_the_store_matches_float32(
     monkeypatch.setattr(search, "SCAN_ROWS", 7)  # several full blocks and a partial one
     store = Store.open(tmp_path / "memos.db")
     vectors = embedder.embed(texts())
+    questions = np.roll(vectors, 1, axis=0)
     ids: list[int] = []
     with store.write() as conn:
         for i, vector in enumerate(vectors):
@@ -75,7 +80,9 @@ def test_index_built_from_the_store_matches_float32(
                 recorded_at="2026-01-01T00:00:00Z",
                 files=[],
             )
-            store.set_embedding(conn, memo_id, vector.tobytes(), "m", f"h{i}")
+            # The question vector is another memo's, so the two are told apart.
+            other = questions[i]
+            store.set_embedding(conn, memo_id, vector.tobytes(), other.tobytes(), "m", f"h{i}")
             ids.append(memo_id)
     with store.read() as conn:
         index = build_vector_index(conn, "p", "m", vectors.shape[1], 1)
@@ -83,8 +90,11 @@ def test_index_built_from_the_store_matches_float32(
     assert index.lacking == 0
     queries = embedder.embed(["where do we configure login?", "how are invoices exported?"])
     for query in [*queries, vectors[7]]:
-        assert_close(index.top(query, 10), exact_top(vectors, ids, query, 10))
-    assert index.top(vectors[7], 1)[0][0] == ids[7]
+        assert_close(index.top(query, 10), exact_top(vectors, questions, ids, query, 10))
+    cosines = index.cosines(vectors[7])
+    assert list(index.ids) == ids
+    assert cosines[6, 0] == pytest.approx(float(vectors[6] @ vectors[7]), abs=TOLERANCE)
+    assert cosines[6, 1] == pytest.approx(float(questions[6] @ vectors[7]), abs=TOLERANCE)
 
 
 def test_rows_added_and_replaced_in_place(
@@ -93,42 +103,29 @@ def test_rows_added_and_replaced_in_place(
     monkeypatch.setattr(search, "SCAN_ROWS", 64)
     rng = np.random.default_rng(3)
     count = 64 * 2 + 5  # more than one block of the product
-    vectors = rng.standard_normal((count, 384)).astype(np.float32)
-    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-    index = VectorIndex(
-        np.empty(0, dtype=np.int64),
-        np.empty((0, 384), dtype=np.int8),
-        np.empty(0, dtype=np.float32),
-        0,
-        1,
-        0,
-        "m",
-    )
+    vectors = rng.standard_normal((2, count, 384)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=2, keepdims=True)
+    whole, question = vectors
+    index = VectorIndex.empty(384, 1, "m")
     ids = list(range(10, 10 + count))
-    for memo_id, vector in zip(ids, vectors, strict=True):
-        index.upsert(memo_id, vector.tobytes())
+    for memo_id, w, q in zip(ids, whole, question, strict=True):
+        index.upsert(memo_id, w.tobytes(), q.tobytes())
     query = embedder.embed(["a query"])[0]
-    vectors[3] = query  # memo ids[3] recorded again with another text
-    index.upsert(ids[3], query.tobytes())
-    assert_close(index.top(query, 20), exact_top(vectors, ids, query, 20))
+    # Memo ids[3] recorded again with another text.
+    whole[3] = question[3] = query
+    index.upsert(ids[3], query.tobytes(), query.tobytes())
+    assert_close(index.top(query, 20), exact_top(whole, question, ids, query, 20))
     assert index.top(query, 1)[0][0] == ids[3]
 
 
 def test_a_vector_of_zeros_or_not_finite_scores_zero() -> None:
-    index = VectorIndex(
-        np.empty(0, dtype=np.int64),
-        np.empty((0, 3), dtype=np.int8),
-        np.empty(0, dtype=np.float32),
-        0,
-        1,
-        0,
-        "m",
-    )
+    index = VectorIndex.empty(3, 1, "m")
     rows = [[0, 0, 0], [np.nan, 1, 0], [np.inf, 0, 0], [1e-45, 0, 0], [0.6, 0.8, 0]]
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # no "invalid value encountered in cast"
         for memo_id, row in enumerate(rows, start=1):
-            index.upsert(memo_id, np.array(row, dtype=np.float32).tobytes())
+            vector = np.array(row, dtype=np.float32).tobytes()
+            index.upsert(memo_id, vector, vector)
         found = dict(index.top(np.array([0.6, 0.8, 0], dtype=np.float32), 5))
     assert found[5] == pytest.approx(1.0, abs=TOLERANCE)
     assert [found[i] for i in (1, 2, 3, 4)] == [0.0, 0.0, 0.0, 0.0]

@@ -1,0 +1,125 @@
+"""Code identifiers in free text: which tokens are names from code, and the words inside them.
+
+A memo's question and conclusion name functions, classes, constants, modules
+and files (``_send_handling_redirects``, ``HTTPStatusError``,
+``httpx._urlparse``, ``__enter__``, ``_client.py``). Word search splits those
+into pieces and loses what makes them precise: the whole name. This module
+finds them, so the word search can match a name exactly and know how many
+memos hold it.
+
+A token counts as an identifier when its shape says code: an underscore
+(``max_retries``, ``__init__``, ``_private``), a hump inside a word
+(``FooError``, ``getX``, ``HTTPError``), dots between names (``os.path.join``,
+``Client.send``; not ``e.g.``), a file name (``_urlparse.py``), a path
+(``httpx/_client.py``), or a name right before ``(`` (``send()``). Plain words
+("client", "URL", "Response") are words, not identifiers. Identifiers are
+compared case-folded.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+#: A run of characters that can make a name, a dotted name or a path.
+_TOKEN = re.compile(r"[\w./\-]+")
+_NAME = re.compile(r"[^\W\d]\w*")
+_HUMP = re.compile(r"[a-z\d][A-Z]|[A-Z]{2}[a-z]")
+#: An acronym's plural ("URLs", "APIs"): prose, though it has a hump.
+_PLURAL_ACRONYM = re.compile(r"[A-Z]{2,}s")
+_HUMPS = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
+#: A file extension: letters and digits, one to five, starting with a letter.
+_EXTENSION = re.compile(r"[^\W\d_][^\W_]{0,4}")
+#: Longest dotted name whose sub-names are all kept (``a.b.c.d`` keeps ``b.c`` too).
+_MAX_DOTTED_PARTS = 6
+
+
+def identifiers(text: str) -> set[str]:
+    """Every identifier in ``text``, case-folded, with the names it contains.
+
+    A dotted name brings each run of two or more of its parts
+    (``httpx.client.send``, ``httpx.client``, ``client.send``) and each part
+    shaped like an identifier by itself; a path brings itself, its file name
+    and the file name without extension when that is shaped like one.
+    """
+    found: set[str] = set()
+    for match in _TOKEN.finditer(text):
+        token = match.group().strip(".-/")
+        if not token:
+            continue
+        called = text.startswith("(", match.end())
+        if "/" in token:
+            _add_path(token, found)
+        else:
+            _add_segment(token, called, found)
+    return found
+
+
+def name_parts(text: str) -> list[str]:
+    """The words inside the humped identifiers of ``text`` ("FooError" gives "foo", "error").
+
+    Word search already sees the pieces of ``max_retries`` and ``a.b``
+    (underscores and dots separate words); the pieces of a humped name it
+    would see only as one word. Each part once, in order of appearance.
+    """
+    parts: dict[str, None] = {}
+    for match in _TOKEN.finditer(text):
+        for piece in re.split(r"[./\-_]+", match.group()):
+            if _HUMP.search(piece) and not _PLURAL_ACRONYM.fullmatch(piece):
+                for part in _HUMPS.findall(piece):
+                    parts.setdefault(part.lower(), None)
+    return list(parts)
+
+
+def memo_identifiers(question: str, conclusion: str, paths: Iterable[str]) -> set[str]:
+    """The identifiers a memo holds: in its question, its conclusion and its file paths."""
+    found = identifiers(question) | identifiers(conclusion)
+    for path in paths:
+        _add_path(path, found)
+    return found
+
+
+def _add_path(token: str, found: set[str]) -> None:
+    segments = [s for s in token.split("/") if s]
+    if not any("." in s or _shaped(s) for s in segments):
+        # "and/or", "client/server": words with a slash.
+        return
+    if len(segments) > 1:
+        found.add("/".join(segments).casefold())
+    for segment in segments:
+        _add_segment(segment, False, found)
+
+
+def _add_segment(token: str, called: bool, found: set[str]) -> None:
+    if "." in token:
+        parts = token.split(".")
+        if all(_NAME.fullmatch(p) for p in parts):
+            # Not "e.g" or "i.e": some part is longer than a letter.
+            if any(len(p) > 1 for p in parts):
+                _add_dotted(parts, found)
+        elif _is_file_name(token):
+            found.add(token.casefold())
+        return
+    if _NAME.fullmatch(token) and (called or _shaped(token)):
+        found.add(token.casefold())
+
+
+def _add_dotted(parts: list[str], found: set[str]) -> None:
+    parts = parts[:_MAX_DOTTED_PARTS]
+    for start in range(len(parts)):
+        for end in range(start + 2, len(parts) + 1):
+            found.add(".".join(parts[start:end]).casefold())
+    found.update(p.casefold() for p in parts if _shaped(p))
+
+
+def _shaped(name: str) -> bool:
+    """True for a single name that only code would write: an underscore or a hump."""
+    if not _NAME.fullmatch(name) or _PLURAL_ACRONYM.fullmatch(name):
+        return False
+    return (len(name) > 1 and name.strip("_") != "" and "_" in name) or bool(_HUMP.search(name))
+
+
+def _is_file_name(segment: str) -> bool:
+    """A name with an extension that is not a plain dotted name (``my-tool.py``, ``2to3.py``)."""
+    stem, dot, extension = segment.rpartition(".")
+    return bool(dot and re.fullmatch(r"[\w\-.]*\w", stem) and _EXTENSION.fullmatch(extension))

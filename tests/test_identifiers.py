@@ -1,0 +1,309 @@
+"""Code identifiers as terms of their own: matched exactly, by their parts, first when rare.
+
+The names are made up, so no model could know them: what finds them is the
+word search. The embedder is a fake whose cosines the tests choose, so a
+memo can be made far from a query by meaning and near by words.
+"""
+
+from __future__ import annotations
+
+import math
+import sqlite3
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from fakes import FakeEmbedder
+
+from explomemo import search
+from explomemo import store as store_module
+from explomemo.identifiers import identifiers, memo_identifiers, name_parts
+from explomemo.memos import FixedModel, MemoCache
+from explomemo.store import Store, load_migrations
+
+#: question -> (conclusion, files, cosine of every query to the memo's vectors)
+Memos = dict[str, tuple[str, list[str], float]]
+
+WARNINGS: Memos = {
+    "How are deprecations reported?": (
+        "Deprecated options are collected in cfg/options.py; at start-up each one is logged"
+        " once through the module logger.",
+        ["cfg/options.py"],
+        0.45,
+    ),
+    "What does the plugin loader warn about?": (
+        "plug/loader.py emits FooDependencyWarning when a plugin pins an older host API;"
+        " the warning names the plugin.",
+        ["plug/loader.py"],
+        0.05,
+    ),
+    "How is the retry policy decided?": (
+        "net/http.py retries idempotent calls three times with exponential backoff.",
+        ["net/http.py"],
+        0.60,
+    ),
+}
+
+
+def _angled(cosine: float, axis: int) -> list[float]:
+    """A unit vector at ``cosine`` from the query's axis (0), leaning along ``axis``."""
+    vector = [0.0] * 8
+    vector[0] = cosine
+    vector[axis] = math.sqrt(1 - cosine**2)
+    return vector
+
+
+def _embedder(memos: Memos) -> FakeEmbedder:
+    """Every query on axis 0; each memo's texts at the memo's chosen cosine from it."""
+
+    def vector_of(text: str) -> list[float]:
+        for axis, (question, (_, _, cosine)) in enumerate(memos.items(), start=1):
+            if text.startswith(question):
+                return _angled(cosine, axis)
+        return _angled(1.0, 1)
+
+    return FakeEmbedder(vector_of)
+
+
+@pytest.fixture
+def code(tmp_path: Path) -> Path:
+    root = tmp_path / "code"
+    for rel in ("cfg/options.py", "plug/loader.py", "net/http.py", "net/headers.py"):
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(f"# {rel}\n")
+    (root / "pkg").mkdir()
+    (root / "pkg" / "_blorpparse.py").write_text("# parse\n")
+    return root
+
+
+Recall = Callable[[str], list[str]]
+
+
+@pytest.fixture(params=["model", "words alone"])
+def mode(request: pytest.FixtureRequest) -> str:
+    mode: str = request.param
+    return mode
+
+
+def _open(db_path: Path, memos: Memos, mode: str, root: Path) -> tuple[MemoCache, Recall]:
+    model = FixedModel(_embedder(memos) if mode == "model" else None)
+    cache = MemoCache.open(db_path, model)
+    questions = {}
+    for question, (conclusion, files, _) in memos.items():
+        memo_id = cache.record(
+            question=question, conclusion=conclusion, files=files, project="p", root=str(root)
+        ).id
+        questions[memo_id] = question
+
+    def recall(query: str) -> list[str]:
+        found = cache.recall(query=query, project="p", root=str(root))
+        return [questions[m.id] for m in found.matches]
+
+    return cache, recall
+
+
+@pytest.fixture
+def recall_warnings(db_path: Path, code: Path, mode: str) -> Iterator[Recall]:
+    cache, recall = _open(db_path, WARNINGS, mode, code)
+    yield recall
+    cache.close()
+
+
+def test_an_identifier_only_one_memo_holds_finds_it(recall_warnings: Recall, mode: str) -> None:
+    # Cosine 0.05, and "emits" is a word no memo holds (the unknown-word
+    # penalty applies): before identifiers were terms, this came back empty.
+    assert recall_warnings("what emits FooDependencyWarning?")[0] == (
+        "What does the plugin loader warn about?"
+    )
+
+
+def test_a_unique_identifier_comes_first_whatever_else_the_query_says(
+    recall_warnings: Recall,
+) -> None:
+    found = recall_warnings("FooDependencyWarning, retry policy, exponential backoff, idempotent")
+    assert found[:2] == [
+        "What does the plugin loader warn about?",
+        "How is the retry policy decided?",
+    ]
+
+
+def test_parts_of_names_match_words(db_path: Path, code: Path) -> None:
+    # "dependency warning" sits inside the humped name only.
+    cache, recall = _open(db_path, WARNINGS, "words alone", code)
+    found = recall("which dependency warning do plugins raise?")
+    cache.close()
+    assert found[0] == "What does the plugin loader warn about?"
+
+
+HEADERS: Memos = {
+    "How are request headers merged?": (
+        "net/headers.py merges default headers with per-request headers; headers given per"
+        " request win, and header names compare case-insensitively. Headers are kept in order.",
+        ["net/headers.py"],
+        0.70,
+    ),
+    "Where does the client read the proxy setting?": (
+        "get_x_from_headers() in net/http.py reads X-Proxy from the response and stores it.",
+        ["net/http.py"],
+        0.20,
+    ),
+    "How does the foo cache expire?": (
+        "The foo cache in cfg/options.py keeps foo entries for ten minutes; foo lookups refresh"
+        " them. Foo misses go to the backend.",
+        ["cfg/options.py"],
+        0.70,
+    ),
+    "What goes wrong when the backend is down?": (
+        "plug/loader.py raises FooError after the second failed call; callers catch it and"
+        " fall back to the cached value. The __exit__ of the session closes it;"
+        " net.http.Transport.close_all() drops the pool. Parsing is in pkg/_blorpparse.py.",
+        ["plug/loader.py", "pkg/_blorpparse.py"],
+        0.10,
+    ),
+}
+
+
+@pytest.fixture
+def recall_headers(db_path: Path, code: Path, mode: str) -> Iterator[Recall]:
+    cache, recall = _open(db_path, HEADERS, mode, code)
+    yield recall
+    cache.close()
+
+
+@pytest.mark.parametrize(
+    ("query", "question"),
+    [
+        # The memo sharing only "headers" (many times, and nearer by meaning)
+        # ranks below the one naming the function.
+        ("what calls get_x_from_headers?", "Where does the client read the proxy setting?"),
+        # A memo about "foo" ranks below the one naming FooError.
+        ("when is FooError raised?", "What goes wrong when the backend is down?"),
+        ("who calls Transport.close_all?", "What goes wrong when the backend is down?"),
+        ("what does __exit__ do there?", "What goes wrong when the backend is down?"),
+        ("what is in _blorpparse.py?", "What goes wrong when the backend is down?"),
+        ("what is in pkg/_blorpparse.py?", "What goes wrong when the backend is down?"),
+    ],
+)
+def test_the_memo_naming_it_ranks_first(recall_headers: Recall, query: str, question: str) -> None:
+    assert recall_headers(query)[0] == question
+
+
+def test_the_plain_word_still_finds_memos_by_meaning_and_words(recall_headers: Recall) -> None:
+    assert recall_headers("how are headers merged")[0] == "How are request headers merged?"
+
+
+def test_an_identifier_two_memos_hold_lifts_both_over_common_words(
+    db_path: Path, code: Path, mode: str
+) -> None:
+    # Every memo at the same cosine from the query: words and identifiers decide.
+    memos: Memos = {
+        question: (conclusion, files, 0.3) for question, (conclusion, files, _) in HEADERS.items()
+    }
+    memos["Where is the proxy header parsed?"] = (
+        "parse_proxy() calls get_x_from_headers and splits host and port.",
+        ["net/http.py"],
+        0.3,
+    )
+    cache, recall = _open(db_path, memos, mode, code)
+    found = recall("headers: which code calls get_x_from_headers?")
+    cache.close()
+    assert set(found[:2]) == {
+        "Where does the client read the proxy setting?",
+        "Where is the proxy header parsed?",
+    }
+
+
+def test_a_snake_case_part_meets_a_plain_word(db_path: Path, code: Path) -> None:
+    cache = MemoCache.open(db_path, FixedModel(None))
+    memo = cache.record(
+        question="How is the pool sized?",
+        conclusion="net/http.py reads max_retries and pool_size from the settings.",
+        files=["net/http.py"],
+        project="p",
+        root=str(code),
+    ).id
+    found = cache.recall(query="retries", project="p", root=str(code))
+    cache.close()
+    assert [m.id for m in found.matches] == [memo]
+
+
+def test_a_pinned_memo_comes_first_even_stale_and_below_the_cutoff(
+    db_path: Path, code: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(search, "IDENTIFIER_WEIGHT", 0.0)  # only the pin holds it
+    cache, recall = _open(db_path, WARNINGS, "model", code)
+    (code / "plug" / "loader.py").write_text("# changed\n")
+    found = recall("FooDependencyWarning, retry policy, exponential backoff, idempotent")
+    cache.close()
+    assert found[:2] == [
+        "What does the plugin loader warn about?",
+        "How is the retry policy decided?",
+    ]
+
+
+def test_memos_of_an_older_database_get_their_identifiers(
+    db_path: Path, code: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A memo written under schema 2 is found by identifier once the database is opened."""
+    with monkeypatch.context() as patch:
+        patch.setattr(store_module, "load_migrations", lambda: load_migrations()[:2])
+        Store.open(db_path).close()
+    conn = sqlite3.connect(db_path)
+    assert conn.execute("PRAGMA user_version").fetchone() == (2,)
+    conn.executescript(
+        f"""
+        INSERT INTO memos (id, project, question, question_key, conclusion, root, recorded_at)
+        VALUES (7, 'p', 'What warns?', 'what warns?', 'plug/loader.py emits
+        FooDependencyWarning.', '{code}', '2026-01-01T00:00:00Z');
+        INSERT INTO memo_files VALUES (7, 'plug/loader.py', 'a', 'b', 15);
+        INSERT INTO memos_fts (rowid, question, conclusion, paths, project)
+        SELECT id, question, conclusion, 'plug/loader.py', project FROM memos;
+        """
+    )
+    conn.close()
+    with MemoCache.open(db_path, FixedModel(None)) as cache:
+        found = cache.recall(query="FooDependencyWarning", project="p", root=str(code))
+        assert [m.id for m in found.matches] == [7]
+        assert [m.id for m in cache.recall(query="dependency", project="p").matches] == [7]
+    with sqlite3.connect(db_path) as check:
+        assert check.execute("SELECT count(*) FROM memos_without_identifiers").fetchone() == (0,)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("what emits FooDependencyWarning?", {"foodependencywarning"}),
+        ("get_x_from_headers and MAX_RETRIES", {"get_x_from_headers", "max_retries"}),
+        ("__init__, __exit__ and _private", {"__init__", "__exit__", "_private"}),
+        ("HTTPStatusError, getX, iOS", {"httpstatuserror", "getx", "ios"}),
+        (
+            "call httpx.Client.send() now.",
+            {"httpx.client.send", "httpx.client", "client.send"},
+        ),
+        ("see _urlparse.py.", {"_urlparse.py", "_urlparse"}),
+        ("in httpx/_client.py", {"httpx/_client.py", "_client.py", "_client"}),
+        ("my-tool.py", {"my-tool.py"}),
+        ("then send() it", {"send"}),
+        # Prose: words, abbreviations, versions, slashes between words.
+        ("The Client sends a URL, e.g. this; i.e. that.", set()),
+        ("version 0.28.1 and/or client/server", set()),
+        ("URLs, APIs and IDs", set()),
+    ],
+)
+def test_what_counts_as_an_identifier(text: str, expected: set[str]) -> None:
+    assert identifiers(text) == expected
+
+
+def test_name_parts_and_memo_identifiers() -> None:
+    assert name_parts("FooError, HTTPStatusError and max_retries") == [
+        "foo",
+        "error",
+        "http",
+        "status",
+    ]
+    assert memo_identifiers("How?", "Raises FooError.", ["pkg/_io.py"]) == {
+        "fooerror",
+        "pkg/_io.py",
+        "_io.py",
+        "_io",
+    }
