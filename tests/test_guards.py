@@ -1,0 +1,1060 @@
+"""Tests that catch the bugs they exist for (issue #14): the guarding code under mutation.
+
+Each test here kills one single-point bug that the rest of the suite let
+through, and says which in its name and docstring. Each was proven by putting
+that bug back in the source and watching the test fail; the mutation run
+(``benchmarks/mutation/``) keeps proving it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from reliability_helpers import (
+    SECRET,
+    assert_one_error_line,
+    assert_tool_refused,
+    call_tools_stdio,
+    counts,
+    open_cache,
+    run_cli,
+)
+
+from explomemo import hashing, validity
+from explomemo.errors import PathError
+from explomemo.exchange import export_memos, import_memos, read_export, stale_from_export
+from explomemo.memos import MemoCache
+from explomemo.models import ExportedMemo, ImportResult
+
+RECORD = "memory_exploration_record"
+RECALL = "memory_exploration_recall"
+STALE = "memory_exploration_stale"
+
+INSIDE = b"the file inside root\n"
+
+
+def stale_of(
+    cache: MemoCache, root: Path, project: str = "p"
+) -> dict[int, tuple[list[str], list[str]]]:
+    """{memo id: (changed, missing)} of the project's stale memos under ``root``."""
+    return {
+        s.id: (s.changed, s.missing) for s in cache.stale(project=project, root=str(root)).stale
+    }
+
+
+def stale_json(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, dict[str, Any]]:
+    """Run ``explomemo … stale --format json`` in-process: (exit code, the report)."""
+    run = run_cli(capsys, [*argv, "--format", "json"])
+    assert run.code in (0, 1), run.err
+    return run.code, json.loads(run.out)
+
+
+def swap_link(link: Path, target: Path | str) -> None:
+    """Point ``link`` at ``target`` atomically (the name never disappears)."""
+    staging = link.with_name(link.name + ".swap")
+    os.symlink(target, staging)
+    os.replace(staging, link)
+
+
+# Root containment: a sibling folder whose name starts with root's name ------
+
+
+@dataclass
+class Siblings:
+    """Root ``…/x/proj`` and, beside it, ``…/x/proj-secrets`` holding a key."""
+
+    base: Path
+    root: Path
+    secrets: Path
+    key: Path
+
+
+@pytest.fixture
+def siblings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Siblings:
+    monkeypatch.setenv("EXPLOMEMO_EMBEDDINGS", "off")
+    base = tmp_path / "x"
+    root = base / "proj"
+    secrets = base / "proj-secrets"
+    secrets.mkdir(parents=True)
+    key = secrets / "key.txt"
+    key.write_bytes(SECRET)
+    (secrets / "mod.py").write_bytes(SECRET)
+    root.mkdir()
+    (root / "ok.py").write_text("print('ok')\n")
+    # Inside root, the very bytes of the secrets: a check that hashed the
+    # secret instead would find the memo fresh.
+    (root / "real.txt").write_bytes(SECRET)
+    (root / "pkg").mkdir()
+    (root / "pkg" / "mod.py").write_bytes(SECRET)
+    os.symlink(key, root / "key_link.txt")
+    os.symlink("../proj-secrets/key.txt", root / "rel_key_link.txt")
+    os.symlink(secrets, root / "secrets_dir")
+    return Siblings(base, root, secrets, key)
+
+
+SIBLING_LINKS = ["key_link.txt", "rel_key_link.txt", "secrets_dir/key.txt"]
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("given", SIBLING_LINKS)
+def test_record_refuses_a_link_into_a_sibling_folder_that_starts_with_roots_name(
+    siblings: Siblings, given: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Kills ``files._inside`` testing ``path.startswith(folder)`` without the "/".
+
+    With that bug ``/x/proj-secrets/key.txt`` counts as inside root ``/x/proj``,
+    so a link in root that leads there is hashed and recorded. Library and
+    CLI: refused naming the file, nothing written, not a byte read.
+    """
+    db = siblings.base / "lib.db"
+    cache = open_cache(db)
+    hashing.COUNTERS.reset()
+    try:
+        for files in ([given], [str(siblings.root / given)]):
+            with pytest.raises(PathError) as caught:
+                cache.record(
+                    question="where is the key?",
+                    conclusion="c",
+                    files=files,
+                    project="p",
+                    root=str(siblings.root),
+                )
+            assert files[0] in str(caught.value) and "outside root" in str(caught.value)
+    finally:
+        cache.close()
+    assert hashing.COUNTERS.files == 0, "a file outside root was read"
+    assert counts(db)["memos"] == 0
+    db = siblings.base / "cli.db"
+    run = run_cli(
+        capsys,
+        [
+            "--db",
+            str(db),
+            "record",
+            "--project",
+            "p",
+            "--root",
+            str(siblings.root),
+            "--question",
+            "where is the key?",
+            "--conclusion",
+            "c",
+            "--",
+            given,
+        ],
+    )
+    assert_one_error_line(run, given, "outside root")
+    assert run.out == "" and counts(db)["memos"] == 0
+    assert hashing.COUNTERS.files == 0
+
+
+def _record_then_lead_into_the_sibling(siblings: Siblings, db: Path) -> tuple[int, int]:
+    """Record a link to a file inside root and a file in a real folder; then make the
+    link lead to the sibling's key and the folder a link to the sibling (same bytes)."""
+    root = siblings.root
+    os.symlink("real.txt", root / "link.txt")
+    cache = open_cache(db)
+    try:
+        by_link = cache.record(
+            question="What does the linked file hold?",
+            conclusion="the linked secret",
+            files=["link.txt"],
+            project="p",
+            root=str(root),
+        ).id
+        in_folder = cache.record(
+            question="What does the module in the package hold?",
+            conclusion="the package module",
+            files=["pkg/mod.py"],
+            project="p",
+            root=str(root),
+        ).id
+    finally:
+        cache.close()
+    swap_link(root / "link.txt", siblings.key)
+    (root / "pkg").rename(siblings.base / "pkg-aside")
+    os.symlink(siblings.secrets, root / "pkg")
+    return by_link, in_folder
+
+
+@pytest.mark.timeout(30)
+def test_checks_report_a_file_now_leading_into_the_sibling_folder_as_missing(
+    siblings: Siblings, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Kills ``files._inside`` testing ``path.startswith(folder)`` without the "/".
+
+    A recorded link retargeted to ``/x/proj-secrets/key.txt``, and a recorded
+    folder replaced by a link to ``/x/proj-secrets``, holding the very bytes
+    recorded: with the bug they are hashed and reported unchanged. ``stale``
+    (library and CLI), ``recall`` and ``show`` must say missing, reading nothing.
+    """
+    db = siblings.base / "s.db"
+    by_link, in_folder = _record_then_lead_into_the_sibling(siblings, db)
+    expected = {by_link: ([], ["link.txt"]), in_folder: ([], ["pkg/mod.py"])}
+    hashing.COUNTERS.reset()
+    cache = open_cache(db)
+    try:
+        assert stale_of(cache, siblings.root) == expected
+        recalled = cache.recall(
+            query="linked secret package module", project="p", root=str(siblings.root)
+        )
+        assert {
+            m.id: (m.status, [(f.path, f.state) for f in m.files]) for m in recalled.matches
+        } == {
+            by_link: ("stale", [("link.txt", "missing")]),
+            in_folder: ("stale", [("pkg/mod.py", "missing")]),
+        }
+        for memo_id, path in ((by_link, "link.txt"), (in_folder, "pkg/mod.py")):
+            shown = cache.show(memo_id)
+            assert (shown.status, [(f.path, f.state) for f in shown.files]) == (
+                "stale",
+                [(path, "missing")],
+            )
+    finally:
+        cache.close()
+    code, report = stale_json(capsys, "--db", str(db), "stale", "--check")
+    assert code == 1
+    assert {e["id"]: (e["changed"], e["missing"]) for e in report["stale"]} == expected
+    assert hashing.COUNTERS.files == 0, "a file outside root was read"
+
+
+@pytest.mark.timeout(60)
+def test_mcp_over_stdio_refuses_and_reports_the_sibling_folder(siblings: Siblings) -> None:
+    """Kills ``files._inside`` testing ``path.startswith(folder)`` without the "/", through
+    a real ``explomemo serve`` over stdio: record refuses each link into
+    ``/x/proj-secrets``, and stale/recall report a retargeted file missing."""
+    db = siblings.base / "mcp.db"
+    by_link, in_folder = _record_then_lead_into_the_sibling(siblings, db)
+    before = counts(db)
+    calls: list[tuple[str, dict[str, Any]]] = [
+        (
+            RECORD,
+            {
+                "question": f"where is the key ({given})?",
+                "conclusion": "c",
+                "files": [given],
+                "project": "p",
+            },
+        )
+        for given in SIBLING_LINKS
+    ]
+    calls.append((STALE, {"project": "p"}))
+    calls.append((RECALL, {"query": "linked secret", "project": "p"}))
+    replies = call_tools_stdio(db, calls, cwd=siblings.root)
+    for given, reply in zip(SIBLING_LINKS, replies, strict=False):
+        assert_tool_refused(reply, given, "outside root")
+    assert counts(db) == before
+    stale, recall = replies[-2:]
+    assert not stale.is_error, stale.text
+    assert [(s["id"], s["missing"]) for s in stale.data["stale"]] == [
+        (by_link, ["link.txt"]),
+        (in_folder, ["pkg/mod.py"]),
+    ]
+    assert not recall.is_error, recall.text
+    linked = [m for m in recall.data["matches"] if m["id"] == by_link]
+    assert linked and linked[0]["status"] == "stale"
+    assert linked[0]["files"][0]["state"] == "missing"
+
+
+# The identity check after the open in Opener.open ---------------------------
+
+
+def _is_lstat_of(name: str) -> Callable[..., bool]:
+    def when(*args: Any, **kwargs: Any) -> bool:
+        return (
+            bool(args)
+            and args[0] == name
+            and kwargs.get("dir_fd") is not None
+            and kwargs.get("follow_symlinks") is False
+        )
+
+    return when
+
+
+class SwapAfter:
+    """Wraps ``os.stat``: right after the first matching call returns, ``action`` runs."""
+
+    def __init__(
+        self, real: Callable[..., Any], when: Callable[..., bool], action: Callable[[], None]
+    ):
+        self.real, self.when, self.action, self.fired = real, when, action, False
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        result = self.real(*args, **kwargs)
+        if not self.fired and self.when(*args, **kwargs):
+            self.fired = True
+            self.action()
+        return result
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("surface", ["stale", "show", "recall", "cli-stale"])
+@pytest.mark.parametrize("decoy", [INSIDE, INSIDE.upper()], ids=["same-bytes", "other-bytes"])
+def test_opener_never_reads_a_file_swapped_in_between_its_lstat_and_its_open(
+    tmp_path: Path,
+    surface: str,
+    decoy: bytes,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Kills the removal of the (device, inode) check after the open in ``Opener.open``.
+
+    Another regular file is put in the recorded file's place between the
+    ``lstat`` and the ``open`` of a check. Without the check the decoy is
+    hashed (and, holding the recorded bytes, found unchanged); with it the
+    file is refused: missing, and no byte read.
+    """
+    monkeypatch.setenv("EXPLOMEMO_EMBEDDINGS", "off")
+    root = tmp_path / "proj"
+    root.mkdir()
+    (root / "a.py").write_bytes(INSIDE)
+    db = tmp_path / "swap.db"
+    cache = open_cache(db)
+    try:
+        memo = cache.record(
+            question="what does a hold?",
+            conclusion="a holds it",
+            files=["a.py"],
+            project="p",
+            root=str(root),
+        ).id
+    finally:
+        cache.close()
+    (root / "decoy").write_bytes(decoy)
+    spy = SwapAfter(
+        os.stat, _is_lstat_of("a.py"), lambda: os.replace(root / "decoy", root / "a.py")
+    )
+    monkeypatch.setattr(os, "stat", spy)
+    hashing.COUNTERS.reset()
+    if surface == "cli-stale":
+        code, report = stale_json(capsys, "--db", str(db), "stale", "--check")
+        assert code == 1
+        found = {e["id"]: (e["changed"], e["missing"]) for e in report["stale"]}
+    else:
+        cache = open_cache(db)
+        try:
+            if surface == "stale":
+                found = stale_of(cache, root)
+            elif surface == "show":
+                shown = cache.show(memo)
+                found = {memo: ([], [f.path for f in shown.files if f.state == "missing"])}
+                assert shown.status == "stale"
+            else:
+                matches = cache.recall(
+                    query="what does a hold", project="p", root=str(root)
+                ).matches
+                assert [(m.id, m.status) for m in matches] == [(memo, "stale")]
+                found = {memo: ([], [f.path for f in matches[0].files if f.state == "missing"])}
+        finally:
+            monkeypatch.setattr(os, "stat", spy.real)
+            cache.close()
+    assert spy.fired
+    assert found == {memo: ([], ["a.py"])}
+    assert hashing.COUNTERS.files == 0, "the file swapped in was read"
+
+
+# A deleted root --------------------------------------------------------------
+
+
+@pytest.mark.timeout(30)
+def test_a_deleted_root_makes_every_file_of_its_memos_missing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], no_model: None
+) -> None:
+    """Kills ``MemoCache._observe`` reporting nothing (instead of every file missing)
+    when a memo's recorded root no longer exists: ``stale`` without ``--root``
+    and ``show`` must call every file of those memos missing."""
+    gone = tmp_path / "gone"
+    kept = tmp_path / "kept"
+    for root in (gone, kept):
+        (root / "pkg").mkdir(parents=True)
+        (root / "a.py").write_text("a = 1\n")
+        (root / "pkg" / "b.py").write_text("b = 2\n")
+    db = tmp_path / "d.db"
+    cache = open_cache(db)
+    try:
+        both = cache.record(
+            question="q1", conclusion="c", files=["a.py", "pkg/b.py"], project="p", root=str(gone)
+        ).id
+        one = cache.record(
+            question="q2", conclusion="c", files=["pkg/b.py"], project="q", root=str(gone)
+        ).id
+        other = cache.record(
+            question="q3", conclusion="c", files=["a.py"], project="p", root=str(kept)
+        ).id
+    finally:
+        cache.close()
+    shutil.rmtree(gone)
+    code, report = stale_json(capsys, "--db", str(db), "stale", "--check")
+    assert code == 1
+    assert report == {
+        "checked": 3,
+        "stale": [
+            {
+                "id": both,
+                "project": "p",
+                "question": "q1",
+                "changed": [],
+                "missing": ["a.py", "pkg/b.py"],
+            },
+            {"id": one, "project": "q", "question": "q2", "changed": [], "missing": ["pkg/b.py"]},
+        ],
+    }
+    for memo_id, files in ((both, ["a.py", "pkg/b.py"]), (one, ["pkg/b.py"])):
+        run = run_cli(capsys, ["--db", str(db), "show", str(memo_id), "--json"])
+        assert run.code == 0, run.err
+        shown = json.loads(run.out)
+        assert shown["status"] == "stale"
+        assert [(f["path"], f["state"]) for f in shown["files"]] == [(f, "missing") for f in files]
+    run = run_cli(capsys, ["--db", str(db), "show", str(other), "--json"])
+    assert json.loads(run.out)["status"] == "fresh"
+    cache = open_cache(db)
+    try:
+        assert [(e.id, e.missing) for e in cache.stale_report(project="p").stale] == [
+            (both, ["a.py", "pkg/b.py"])
+        ]
+    finally:
+        cache.close()
+
+
+# The question key: case folding, not lower-casing ---------------------------
+
+
+def test_questions_differing_only_as_strasse_and_strasse_with_eszett_are_one(
+    words_cache: MemoCache, tmp_path: Path
+) -> None:
+    """Kills ``inputs.question_key`` using ``.lower()`` instead of ``.casefold()``:
+    "STRASSE" and "straße" are one question (as under NFKC + case folding too),
+    so the second record replaces the first and keeps its id, and an import
+    of either keeps to the one memo."""
+    root = tmp_path / "proj"
+    root.mkdir()
+    (root / "parse.py").write_text("def parse(street): ...\n")
+    first = words_cache.record(
+        question="Where is STRASSE parsed?",
+        conclusion="one",
+        files=["parse.py"],
+        project="p",
+        root=str(root),
+    )
+    second = words_cache.record(
+        question="where is  straße parsed? ",
+        conclusion="two",
+        files=["parse.py"],
+        project="p",
+        root=str(root),
+    )
+    assert (second.id, second.replaced) == (first.id, True)
+    assert [(m.id, m.question) for m in words_cache.list(project="p")] == [
+        (first.id, "where is  straße parsed? ")
+    ]
+    older = ExportedMemo.model_validate_json(next(export_memos(words_cache)))
+    older = older.model_copy(
+        update={
+            "id": 99,
+            "question": "WHERE IS STRASSE PARSED?",
+            "recorded_at": "2000-01-01T00:00:00Z",
+        }
+    )
+    assert import_memos(words_cache, [older]) == ImportResult(read=1, added=0, replaced=0, kept=1)
+    assert [m.id for m in words_cache.list(project="p")] == [first.id]
+
+
+# Words alone: the cut-off ----------------------------------------------------
+
+WORD_MEMOS = [
+    (
+        "How are retries decided for outgoing HTTP requests?",
+        "src/net/retry.py: RetryPolicy allows three attempts with exponential backoff on 503.",
+        ["src/net/retry.py"],
+    ),
+    (
+        "Where is the database connection pool configured?",
+        "src/db/pool.py builds the pool from settings.DB_POOL_SIZE at start-up.",
+        ["src/db/pool.py"],
+    ),
+    (
+        "How is authentication wired?",
+        "src/auth/middleware.py checks the bearer token before any view runs.",
+        ["src/auth/middleware.py"],
+    ),
+]
+
+
+@pytest.fixture
+def word_root(tmp_path: Path) -> Path:
+    root = tmp_path / "svc"
+    for _, _, files in WORD_MEMOS:
+        for f in files:
+            (root / f).parent.mkdir(parents=True, exist_ok=True)
+            (root / f).write_text(f"# {f}\n")
+    return root
+
+
+UNRELATED = "Which colour palette does the marketing site use for its settings page?"
+RELATED = "where is the connection pool size configured"
+
+
+@pytest.mark.parametrize("through", ["library", "cli"])
+def test_words_alone_return_nothing_for_an_unrelated_query_sharing_one_word(
+    words_cache: MemoCache,
+    word_root: Path,
+    through: str,
+    db_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    no_model: None,
+) -> None:
+    """Kills dropping the word-score cut-off without a model (``search.WORDS_CUTOFF``
+    in ``fuse``): a query that shares only "settings" with one memo gets no match,
+    while a related query still finds its memo (so the check is not vacuous)."""
+    ids = [
+        words_cache.record(question=q, conclusion=c, files=f, project="svc", root=str(word_root)).id
+        for q, c, f in WORD_MEMOS
+    ]
+    if through == "library":
+        unrelated = words_cache.recall(query=UNRELATED, project="svc", root=str(word_root))
+        related = words_cache.recall(query=RELATED, project="svc", root=str(word_root))
+        assert unrelated.semantic_index is False
+        found = ([m.id for m in unrelated.matches], [m.id for m in related.matches])
+    else:
+        results = []
+        for query in (UNRELATED, RELATED):
+            run = run_cli(
+                capsys,
+                [
+                    "--db",
+                    str(db_path),
+                    "recall",
+                    "--project",
+                    "svc",
+                    "--root",
+                    str(word_root),
+                    "--json",
+                    query,
+                ],
+            )
+            assert run.code == 0, run.err
+            results.append([m["id"] for m in json.loads(run.out)["matches"]])
+        found = (results[0], results[1])
+    assert found == ([], [ids[1]])
+
+
+# Export order, and reading an export back --------------------------------------
+
+
+@pytest.mark.timeout(60)
+def test_export_sorts_by_project_then_id_and_reads_back(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], no_model: None
+) -> None:
+    """Kills exporting memos in id order instead of by project then id: with
+    projects b, a, b recorded in that order the lines are (a, 2), (b, 1), (b, 3),
+    through the CLI; ``import`` into a fresh database and ``stale --from`` read
+    the file back (same bytes on a second export, the same stale memos)."""
+    root = tmp_path / "proj"
+    root.mkdir()
+    (root / "shared.py").write_text("S = 1\n")
+    (root / "only_b.py").write_text("B = 1\n")
+    db = tmp_path / "one.db"
+    for project, question, files in (
+        ("b", "How is B started?", ["shared.py", "only_b.py"]),
+        ("a", "How is A started?", ["shared.py"]),
+        ("b", "How is B stopped?", ["only_b.py"]),
+    ):
+        run = run_cli(
+            capsys,
+            [
+                "--db",
+                str(db),
+                "record",
+                "--project",
+                project,
+                "--root",
+                str(root),
+                "--question",
+                question,
+                "--conclusion",
+                "c",
+                *files,
+            ],
+        )
+        assert run.code == 0, run.err
+    export = tmp_path / "memos.jsonl"
+    assert run_cli(capsys, ["--db", str(db), "export", "-o", str(export)]).code == 0
+    text = export.read_text()
+    assert [(m["project"], m["id"]) for m in map(json.loads, text.splitlines())] == [
+        ("a", 2),
+        ("b", 1),
+        ("b", 3),
+    ]
+    assert run_cli(capsys, ["--db", str(db), "export"]).out == text
+    only_b = run_cli(capsys, ["--db", str(db), "export", "--project", "b"]).out
+    assert [(m["project"], m["id"]) for m in map(json.loads, only_b.splitlines())] == [
+        ("b", 1),
+        ("b", 3),
+    ]
+    fresh = tmp_path / "fresh.db"
+    run = run_cli(capsys, ["--db", str(fresh), "import", str(export)])
+    assert json.loads(run.out) == {"read": 3, "added": 3, "replaced": 0, "kept": 0}
+    assert run_cli(capsys, ["--db", str(fresh), "export"]).out == text
+    code, report = stale_json(
+        capsys, "stale", "--from", str(export), "--root", str(root), "--check"
+    )
+    assert (code, report) == (0, {"checked": 3, "stale": []})
+    (root / "shared.py").write_text("S = 2\n")
+    code, report = stale_json(
+        capsys, "stale", "--from", str(export), "--root", str(root), "--check"
+    )
+    assert code == 1
+    assert [(e["project"], e["id"], e["changed"]) for e in report["stale"]] == [
+        ("a", 2, ["shared.py"]),
+        ("b", 1, ["shared.py"]),
+    ]
+    code, report = stale_json(
+        capsys, "stale", "--from", str(export), "--root", str(root), "--project", "b"
+    )
+    assert [(e["project"], e["id"]) for e in report["stale"]] == [("b", 1)]
+
+
+# The racy stat-cache rule ------------------------------------------------------
+
+TWO_SECONDS = 2_000_000_000
+
+
+class Clock:
+    """Stands in for the ``time`` module inside ``explomemo.validity``."""
+
+    def __init__(self, now: int) -> None:
+        self.now = now
+
+    def time_ns(self) -> int:
+        return self.now
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
+    fake = Clock(0)
+    monkeypatch.setattr(validity, "time", fake)
+    return fake
+
+
+def _last_change(path: Path) -> int:
+    st = os.lstat(path)
+    return max(st.st_mtime_ns, st.st_ctime_ns)
+
+
+@pytest.fixture
+def one_file(tmp_path: Path) -> Path:
+    root = tmp_path / "proj"
+    root.mkdir()
+    (root / "a.py").write_bytes(b"version one\n" * 50)
+    return root
+
+
+def _record_a(cache: MemoCache, root: Path) -> int:
+    return cache.record(
+        question="what is in a?", conclusion="c", files=["a.py"], project="p", root=str(root)
+    ).id
+
+
+def _reads(cache: MemoCache, root: Path) -> tuple[dict[int, tuple[list[str], list[str]]], int]:
+    hashing.COUNTERS.reset()
+    found = stale_of(cache, root)
+    return found, hashing.COUNTERS.files
+
+
+def test_a_same_size_edit_inside_the_racy_window_is_reported_changed(
+    words_cache: MemoCache, one_file: Path, clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kills trusting a racy stat-cache entry (``validity.RACY_NS``, ``_trusted``,
+    ``_take``): an entry taken 2 s (exactly) after the file's last change is not
+    trusted. The file is then rewritten with the same size and its mtime put back,
+    on a file system whose clock did not move (``lstat`` shows the stat recorded,
+    as within one timestamp tick): the check must read it and say changed."""
+    a = one_file / "a.py"
+    recorded = os.lstat(a)
+    clock.now = _last_change(a) + TWO_SECONDS
+    memo = _record_a(words_cache, one_file)
+    assert _reads(words_cache, one_file) == ({}, 1)
+    assert _reads(words_cache, one_file) == ({}, 1)
+    a.write_bytes(b"version two\n" * 50)
+    os.utime(a, ns=(recorded.st_atime_ns, recorded.st_mtime_ns))
+    real_lstat = os.lstat
+    path = os.path.realpath(a)
+
+    def coarse_lstat(name: Any, *args: Any, **kwargs: Any) -> os.stat_result:
+        if not args and not kwargs and os.fspath(name) == path:
+            return recorded
+        return real_lstat(name, *args, **kwargs)
+
+    monkeypatch.setattr(os, "lstat", coarse_lstat)
+    assert _reads(words_cache, one_file) == ({memo: (["a.py"], [])}, 1)
+    second = open_cache(Path(words_cache.store.path))
+    try:
+        assert _reads(second, one_file) == ({memo: (["a.py"], [])}, 1)
+    finally:
+        second.close()
+
+
+def test_an_entry_taken_more_than_2_s_after_the_last_change_is_trusted_without_a_read(
+    words_cache: MemoCache, one_file: Path, clock: Clock
+) -> None:
+    """Kills a racy rule stricter than 2 s (``RACY_NS`` or its comparisons moved, the
+    store's filter dropped): an entry taken 2 s + 1 ns after the file's last change
+    is trusted, in memory and from the store in another process: no read."""
+    clock.now = _last_change(one_file / "a.py") + TWO_SECONDS + 1
+    _record_a(words_cache, one_file)
+    assert _reads(words_cache, one_file) == ({}, 0)
+    second = open_cache(Path(words_cache.store.path))
+    try:
+        assert _reads(second, one_file) == ({}, 0)
+    finally:
+        second.close()
+
+
+def test_an_entry_taken_by_a_check_is_kept_only_past_the_racy_window(
+    words_cache: MemoCache, one_file: Path, clock: Clock
+) -> None:
+    """Kills the check-time racy rule going wrong either way (``Validator._take``,
+    ``remember``): a read at exactly 2 s after the last change leaves no trusted
+    entry (the next check reads again); a read 1 ns later does, in memory and in
+    the store."""
+    last = _last_change(one_file / "a.py")
+    clock.now = last + TWO_SECONDS
+    _record_a(words_cache, one_file)
+    assert _reads(words_cache, one_file) == ({}, 1)
+    assert _reads(words_cache, one_file) == ({}, 1)
+    clock.now = last + TWO_SECONDS + 1
+    assert _reads(words_cache, one_file) == ({}, 1)
+    assert _reads(words_cache, one_file) == ({}, 0)
+    second = open_cache(Path(words_cache.store.path))
+    try:
+        assert _reads(second, one_file) == ({}, 0)
+    finally:
+        second.close()
+
+
+# Import keeps ids -----------------------------------------------------------------
+
+
+def _three_memos(cache: MemoCache, root: Path) -> list[str]:
+    for project, question in (
+        ("b", "How is B started?"),
+        ("a", "How is A started?"),
+        ("b", "How is B stopped?"),
+    ):
+        cache.record(
+            question=question,
+            conclusion=f"answer: {question}",
+            files=["a.py"],
+            project=project,
+            root=str(root),
+        )
+    return list(export_memos(cache))
+
+
+def test_import_keeps_free_ids_renumbers_taken_ones_and_round_trips_byte_identical(
+    one_file: Path, tmp_path: Path
+) -> None:
+    """Kills import dropping the exported id (``wanted_id``), taking an id that is not
+    free, or counting ties as replacements: export → import → export gives the same
+    bytes, a taken id gets a new one, a tie keeps the memo there, a newer one
+    replaces it in place and an older one does not."""
+    source = open_cache(tmp_path / "source.db")
+    try:
+        lines = _three_memos(source, one_file)
+    finally:
+        source.close()
+    exported = tmp_path / "memos.jsonl"
+    exported.write_text("".join(line + "\n" for line in lines))
+    memos = read_export(exported)
+    assert [(m.project, m.id) for m in memos] == [("a", 2), ("b", 1), ("b", 3)]
+    target = open_cache(tmp_path / "target.db")
+    try:
+        assert import_memos(target, memos) == ImportResult(read=3, added=3, replaced=0, kept=0)
+        assert list(export_memos(target)) == lines
+        assert import_memos(target, memos) == ImportResult(read=3, added=0, replaced=0, kept=3)
+        assert list(export_memos(target)) == lines
+        newer = memos[1].model_copy(
+            update={"conclusion": "revised", "recorded_at": "2099-01-01T00:00:00Z"}
+        )
+        older = memos[2].model_copy(
+            update={"conclusion": "outdated", "recorded_at": "2000-01-01T00:00:00Z"}
+        )
+        assert import_memos(target, [newer, older]) == ImportResult(
+            read=2, added=0, replaced=1, kept=1
+        )
+        assert {m.id: m.conclusion for m in (target.show(i) for i in (1, 2, 3))} == {
+            1: "revised",
+            2: memos[0].conclusion,
+            3: memos[2].conclusion,
+        }
+    finally:
+        target.close()
+    taken = open_cache(tmp_path / "taken.db")
+    try:
+        for question in ("z1", "z2", "z3"):
+            taken.record(
+                question=question, conclusion="z", files=["a.py"], project="z", root=str(one_file)
+            )
+        taken.forget(project=None, memo_id=1)
+        taken.forget(project=None, memo_id=2)
+        assert import_memos(taken, memos) == ImportResult(read=3, added=3, replaced=0, kept=0)
+        assert {(m.id, m.project, m.question) for m in taken.list()} == {
+            (1, "b", "How is B started?"),
+            (2, "a", "How is A started?"),
+            (3, "z", "z3"),
+            (4, "b", "How is B stopped?"),
+        }
+        report = stale_from_export(memos, str(one_file))
+        assert (report.checked, report.stale) == (3, [])
+    finally:
+        taken.close()
+
+
+# Survivors of the first mutation run (benchmarks/mutation/RESULTS.md) ----------------
+
+
+def test_a_folder_two_levels_down_moved_out_of_root_and_linked_back_is_missing(
+    words_cache: MemoCache, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kills ``validity.expect`` taking a file's first folder (``rel.partition``) instead of
+    its own (``rel.rpartition``): ``pkg/sub`` moved out of root and linked back keeps
+    its files' stat, so only the folder check keeps them from the stat cache."""
+    monkeypatch.setattr(validity, "RACY_NS", -(10**18))
+    root = tmp_path / "proj"
+    (root / "pkg" / "sub").mkdir(parents=True)
+    (root / "pkg" / "sub" / "a.py").write_text("a = 1\n")
+    memo = words_cache.record(
+        question="q", conclusion="c", files=["pkg/sub/a.py"], project="p", root=str(root)
+    ).id
+    assert _reads(words_cache, root) == ({}, 0)
+    (root / "pkg" / "sub").rename(tmp_path / "sub-outside")
+    (root / "pkg" / "sub").symlink_to(tmp_path / "sub-outside")
+    assert _reads(words_cache, root) == ({memo: ([], ["pkg/sub/a.py"])}, 0)
+
+
+def test_a_one_letter_file_name_is_checked(words_cache: MemoCache, tmp_path: Path) -> None:
+    """Kills ``Opener.open`` looking at ``rel[1]`` instead of ``rel[0]`` (an IndexError
+    on a one-letter path)."""
+    root = tmp_path / "proj"
+    root.mkdir()
+    (root / "x").write_text("x\n")
+    memo = words_cache.record(
+        question="q", conclusion="c", files=["x"], project="p", root=str(root)
+    ).id
+    assert stale_of(words_cache, root) == {}
+    (root / "x").write_text("y\n")
+    assert stale_of(words_cache, root) == {memo: (["x"], [])}
+
+
+REFUSALS: list[tuple[str, Callable[[Path], None], str, bool]] = [
+    ("missing", lambda root: None, "does not exist (No such file or directory)", True),
+    ("directory", lambda root: (root / "it").mkdir(), "is a directory, not a regular file", False),
+    ("fifo", lambda root: os.mkfifo(root / "it"), "is a FIFO, not a regular file", False),
+    (
+        "link-out",
+        lambda root: os.symlink(root.parent / "outside.txt", root / "it"),
+        "leads outside root through a symbolic link",
+        False,
+    ),
+    (
+        "folder-missing",
+        lambda root: None,
+        "a folder on the way cannot be opened (No such file or directory)",
+        True,
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("cid", "make", "reason", "missing"), REFUSALS, ids=[r[0] for r in REFUSALS]
+)
+def test_each_refusal_says_why_and_whether_the_file_is_missing(
+    tmp_path: Path, cid: str, make: Callable[[Path], None], reason: str, missing: bool
+) -> None:
+    """Kills ``Refused`` losing its reason or its ``missing`` flag, and each reason's text
+    changed (``files._kind``, ``open_regular``): the reason is what a refused record
+    names, for both ways a file is opened."""
+    from explomemo.files import Opener, Refused, open_regular, resolve_root
+
+    root_path = tmp_path / "proj"
+    root_path.mkdir()
+    make(root_path)
+    rel = "gone/it" if cid == "folder-missing" else "it"
+    root = resolve_root(str(root_path))
+    with pytest.raises(Refused) as by_path:
+        open_regular(root, rel)
+    with Opener(root) as opener, pytest.raises(Refused) as by_opener:
+        opener.open(rel)
+    for caught in (by_path.value, by_opener.value):
+        assert (caught.reason, str(caught), caught.missing) == (reason, reason, missing)
+
+
+@pytest.mark.parametrize(
+    ("kind", "make", "reason"),
+    [
+        ("fifo", lambda p: os.mkfifo(p), "is a FIFO, not a regular file"),
+        ("directory", lambda p: p.mkdir(), "is a directory, not a regular file"),
+        ("socket", None, "is a socket, not a regular file"),
+    ],
+)
+def test_record_names_what_a_refused_file_is(
+    words_cache: MemoCache, tmp_path: Path, kind: str, make: Any, reason: str
+) -> None:
+    """Kills each kind's name in ``files._kind`` changed: a refused record says exactly
+    what the file is."""
+    import socket
+
+    root = tmp_path / "proj"
+    root.mkdir()
+    target = root / "it"
+    if make is None:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            sock.bind(str(target))
+        finally:
+            sock.close()
+    else:
+        make(target)
+    with pytest.raises(PathError) as caught:
+        words_cache.record(question="q", conclusion="c", files=["it"], project="p", root=str(root))
+    assert (
+        str(caught.value)
+        == f"file 'it' {reason}: record only regular files inside root {str(root)!r}"
+    )
+
+
+def test_record_names_a_device_and_a_link_swapped_in_after_the_check(
+    words_cache: MemoCache, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kills the names "a device" and "a symbolic link" changed in ``files._kind``."""
+    with pytest.raises(PathError) as caught:
+        words_cache.record(question="q", conclusion="c", files=["null"], project="p", root="/dev")
+    device = "file 'null' is a device, not a regular file"
+    assert str(caught.value) == f"{device}: record only regular files inside root '/dev'"
+    from explomemo.files import Refused, open_regular, resolve_root
+
+    root_path = tmp_path / "proj"
+    root_path.mkdir()
+    (root_path / "a.py").write_text("a\n")
+    (root_path / "b.py").write_text("b\n")
+    root = resolve_root(str(root_path))
+    spy = SwapAfter(
+        os.path.realpath, lambda *a, **k: True, lambda: swap_link(root_path / "a.py", "b.py")
+    )
+    monkeypatch.setattr(os.path, "realpath", spy)
+    with pytest.raises(Refused) as refused:
+        open_regular(root, "a.py")
+    assert spy.fired
+    assert refused.value.reason == "is a symbolic link, not a regular file"
+
+
+@pytest.mark.parametrize("how", ["open_regular", "opener"])
+def test_a_failing_fstat_closes_what_was_opened(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str
+) -> None:
+    """Kills the descriptor left open (or a TypeError from ``os.close(None)``) when the
+    ``fstat`` after an open fails (``files._fall_back``, ``Opener.open``)."""
+    from explomemo.files import Opener, resolve_root
+
+    root_path = tmp_path / "proj"
+    root_path.mkdir()
+    (root_path / "a.py").write_text("a\n")
+    os.symlink("a.py", root_path / "link.py")  # the Opener hands a link to open_regular
+    root = resolve_root(str(root_path))
+    before = sorted(os.listdir("/proc/self/fd"))
+
+    real_fstat = os.fstat
+    calls: list[int] = []
+
+    def failing_fstat(fd: int) -> os.stat_result:
+        # Through a link, open_regular's own fstat (the first) passes; _fall_back's fails.
+        calls.append(fd)
+        if len(calls) == (1 if how == "opener" else 2):
+            raise OSError(5, "Input/output error")
+        return real_fstat(fd)
+
+    opener = Opener(root)
+    try:
+        opener._open_folder("")  # the folder is opened before the fstat fails
+        held = sorted(os.listdir("/proc/self/fd"))
+        monkeypatch.setattr(os, "fstat", failing_fstat)
+        with pytest.raises(OSError, match="Input/output error"):
+            if how == "opener":
+                opener.open("a.py")
+            else:
+                opener.open("link.py")
+        monkeypatch.undo()
+        assert sorted(os.listdir("/proc/self/fd")) == held
+    finally:
+        opener.close()
+    assert sorted(os.listdir("/proc/self/fd")) == before
+
+
+@pytest.mark.parametrize("limit", [0, 21, -1, True, False, "5", 2.0, None])
+def test_recall_refuses_a_limit_outside_1_to_20(
+    words_cache: MemoCache, tmp_path: Path, limit: Any
+) -> None:
+    """Kills each part of ``inputs.check_limit`` (the bool test, the int test, both ends
+    of 1..20) and its message."""
+    from explomemo.errors import InputError
+
+    with pytest.raises(InputError) as caught:
+        words_cache.recall(query="q", project="p", root=str(tmp_path), limit=limit)
+    assert str(caught.value) == f"limit {limit!r} is out of range: pass a whole number from 1 to 20"
+
+
+def test_recall_accepts_a_limit_of_1_and_of_20(words_cache: MemoCache, word_root: Path) -> None:
+    """Kills the ends of 1..20 in ``inputs.check_limit`` moved inwards."""
+    for q, c, f in WORD_MEMOS:
+        words_cache.record(question=q, conclusion=c, files=f, project="svc", root=str(word_root))
+    for limit in (1, 20):
+        found = words_cache.recall(query=RELATED, project="svc", root=str(word_root), limit=limit)
+        assert len(found.matches) == 1
+
+
+def test_the_question_key_is_stored_as_the_schema_says(
+    words_cache: MemoCache, tmp_path: Path, db_path: Path
+) -> None:
+    """Kills ``inputs.question_key`` joining words with anything but one space: the key
+    is stored, so memos recorded by an earlier version must keep matching it
+    (trimmed, white space collapsed, case-folded: "where is strasse parsed?")."""
+    import sqlite3
+
+    root = tmp_path / "proj"
+    root.mkdir()
+    (root / "parse.py").write_text("p\n")
+    words_cache.record(
+        question="  Where   is\tSTRASSE parsed? ",
+        conclusion="c",
+        files=["parse.py"],
+        project="p",
+        root=str(root),
+    )
+    with sqlite3.connect(db_path) as conn:
+        assert conn.execute("SELECT question_key FROM memos").fetchall() == [
+            ("where is strasse parsed?",)
+        ]
+
+
+def test_text_inputs_accept_their_maximum_length_and_name_a_non_string(
+    words_cache: MemoCache, tmp_path: Path
+) -> None:
+    """Kills ``inputs.check_text`` refusing a text of exactly its maximum length, and its
+    message for a value that is not a string."""
+    from explomemo import inputs
+    from explomemo.errors import InputError
+
+    assert inputs.check_text("question", "q" * 2000, 2000) == "q" * 2000
+    with pytest.raises(InputError) as caught:
+        inputs.check_text("question", 7, 2000)  # type: ignore[arg-type]
+    assert str(caught.value) == "question must be a string of 1 to 2,000 characters"
+    with pytest.raises(InputError) as caught:
+        inputs.check_files("a.py")  # type: ignore[arg-type]
+    assert str(caught.value) == "files is empty: pass 1 to 64 paths of the files you read"
