@@ -1058,3 +1058,351 @@ def test_text_inputs_accept_their_maximum_length_and_name_a_non_string(
     with pytest.raises(InputError) as caught:
         inputs.check_files("a.py")  # type: ignore[arg-type]
     assert str(caught.value) == "files is empty: pass 1 to 64 paths of the files you read"
+
+
+# How a check spreads its reads (validity.Validator._read_all, _take_helpers) ------
+
+
+@dataclass
+class ReadSpies:
+    """What a check used: pools made, workers submitted, helper processes started,
+    and whether ``read_row`` ran off the calling thread."""
+
+    pools: list[Any]
+    submits: list[Any]
+    helpers: list[Any]
+    off_main: list[str]
+
+
+@pytest.fixture
+def spies(monkeypatch: pytest.MonkeyPatch) -> ReadSpies:
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    found = ReadSpies([], [], [], [])
+
+    class Pool(ThreadPoolExecutor):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            found.pools.append(self)
+            super().__init__(*args, **kwargs)
+
+        def submit(self, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
+            found.submits.append(args)
+            return super().submit(fn, *args, **kwargs)
+
+    class CountedHelper(validity.Helper):
+        def __init__(self) -> None:
+            found.helpers.append(self)
+            super().__init__()
+
+    real_row = validity.read_row
+
+    def read_row(*args: Any) -> Any:
+        if threading.current_thread() is not threading.main_thread():
+            found.off_main.append(args[1])
+        return real_row(*args)
+
+    monkeypatch.setattr(validity, "ThreadPoolExecutor", Pool)
+    monkeypatch.setattr(validity, "Helper", CountedHelper)
+    monkeypatch.setattr(validity, "read_row", read_row)
+    return found
+
+
+def _files(root_path: Path, count: int, size: int) -> tuple[Any, list[validity.Expected]]:
+    """``count`` files of ``size`` bytes, and what a check of them (every one read) expects."""
+    from explomemo.files import resolve_root
+
+    root_path.mkdir(parents=True, exist_ok=True)
+    for i in range(count):
+        (root_path / f"f{i:03d}.bin").write_bytes(bytes([i % 251]) * size)
+    root = resolve_root(str(root_path))
+    expected = [
+        validity.Expected(f"f{i:03d}.bin", root.absolute(f"f{i:03d}.bin"), {size}, None, "")
+        for i in range(count)
+    ]
+    return root, expected
+
+
+def test_a_read_of_small_files_stays_on_one_thread(tmp_path: Path, spies: ReadSpies) -> None:
+    """Kills the read policy of ``Validator._read_all`` sending small files to helper
+    processes (``or`` for ``and``) or to threads (the mean-size test or its ``workers = 1``
+    changed): 40 files of 1,000 bytes are read here, on the calling thread alone."""
+    root, expected = _files(tmp_path / "proj", 40, 1000)
+    validator = validity.Validator(None, workers=2)
+    try:
+        assert len(validator.observe(root, expected)) == 40
+    finally:
+        validator.close()
+    assert (len(spies.pools), len(spies.submits), len(spies.helpers), spies.off_main) == (
+        0,
+        0,
+        0,
+        [],
+    )
+
+
+def test_files_averaging_256_kib_are_read_on_two_threads_from_one_pool(
+    tmp_path: Path, spies: ReadSpies
+) -> None:
+    """Kills ``Validator._read_all`` reading files that average exactly 256 KiB on one
+    thread (``<=`` for ``<``), and making a pool per read or after ``close``."""
+    root, expected = _files(tmp_path / "proj", 32, 256 * 1024)
+    validator = validity.Validator(None, workers=2)
+    try:
+        for _ in range(2):
+            assert len(validator.observe(root, expected)) == 32
+        assert (len(spies.pools), len(spies.submits), len(spies.helpers)) == (1, 2, 0)
+        validator.close()
+        assert len(validator.observe(root, expected)) == 32
+    finally:
+        validator.close()
+    assert (len(spies.pools), len(spies.submits)) == (1, 2)
+
+
+@pytest.mark.timeout(60)
+def test_a_large_read_starts_one_helper_per_other_worker_and_keeps_it(
+    tmp_path: Path, spies: ReadSpies, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kills ``Validator._read_all`` and ``_take_helpers`` starting more helper processes
+    than the read has other workers (32 files: two workers of three), giving a thread
+    a share besides the helper, or starting a new helper when one is idle."""
+    monkeypatch.setattr(validity, "HELPERS_MIN_BYTES", 0)
+    root, expected = _files(tmp_path / "proj", 32, 100)
+    validator = validity.Validator(None, workers=3)
+    try:
+        for _ in range(2):
+            assert len(validator.observe(root, expected)) == 32
+            assert not validator._helpers_failed
+        assert (len(spies.helpers), len(spies.submits), spies.off_main) == (1, 2, [])
+    finally:
+        validator.close()
+
+
+def test_no_helper_is_started_again_after_one_failed_or_once_closed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kills ``Validator._take_helpers`` trying helpers again after one failed to start
+    (the failure not remembered, ``and`` for ``or``), or after ``close``."""
+    from explomemo.readers import HelperError
+
+    monkeypatch.setattr(validity, "HELPERS_MIN_BYTES", 0)
+    root, expected = _files(tmp_path / "proj", 32, 100)
+    tried: list[int] = []
+
+    class Failing:
+        def __init__(self) -> None:
+            tried.append(1)
+            raise HelperError("no helper today")
+
+    monkeypatch.setattr(validity, "Helper", Failing)
+    validator = validity.Validator(None, workers=2)
+    try:
+        for _ in range(2):
+            assert len(validator.observe(root, expected)) == 32
+    finally:
+        validator.close()
+    assert len(tried) == 1
+    validator = validity.Validator(None, workers=2)
+    validator.close()
+    assert len(validator.observe(root, expected)) == 32
+    assert len(tried) == 1
+
+
+def test_progress_is_reported_after_each_file_of_a_small_read(tmp_path: Path) -> None:
+    """Kills ``Validator._read_all`` reporting progress from another worker than the
+    calling thread's, or in batches of 2 where there are fewer than 4 files a worker."""
+    root, expected = _files(tmp_path / "proj", 3, 10)
+    calls: list[tuple[int, int]] = []
+    validator = validity.Validator(
+        None, workers=1, progress=lambda done, total: calls.append((done, total))
+    )
+    try:
+        validator.observe(root, expected)
+    finally:
+        validator.close()
+    assert calls == [(1, 3), (2, 3), (3, 3), (3, 3)]
+
+
+def test_every_folder_is_checked_for_a_link_out_of_root_whatever_comes_before_it(
+    words_cache: MemoCache, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kills ``validity._folders_out_of_root`` stopping at the first folder that is not a
+    link, that is gone or that is under a way out (``break`` for ``continue``), or taking
+    a link to root itself for a way out: folders ``a`` (kept), ``b`` (deleted), ``c``
+    and ``e`` (moved out of root and linked back, ``c`` with a folder ``c/d``) and
+    ``here`` (a link to root), checked in that order."""
+    monkeypatch.setattr(validity, "RACY_NS", -(10**18))
+    root = tmp_path / "proj"
+    for folder in ("a", "b", "c", "c/d", "e"):
+        (root / folder).mkdir(parents=True)
+        (root / folder / "x.py").write_text(f"{folder} = 1\n")
+    (root / "y.py").write_text("y = 1\n")
+    (root / "here").symlink_to(".")
+    ids = {
+        path: words_cache.record(
+            question=path, conclusion="c", files=[path], project="p", root=str(root)
+        ).id
+        for path in ("a/x.py", "b/x.py", "c/x.py", "c/d/x.py", "e/x.py", "here/y.py")
+    }
+    assert _reads(words_cache, root) == ({}, 0)
+    shutil.rmtree(root / "b")
+    for folder in ("c", "e"):
+        (root / folder).rename(tmp_path / f"{folder}-outside")
+        (root / folder).symlink_to(tmp_path / f"{folder}-outside")
+    gone = ("b/x.py", "c/x.py", "c/d/x.py", "e/x.py")
+    assert _reads(words_cache, root) == ({ids[path]: ([], [path]) for path in gone}, 0)
+
+
+def test_a_record_entry_vouches_for_what_was_read_unless_the_file_changed_meanwhile(
+    tmp_path: Path, clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kills ``validity.digest_entry`` getting a field of its stat-cache entry wrong, or
+    trusting (or not) an entry whatever happened during the read: the entry is the
+    file's stat before the read with the moment taken, or never trusted (0) when the
+    file changed while it was read."""
+    import hashlib
+
+    import xxhash
+
+    from explomemo.store import StatRow
+
+    path = tmp_path / "a.py"
+    path.write_bytes(b"one\n" * 100)
+    clock.now = _last_change(path) + 10 * TWO_SECONDS
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        st = os.fstat(fd)
+        digest, entry = validity.digest_entry(fd, sha256=True, limit=1000)
+        assert (digest.size, digest.sha256) == (
+            400,
+            hashlib.sha256(b"one\n" * 100).hexdigest(),
+        )
+        assert entry == StatRow(
+            dev=st.st_dev,
+            ino=st.st_ino,
+            size=400,
+            mtime_ns=st.st_mtime_ns,
+            ctime_ns=st.st_ctime_ns,
+            xxh3=xxhash.xxh3_128_hexdigest(b"one\n" * 100),
+            cached_at_ns=clock.now,
+        )
+        real_hash = validity.hash_fd
+
+        def hash_then_grow(*args: Any, **kwargs: Any) -> Any:
+            found = real_hash(*args, **kwargs)
+            with open(path, "ab") as grow:
+                grow.write(b"more\n")
+            return found
+
+        monkeypatch.setattr(validity, "hash_fd", hash_then_grow)
+        os.lseek(fd, 0, os.SEEK_SET)
+        _, changed = validity.digest_entry(fd, sha256=True, limit=1000)
+        assert (changed.size, changed.cached_at_ns) == (400, 0)
+    finally:
+        os.close(fd)
+
+
+def test_an_oversized_file_is_refused_after_reading_no_more_than_32_mib_and_one_byte(
+    words_cache: MemoCache, tmp_path: Path
+) -> None:
+    """Kills ``validity.digest_entry`` dropping the read limit: a 40 MiB file is refused
+    having read 32 MiB + 1 byte, not all of it."""
+    root = tmp_path / "proj"
+    root.mkdir()
+    with open(root / "big.bin", "wb") as big:
+        big.truncate(40 * 1024 * 1024)
+    hashing.COUNTERS.reset()
+    with pytest.raises(PathError, match="larger than 32 MiB"):
+        words_cache.record(
+            question="q", conclusion="c", files=["big.bin"], project="p", root=str(root)
+        )
+    assert hashing.COUNTERS.bytes == 32 * 1024 * 1024 + 1
+
+
+@pytest.mark.timeout(60)
+def test_a_check_that_finds_the_helpers_busy_starts_no_more_than_one_per_other_core(
+    tmp_path: Path, spies: ReadSpies, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kills ``Validator._take_helpers`` counting its helpers wrong (``+`` for ``-`` in
+    the cap, ``=`` or ``-=`` for ``+=``): while one check holds the only helper two
+    cores allow, two more checks in another thread go without one."""
+    import threading
+
+    monkeypatch.setattr(validity, "HELPERS_MIN_BYTES", 0)
+    root, expected = _files(tmp_path / "proj", 32, 100)
+    entered, release = threading.Event(), threading.Event()
+    real_read = validity.Helper.read
+
+    def held_read(self: Any, *args: Any) -> Any:
+        if self is spies.helpers[0]:
+            entered.set()
+            # Held until released, or until a second helper shows (then the
+            # check that started it would wait for this one's thread).
+            for _ in range(600):
+                if release.wait(0.05) or len(spies.helpers) > 1:
+                    break
+        return real_read(self, *args)
+
+    monkeypatch.setattr(validity.Helper, "read", held_read)
+    validator = validity.Validator(None, workers=2)
+    first: list[Any] = []
+    holder = threading.Thread(target=lambda: first.append(validator.observe(root, expected)))
+    holder.start()
+    try:
+        assert entered.wait(30), "the first check never handed its helper a batch"
+        for _ in range(2):
+            assert len(validator.observe(root, expected)) == 32
+        assert len(spies.helpers) == 1
+    finally:
+        release.set()
+        holder.join(30)
+        validator.close()
+    assert len(first[0]) == 32
+
+
+@pytest.mark.timeout(60)
+def test_a_read_takes_an_idle_helper_and_starts_only_the_ones_it_lacks(
+    tmp_path: Path, spies: ReadSpies, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kills ``Validator._take_helpers`` adding the helpers it took to those it starts
+    (``count + len(taken)``): on four cores a read of 32 files uses one helper, a read of
+    48 files two (the idle one and one more), never three."""
+    monkeypatch.setattr(validity, "HELPERS_MIN_BYTES", 0)
+    small, expected_small = _files(tmp_path / "small", 32, 100)
+    large, expected_large = _files(tmp_path / "large", 48, 100)
+    validator = validity.Validator(None, workers=4)
+    try:
+        assert len(validator.observe(small, expected_small)) == 32
+        assert len(spies.helpers) == 1
+        assert len(validator.observe(large, expected_large)) == 48
+        assert len(spies.helpers) == 2
+    finally:
+        validator.close()
+
+
+def test_a_refused_file_does_not_keep_the_files_after_it_from_the_stat_cache(
+    tmp_path: Path, clock: Clock
+) -> None:
+    """Kills ``Validator._take`` stopping at the first file it could not read (``break``
+    for ``continue``): ``a.lnk`` (a link out of root, refused) comes before ``b.py``, whose
+    entry must still be kept, so the next check reads nothing."""
+    from explomemo.files import resolve_root
+
+    root_path = tmp_path / "proj"
+    root_path.mkdir()
+    (root_path / "b.py").write_text("b\n")
+    (tmp_path / "outside.py").write_text("b\n")
+    (root_path / "a.lnk").symlink_to(tmp_path / "outside.py")
+    clock.now = _last_change(root_path / "b.py") + 10 * TWO_SECONDS
+    root = resolve_root(str(root_path))
+    expected = [
+        validity.Expected(rel, root.absolute(rel), {2}, None, "") for rel in ("a.lnk", "b.py")
+    ]
+    validator = validity.Validator(None, workers=1)
+    try:
+        assert validator.observe(root, expected)["a.lnk"] is None
+        hashing.COUNTERS.reset()
+        again = validator.observe(root, expected)
+        assert (again["a.lnk"], "b.py" in again, hashing.COUNTERS.files) == (None, True, 0)
+    finally:
+        validator.close()
