@@ -1406,3 +1406,145 @@ def test_a_refused_file_does_not_keep_the_files_after_it_from_the_stat_cache(
         assert (again["a.lnk"], "b.py" in again, hashing.COUNTERS.files) == (None, True, 0)
     finally:
         validator.close()
+
+
+def test_root_slash_records_and_checks_a_file(words_cache: MemoCache, tmp_path: Path) -> None:
+    """Kills ``files._inside`` and ``Root.absolute`` getting root ``/`` wrong: with root
+    ``/`` a file is stored relative to it, found unchanged, then changed."""
+    target = tmp_path / "a.py"
+    target.write_text("a = 1\n")
+    real = os.path.realpath(target)
+    result = words_cache.record(
+        question="q", conclusion="c", files=[str(target)], project="p", root="/"
+    )
+    assert [f.path for f in result.files] == [real[1:]]
+    assert stale_of(words_cache, Path("/")) == {}
+    target.write_text("a = 2\n")
+    assert stale_of(words_cache, Path("/")) == {result.id: ([real[1:]], [])}
+
+
+def test_a_root_given_through_a_link_takes_absolute_paths_under_either_name(
+    words_cache: MemoCache, tmp_path: Path
+) -> None:
+    """Kills ``files.relative_path`` choosing the wrong base for an absolute path when
+    root is given through a symbolic link: a path under the link's name and one under
+    the real folder are both the same file inside root; one beside it is not."""
+    real = tmp_path / "real-root"
+    real.mkdir()
+    (real / "a.py").write_text("a\n")
+    (tmp_path / "real-rootless.py").write_text("x\n")
+    link = tmp_path / "link-root"
+    link.symlink_to(real)
+    for given in (str(link / "a.py"), str(real / "a.py")):
+        result = words_cache.record(
+            question=given, conclusion="c", files=[given], project="p", root=str(link)
+        )
+        assert (result.root, [f.path for f in result.files]) == (str(link), ["a.py"])
+    beside = str(tmp_path / "real-rootless.py")
+    with pytest.raises(PathError) as caught:
+        words_cache.record(
+            question="q", conclusion="c", files=[beside], project="p", root=str(link)
+        )
+    assert str(caught.value) == (
+        f"files[0] {beside!r} is outside root {str(link)!r}: record only files inside root,"
+        " or pass a root that contains them"
+    )
+
+
+def test_a_link_to_root_itself_is_refused_by_name(words_cache: MemoCache, tmp_path: Path) -> None:
+    """Kills ``files.relative_path`` letting a link to root itself through (``and`` for
+    ``or``): it is refused as a way out of root, named as given."""
+    root = tmp_path / "proj"
+    root.mkdir()
+    (root / "here").symlink_to(".")
+    with pytest.raises(PathError) as caught:
+        words_cache.record(
+            question="q", conclusion="c", files=["here"], project="p", root=str(root)
+        )
+    assert str(caught.value) == (
+        f"files[0] 'here' leads outside root {str(root)!r} through a symbolic link:"
+        " record the file it points to inside root, or pass a root that contains it"
+    )
+
+
+def test_each_bad_root_is_refused_with_its_own_sentence(
+    words_cache: MemoCache, tmp_path: Path
+) -> None:
+    """Kills the checks and sentences of ``files.resolve_root`` and ``check_text_path``
+    changed, and the 1,024-character limit moved: a root of exactly 1,024 characters is
+    looked up (it does not exist), one of 1,025 is refused for its length."""
+    (tmp_path / "file.txt").write_text("x\n")
+    at_limit = str(tmp_path) + "/" + "r" * (1024 - len(str(tmp_path)) - 1)
+    over = at_limit + "r"
+    cases = {
+        "": "root is empty: pass an absolute directory, or leave it out",
+        "proj": "root 'proj' is not an absolute path: pass an absolute directory",
+        f"{tmp_path}\x00": (
+            f"root {str(tmp_path) + chr(0)!r} contains a NUL byte: pass a real file path"
+        ),
+        f"{tmp_path}\udcff": (
+            f"root {str(tmp_path) + chr(92) + 'udcff'!r} is not valid UTF-8: explomemo stores"
+            " paths as UTF-8; rename the file"
+        ),
+        at_limit: f"root {at_limit!r} does not exist: pass an existing directory",
+        over: (
+            "root is 1025 characters long, over the limit of 1024:"
+            " pass a shorter absolute directory"
+        ),
+        str(tmp_path / "file.txt"): (
+            f"root {str(tmp_path / 'file.txt')!r} is not a directory: pass the project's directory"
+        ),
+    }
+    for root, sentence in cases.items():
+        with pytest.raises(PathError) as caught:
+            words_cache.stale(project="p", root=root)
+        assert str(caught.value) == sentence, root
+
+
+def test_a_file_that_cannot_be_opened_is_refused_as_missing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kills the reasons and ``missing`` flags of the opens that fail after the checks
+    (``open_regular``, ``Opener``): a file or folder that cannot be opened (here: made to
+    fail with EACCES, as it would for another user), and a root deleted meanwhile."""
+    import errno
+
+    from explomemo.files import Opener, Refused, open_regular, resolve_root
+
+    root_path = tmp_path / "proj"
+    (root_path / "pkg").mkdir(parents=True)
+    (root_path / "a.py").write_text("a\n")
+    (root_path / "pkg" / "b.py").write_text("b\n")
+    root = resolve_root(str(root_path))
+    real_open = os.open
+    denied: set[str] = set()
+
+    def open_denied(path: Any, flags: int, *args: Any, **kwargs: Any) -> int:
+        if isinstance(path, str) and path in denied:
+            raise OSError(errno.EACCES, os.strerror(errno.EACCES))
+        return real_open(path, flags, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", open_denied)
+    cases = [
+        ("a.py", "a.py", "cannot be opened (Permission denied)"),
+        ("pkg", "pkg/b.py", "a folder on the way cannot be opened (Permission denied)"),
+    ]
+    for name, rel, reason in cases:
+        denied.clear()
+        denied.add(name)
+        for opener in (None, Opener(root)):
+            with pytest.raises(Refused) as caught:
+                open_regular(root, rel) if opener is None else opener.open(rel)
+            if opener is not None:
+                opener.close()
+            assert (caught.value.reason, caught.value.missing) == (reason, True)
+    denied.clear()
+    monkeypatch.undo()
+    shutil.rmtree(root_path)
+    for opener in (None, Opener(root)):
+        with pytest.raises(Refused) as caught:
+            open_regular(root, "a.py") if opener is None else opener.open("a.py")
+        assert (caught.value.reason, caught.value.missing) == (
+            "root cannot be opened (No such file or directory)",
+            True,
+        )
