@@ -1548,3 +1548,88 @@ def test_a_file_that_cannot_be_opened_is_refused_as_missing(
             "root cannot be opened (No such file or directory)",
             True,
         )
+
+
+def test_a_path_that_cannot_be_resolved_is_refused_as_missing(
+    words_cache: MemoCache, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kills the sentences and the ``missing`` flag of a path ``os.path.realpath`` fails on
+    (it can, when a link changes under it): ``open_regular`` refuses it as missing, and a
+    record names the file."""
+    import errno
+
+    from explomemo.files import Refused, open_regular, resolve_root
+
+    root_path = tmp_path / "proj"
+    root_path.mkdir()
+    (root_path / "a.py").write_text("a\n")
+    root = resolve_root(str(root_path))
+
+    real_realpath = os.path.realpath
+
+    def failing_realpath(path: Any, *args: Any, **kwargs: Any) -> str:
+        if str(path).endswith("a.py"):
+            raise OSError(errno.ELOOP, os.strerror(errno.ELOOP))
+        return real_realpath(path, *args, **kwargs)
+
+    monkeypatch.setattr(os.path, "realpath", failing_realpath)
+    with pytest.raises(Refused) as caught:
+        open_regular(root, "a.py")
+    assert (caught.value.reason, caught.value.missing) == (
+        "cannot be resolved (Too many levels of symbolic links)",
+        True,
+    )
+    with pytest.raises(PathError) as refused:
+        words_cache.record(
+            question="q", conclusion="c", files=["a.py"], project="p", root=str(root_path)
+        )
+    assert str(refused.value) == (
+        "files[0] 'a.py' cannot be resolved (Too many levels of symbolic links): pass a file"
+        " that exists inside root and is not being replaced"
+    )
+
+
+def test_the_opener_refuses_a_file_whose_device_or_kind_changed_by_the_open(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kills ``Opener.open`` checking the opened file's device or kind with ``and``
+    instead of ``or``, and its sentence: a file whose ``fstat`` shows another device
+    (same inode), or another kind, than its ``lstat`` is refused as replaced."""
+    import stat as stat_module
+
+    from explomemo.files import Opener, Refused, resolve_root
+
+    root_path = tmp_path / "proj"
+    root_path.mkdir()
+    (root_path / "a.py").write_text("a\n")
+    root = resolve_root(str(root_path))
+    real_fstat = os.fstat
+
+    class Shown:
+        def __init__(self, real: os.stat_result, **changed: int) -> None:
+            self._real, self._changed = real, changed
+
+        def __getattr__(self, name: str) -> Any:
+            return self._changed.get(name, getattr(self._real, name))
+
+    for changed in (
+        {"st_dev": real_fstat(0).st_dev + 12345},
+        {"st_mode": stat_module.S_IFIFO | 0o644},
+    ):
+        monkeypatch.setattr(
+            os, "fstat", lambda fd, changed=changed: Shown(real_fstat(fd), **changed)
+        )
+        with Opener(root) as opener, pytest.raises(Refused) as caught:
+            opener.open("a.py")
+        monkeypatch.undo()
+        assert (caught.value.reason, caught.value.missing) == (
+            "was replaced while it was being opened",
+            False,
+        )
+    decoy = root_path / "decoy"
+    decoy.write_text("b\n")
+    spy = SwapAfter(os.stat, _is_lstat_of("a.py"), lambda: os.replace(decoy, root_path / "a.py"))
+    monkeypatch.setattr(os, "stat", spy)
+    with Opener(root) as opener, pytest.raises(Refused) as caught:
+        opener.open("a.py")
+    assert spy.fired and caught.value.reason == "was replaced while it was being opened"

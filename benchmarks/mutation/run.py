@@ -204,6 +204,8 @@ def run_again(modules: list[str], workers: int, niceness: int, without: list[str
     shutil.rmtree(WORK / "tests")
     _copy(["tests"], without)
     shutil.rmtree(WORK / "mutants" / "tests")
+    for folder in (WORK, WORK / "mutants"):
+        shutil.copy2(HERE / "mutmut_fixups.py", folder / "mutmut_fixups.py")
     names = [name for name, status in _verdicts(modules) if status not in CAUGHT]
     print(f"testing again the {len(names)} mutants not caught")
     if not names:
