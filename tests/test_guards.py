@@ -1165,8 +1165,9 @@ def test_a_large_read_starts_one_helper_per_other_worker_and_keeps_it(
 ) -> None:
     """Kills ``Validator._read_all`` and ``_take_helpers`` starting more helper processes
     than the read has other workers (32 files: two workers of three), giving a thread
-    a share besides the helper, or starting a new helper when one is idle."""
-    monkeypatch.setattr(validity, "HELPERS_MIN_BYTES", 0)
+    a share besides the helper, starting a new helper when one is idle, or wanting
+    more than ``HELPERS_MIN_BYTES`` (``>`` for ``>=``)."""
+    monkeypatch.setattr(validity, "HELPERS_MIN_BYTES", 32 * 100)  # this read, exactly
     root, expected = _files(tmp_path / "proj", 32, 100)
     validator = validity.Validator(None, workers=3)
     try:
@@ -1210,7 +1211,8 @@ def test_no_helper_is_started_again_after_one_failed_or_once_closed(
 
 def test_progress_is_reported_after_each_file_of_a_small_read(tmp_path: Path) -> None:
     """Kills ``Validator._read_all`` reporting progress from another worker than the
-    calling thread's, or in batches of 2 where there are fewer than 4 files a worker."""
+    calling thread's, or batches of another size than a quarter of a worker's share
+    (at least one file)."""
     root, expected = _files(tmp_path / "proj", 3, 10)
     calls: list[tuple[int, int]] = []
     validator = validity.Validator(
@@ -1221,6 +1223,16 @@ def test_progress_is_reported_after_each_file_of_a_small_read(tmp_path: Path) ->
     finally:
         validator.close()
     assert calls == [(1, 3), (2, 3), (3, 3), (3, 3)]
+    root, expected = _files(tmp_path / "eight", 8, 10)
+    calls.clear()
+    validator = validity.Validator(
+        None, workers=1, progress=lambda done, total: calls.append((done, total))
+    )
+    try:
+        validator.observe(root, expected)
+    finally:
+        validator.close()
+    assert calls == [(2, 8), (4, 8), (6, 8), (8, 8), (8, 8)]
 
 
 def test_every_folder_is_checked_for_a_link_out_of_root_whatever_comes_before_it(
@@ -1633,3 +1645,250 @@ def test_the_opener_refuses_a_file_whose_device_or_kind_changed_by_the_open(
     with Opener(root) as opener, pytest.raises(Refused) as caught:
         opener.open("a.py")
     assert spy.fired and caught.value.reason == "was replaced while it was being opened"
+
+
+def test_a_read_just_under_helpers_min_bytes_stays_here(
+    tmp_path: Path, spies: ReadSpies, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kills ``Validator.observe`` counting the bytes to read from 1 instead of 0: a read
+    of one byte less than ``HELPERS_MIN_BYTES`` starts no helper process."""
+    monkeypatch.setattr(validity, "HELPERS_MIN_BYTES", 32 * 100 + 1)
+    root, expected = _files(tmp_path / "proj", 32, 100)
+    validator = validity.Validator(None, workers=3)
+    try:
+        assert len(validator.observe(root, expected)) == 32
+    finally:
+        validator.close()
+    assert spies.helpers == []
+
+
+@pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="one core: a check reads on one thread")
+def test_a_validator_uses_every_core_by_default(tmp_path: Path, spies: ReadSpies) -> None:
+    """Kills ``Validator`` taking one worker instead of one per core when none is given."""
+    root, expected = _files(tmp_path / "proj", 32, 256 * 1024)
+    validator = validity.Validator(None)
+    try:
+        assert len(validator.observe(root, expected)) == 32
+    finally:
+        validator.close()
+    assert len(spies.submits) == min(os.cpu_count() or 1, 2) - 1
+
+
+@pytest.mark.timeout(60)
+def test_every_helper_process_is_stopped_on_close(
+    tmp_path: Path, spies: ReadSpies, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kills ``Validator._give_back_helpers`` dropping the idle helpers when a read gives
+    its own back (``=`` for ``+=``): a read with two helpers, then one with one, then
+    ``close``: both helper processes have exited."""
+    monkeypatch.setattr(validity, "HELPERS_MIN_BYTES", 0)
+    large, expected_large = _files(tmp_path / "large", 48, 100)
+    small, expected_small = _files(tmp_path / "small", 32, 100)
+    validator = validity.Validator(None, workers=3)
+    try:
+        assert len(validator.observe(large, expected_large)) == 48
+        assert len(validator.observe(small, expected_small)) == 32
+        assert len(spies.helpers) == 2
+    finally:
+        validator.close()
+    assert [helper._process.poll() is not None for helper in spies.helpers] == [True, True]
+
+
+@pytest.mark.timeout(60)
+def test_three_workers_read_on_two_named_threads_beside_the_caller(
+    tmp_path: Path, spies: ReadSpies, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kills ``Validator._read_all`` making its pool smaller than its other workers (they
+    would wait for each other), or naming its threads otherwise: with three workers
+    the calling thread waits until both ``explomemo-hash`` threads have read a file."""
+    import threading
+
+    monkeypatch.setattr(validity, "PARALLEL_MEAN_BYTES", 0)
+    monkeypatch.setattr(validity, "HELPERS_MIN_BYTES", 1 << 62)
+    root, expected = _files(tmp_path / "proj", 48, 100)
+    readers: set[str] = set()
+    both = threading.Event()
+    meet = threading.Barrier(2, timeout=5)
+    real_row = validity.read_row
+
+    def read_row(*args: Any) -> Any:
+        name = threading.current_thread().name
+        if threading.current_thread() is threading.main_thread():
+            both.wait(10)
+        elif name not in readers:
+            readers.add(name)
+            # Each thread reads its first file only once the other is there too.
+            try:
+                meet.wait()
+                both.set()
+            except threading.BrokenBarrierError:
+                pass
+        return real_row(*args)
+
+    monkeypatch.setattr(validity, "read_row", read_row)
+    validator = validity.Validator(None, workers=3)
+    try:
+        assert len(validator.observe(root, expected)) == 48
+    finally:
+        validator.close()
+    assert both.is_set()
+    assert sorted(name.rpartition("_")[0] for name in readers) == ["explomemo-hash"] * 2
+
+
+def test_folders_above_a_file_are_checked_for_a_link_out_of_root_at_every_level(
+    words_cache: MemoCache, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kills ``validity._folders_out_of_root`` checking fewer folders than every ancestor
+    of each file (``folder = None``, ``partition``, ``[1]``) or finding a folder under a
+    way out by its first component only: ``p`` (above ``p/q/y.py``) and ``a/b`` (above
+    ``a/b/c/x.py``) are moved out of root and linked back."""
+    monkeypatch.setattr(validity, "RACY_NS", -(10**18))
+    root = tmp_path / "proj"
+    for rel in ("a/b/c/x.py", "p/q/y.py"):
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(f"# {rel}\n")
+    ids = {
+        rel: words_cache.record(
+            question=rel, conclusion="c", files=[rel], project="p", root=str(root)
+        ).id
+        for rel in ("a/b/c/x.py", "p/q/y.py")
+    }
+    assert _reads(words_cache, root) == ({}, 0)
+    for folder in ("a/b", "p"):
+        (root / folder).rename(tmp_path / folder.replace("/", "-"))
+        (root / folder).symlink_to(tmp_path / folder.replace("/", "-"))
+    assert _reads(words_cache, root) == ({memo: ([], [rel]) for rel, memo in ids.items()}, 0)
+
+
+def test_root_slash_trusts_its_stat_cache(
+    words_cache: MemoCache, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kills ``Root.absolute`` putting a second "/" after root ``/``: a folder that is a
+    link inside root would then look like a way out of root, and its files be read at
+    every check."""
+    monkeypatch.setattr(validity, "RACY_NS", -(10**18))
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "a.py").write_text("a\n")
+    (tmp_path / "alias").symlink_to(tmp_path / "pkg")
+    words_cache.record(
+        question="q",
+        conclusion="c",
+        files=[str(tmp_path / "alias" / "a.py")],
+        project="p",
+        root="/",
+    )
+    assert _reads(words_cache, Path("/")) == ({}, 0)
+
+
+@pytest.mark.parametrize("rel", ["/etc/passwd", ".", "pkg/.", "pkg/..", "pkg/", "gone/sub/it"])
+def test_the_opener_refuses_odd_paths_as_open_regular_does(tmp_path: Path, rel: str) -> None:
+    """Kills ``Opener.open`` and ``Opener._open_folder`` taking the strict walk for a path
+    it must hand to ``open_regular`` (an absolute path, a last part "", "." or ".."), or
+    losing the reason of a folder under one that cannot be opened: the Opener refuses
+    each as ``open_regular`` does."""
+    from explomemo.files import Opener, Refused, open_regular, resolve_root
+
+    root_path = tmp_path / "proj"
+    (root_path / "pkg").mkdir(parents=True)
+    root = resolve_root(str(root_path))
+    with pytest.raises(Refused) as by_path:
+        open_regular(root, rel)
+    with Opener(root) as opener, pytest.raises(Refused) as by_opener:
+        opener.open(rel)
+    assert (by_opener.value.reason, by_opener.value.missing) == (
+        by_path.value.reason,
+        by_path.value.missing,
+    )
+
+
+def test_dot_and_dot_dot_and_a_root_realpath_fails_on_are_refused_with_their_sentence(
+    words_cache: MemoCache, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kills the checks of ``files.relative_path`` for "." and ".." changed (each would
+    then be refused later, with the sentence for a link), and the sentence of a root
+    ``os.path.realpath`` fails on in ``resolve_root``."""
+    import errno
+
+    root = tmp_path / "proj"
+    root.mkdir()
+    for given in (".", ".."):
+        with pytest.raises(PathError) as caught:
+            words_cache.record(
+                question="q", conclusion="c", files=[given], project="p", root=str(root)
+            )
+        assert str(caught.value) == (
+            f"files[0] {given!r} is outside root {str(root)!r}: record only files inside root,"
+            " or pass a root that contains them"
+        )
+
+    def failing_realpath(path: Any, *args: Any, **kwargs: Any) -> str:
+        raise OSError(errno.ELOOP, os.strerror(errno.ELOOP))
+
+    monkeypatch.setattr(os.path, "realpath", failing_realpath)
+    with pytest.raises(PathError) as caught:
+        words_cache.stale(project="p", root=str(root))
+    assert str(caught.value) == (
+        f"root {str(root)!r} cannot be resolved (Too many levels of symbolic links):"
+        " pass an existing directory"
+    )
+
+
+def test_open_regular_names_a_file_replaced_between_its_lstat_and_its_open(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kills the sentence of ``open_regular``'s identity check changed."""
+    from explomemo.files import Refused, open_regular, resolve_root
+
+    root_path = tmp_path / "proj"
+    root_path.mkdir()
+    (root_path / "a.py").write_text("a\n")
+    (root_path / "decoy").write_text("b\n")
+    root = resolve_root(str(root_path))
+    spy = SwapAfter(
+        os.stat, _is_lstat_of("a.py"), lambda: os.replace(root_path / "decoy", root_path / "a.py")
+    )
+    monkeypatch.setattr(os, "stat", spy)
+    with pytest.raises(Refused) as caught:
+        open_regular(root, "a.py")
+    assert spy.fired
+    assert (caught.value.reason, caught.value.missing) == (
+        "was replaced while it was being opened",
+        False,
+    )
+
+
+@pytest.mark.timeout(60)
+def test_close_waits_for_the_threads_of_a_read_in_progress(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kills ``Validator.close`` returning before its hashing threads are done
+    (``shutdown(wait=False)``): a thread still reading a file when ``close`` is called
+    has finished it when ``close`` returns."""
+    import threading
+
+    monkeypatch.setattr(validity, "PARALLEL_MEAN_BYTES", 0)
+    root, expected = _files(tmp_path / "proj", 32, 100)
+    inside, go, done = threading.Event(), threading.Event(), threading.Event()
+    real_row = validity.read_row
+
+    def read_row(*args: Any) -> Any:
+        if threading.current_thread().name.startswith("explomemo-hash") and not inside.is_set():
+            inside.set()
+            go.wait(10)
+            found = real_row(*args)
+            done.set()
+            return found
+        return real_row(*args)
+
+    monkeypatch.setattr(validity, "read_row", read_row)
+    validator = validity.Validator(None, workers=2)
+    checking = threading.Thread(target=validator.observe, args=(root, expected))
+    checking.start()
+    try:
+        assert inside.wait(10), "no hashing thread read a file"
+        threading.Timer(0.2, go.set).start()
+        validator.close()
+        assert done.is_set()
+    finally:
+        go.set()
+        checking.join(10)
