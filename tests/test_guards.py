@@ -1037,10 +1037,13 @@ def test_the_question_key_is_stored_as_the_schema_says(
         project="p",
         root=str(root),
     )
-    with sqlite3.connect(db_path) as conn:
+    conn = sqlite3.connect(db_path)
+    try:
         assert conn.execute("SELECT question_key FROM memos").fetchall() == [
             ("where is strasse parsed?",)
         ]
+    finally:
+        conn.close()
 
 
 def test_text_inputs_accept_their_maximum_length_and_name_a_non_string(
@@ -1892,3 +1895,17 @@ def test_close_waits_for_the_threads_of_a_read_in_progress(
     finally:
         go.set()
         checking.join(10)
+
+
+def test_a_validator_reads_on_one_thread_when_the_cores_are_unknown(
+    tmp_path: Path, spies: ReadSpies, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kills ``Validator`` assuming two workers when ``os.cpu_count()`` cannot tell."""
+    monkeypatch.setattr(os, "cpu_count", lambda: None)
+    root, expected = _files(tmp_path / "proj", 32, 256 * 1024)
+    validator = validity.Validator(None)
+    try:
+        assert len(validator.observe(root, expected)) == 32
+    finally:
+        validator.close()
+    assert (spies.pools, spies.submits, spies.helpers) == ([], [], [])

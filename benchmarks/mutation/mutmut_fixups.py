@@ -2,13 +2,17 @@
 
 mutmut runs the suite again and again in forked children of one process that
 imported everything once, and tells the code which mutant is active through
-``MUTANT_UNDER_TEST``, which child processes inherit. Two things follow that
+``MUTANT_UNDER_TEST``, which child processes inherit. Three things follow that
 have nothing to do with any mutant, and each would fail tests that pass:
 
 * The MCP SDK's ``stdio_client`` takes ``sys.stderr`` as a default argument,
   bound when it was imported: in a later child that is a capture stream
   mutmut has closed since. Before each test the default is set to the
   ``sys.stderr`` of the moment, as a fresh process would have it.
+* The tests run in another order than pytest's (mutmut passes them as a set),
+  so the garbage a test leaves (a connection or a pipe not closed, caught in a
+  reference cycle) can be collected in the middle of another one that counts
+  its open descriptors. The garbage is collected before each test.
 * While mutmut learns which tests call which function (``stats``), the
   mutated code records each call, and a child process that a test starts
   (``explomemo serve``, the CLI) would look for mutmut's settings in its own
@@ -19,6 +23,7 @@ have nothing to do with any mutant, and each would fail tests that pass:
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
 from typing import Any
@@ -33,6 +38,7 @@ def pytest_sessionstart(session: Any) -> None:
 
 
 def pytest_runtest_setup(item: Any) -> None:
+    gc.collect()
     module = sys.modules.get("mcp.client.stdio")
     inner = getattr(getattr(module, "stdio_client", None), "__wrapped__", None)
     if inner is not None and inner.__defaults__ is not None:

@@ -116,8 +116,9 @@ def main() -> int:
         else:
             code = run_mutmut(args.modules, args.workers, args.nice, selection, args.without)
         took = time.monotonic() - started
-        with open(WORK / "took.txt", "a") as runs:
-            runs.write(f"{'again' if args.again else 'run'} {took:.0f}\n")
+        if code == 0:
+            with open(WORK / "took.txt", "a") as runs:
+                runs.write(f"{'again' if args.again else 'run'} {took:.0f}\n")
         if code != 0:
             print(f"mutmut run failed with exit code {code}: see {WORK / 'mutmut.log'}")
             return code
