@@ -16,6 +16,9 @@ Optional fields are checked when present:
   paths, and (case-insensitively) in no other memo's.
 * ``near_unrelated`` at the top: 10..15 questions close to the codebase's
   domain that no memo answers (that they are unanswered was checked by hand).
+* ``tuning_agent_queries`` on a memo (one query, asked the way an agent does)
+  and ``tuning_near_unrelated`` at the top (10..25 near-domain questions no
+  memo answers): the fourth round's tuning additions, in no other set.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ MAX_FILES = 8
 MAX_IDENTIFIER_QUERIES = 2
 MIN_IDENTIFIER_QUERIES_TOTAL = 25
 NEAR_UNRELATED_RANGE = (10, 15)
+TUNING_NEAR_UNRELATED_RANGE = (10, 25)
 
 _STOP_WORDS_TEXT = """
     the and for with how what where when which who why whom whose
@@ -136,6 +140,7 @@ def check_structure(labels: dict[str, Any], root: Path) -> list[str]:
 
     problems.extend(check_identifier_queries(memos))
     problems.extend(check_near_unrelated(labels))
+    problems.extend(check_fourth_round_tuning(labels, memos))
     return problems
 
 
@@ -203,6 +208,40 @@ def check_near_unrelated(labels: dict[str, Any]) -> list[str]:
     other = set(labels.get("unrelated") or []) | set(labels.get("heldout_unrelated") or [])
     if set(near) & other:
         problems.append("a near-domain unrelated query is also in another unrelated set")
+    return problems
+
+
+def check_fourth_round_tuning(labels: dict[str, Any], memos: list[dict[str, Any]]) -> list[str]:
+    """The optional fourth-round tuning sets: one agent-style query per memo, near unrelated."""
+    problems: list[str] = []
+    every_query: set[str] = set()
+    for memo in memos:
+        for field in ("queries", "identifier_queries"):
+            every_query.update(q for q in memo.get(field) or [] if isinstance(q, str))
+        if isinstance(memo.get("heldout"), str):
+            every_query.add(memo["heldout"])
+    if any("tuning_agent_queries" in memo for memo in memos):
+        for i, memo in enumerate(memos):
+            where = f"memo #{i} ({memo.get('key')!r})"
+            queries = memo.get("tuning_agent_queries")
+            if not isinstance(queries, list) or len(queries) != 1 or not queries[0].strip():
+                problems.append(f"{where}: needs exactly one tuning agent query")
+            elif queries[0] in every_query:
+                problems.append(f"{where}: its tuning agent query is also in another set")
+    if "tuning_near_unrelated" in labels:
+        near = labels["tuning_near_unrelated"]
+        low, high = TUNING_NEAR_UNRELATED_RANGE
+        if not isinstance(near, list) or not low <= len(near) <= high:
+            return [*problems, f"expected {low} to {high} tuning near-domain unrelated queries"]
+        if len(set(near)) != len(near) or not all(isinstance(q, str) and q.strip() for q in near):
+            problems.append("empty or duplicate tuning near-domain unrelated queries")
+        other = {
+            q
+            for field in ("unrelated", "heldout_unrelated", "near_unrelated")
+            for q in labels.get(field) or []
+        }
+        if set(near) & (other | every_query):
+            problems.append("a tuning near-domain unrelated query is also in another set")
     return problems
 
 
@@ -287,10 +326,12 @@ def main(argv: list[str]) -> int:
     if isinstance(memos, list) and memos and not problems:
         report_overlap(memos, "queries")
         report_overlap(memos, "heldout")
+        if any("tuning_agent_queries" in memo for memo in memos):
+            report_overlap(memos, "tuning_agent_queries")
         if any("identifier_queries" in memo for memo in memos):
             report_overlap(memos, "identifier_queries")
             report_identifier_mix(memos)
-        for field in ("unrelated", "heldout_unrelated", "near_unrelated"):
+        for field in ("unrelated", "heldout_unrelated", "near_unrelated", "tuning_near_unrelated"):
             if field in labels:
                 report_unrelated_overlap(memos, labels[field], field)
     memo_list = memos if isinstance(memos, list) else []
