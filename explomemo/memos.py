@@ -47,6 +47,7 @@ if TYPE_CHECKING:
 
     from explomemo.diffs import Limits
     from explomemo.embeddings import Embedder
+    from explomemo.search import VectorHits
 
 #: At similar relevance a fresh memo ranks above a stale one: this much score.
 STALE_PENALTY = 0.05
@@ -394,7 +395,7 @@ class MemoCache:
         where = resolve_root(root)
         project = resolve_project(project, where.path)
         embedder = self.model.wait(MODEL_WAIT_SECONDS) if self.model.enabled else None
-        vector_hits: list[tuple[int, float]] | None = None
+        vector_hits: VectorHits | None = None
         if embedder is not None:
             if not self.vectors.wait(project, VECTOR_WAIT_SECONDS):
                 # The index lacks those memos' vectors: build it again, and the
@@ -405,7 +406,11 @@ class MemoCache:
         self._words.index_identifiers(self.store)
         with self.store.errors(), self.store.read() as conn:
             words = self._words.scores(
-                self.store, conn, project, query, also=(i for i, _ in vector_hits or ())
+                self.store,
+                conn,
+                project,
+                query,
+                also=(i for i, _ in (vector_hits.hits if vector_hits else ())),
             )
         candidates = fuse(vector_hits, words)[: max(limit * 3, limit + 10)]
         ids = [c.id for c in candidates]
