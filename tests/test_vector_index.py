@@ -90,7 +90,7 @@ def test_index_built_from_the_store_matches_float32(
     assert index.lacking == 0
     queries = embedder.embed(["where do we configure login?", "how are invoices exported?"])
     for query in [*queries, vectors[7]]:
-        assert_close(index.top(query, 10), exact_top(vectors, questions, ids, query, 10))
+        assert_close(index.top(query, 10).hits, exact_top(vectors, questions, ids, query, 10))
     cosines = index.cosines(vectors[7])
     assert list(index.ids) == ids
     assert cosines[6, 0] == pytest.approx(float(vectors[6] @ vectors[7]), abs=TOLERANCE)
@@ -114,8 +114,14 @@ def test_rows_added_and_replaced_in_place(
     # Memo ids[3] recorded again with another text.
     whole[3] = question[3] = query
     index.upsert(ids[3], query.tobytes(), query.tobytes())
-    assert_close(index.top(query, 20), exact_top(whole, question, ids, query, 20))
-    assert index.top(query, 1)[0][0] == ids[3]
+    assert_close(index.top(query, 20).hits, exact_top(whole, question, ids, query, 20))
+    found = index.top(query, 1)
+    assert found.hits[0][0] == ids[3]
+    # Every memo's vector score counts in the spread, not only the hits'.
+    every = search.vector_score(whole @ query, question @ query).astype(np.float64)
+    assert found.count == count
+    assert found.total == pytest.approx(float(every.sum()), abs=count * TOLERANCE)
+    assert found.squares == pytest.approx(float(every @ every), abs=2 * count * TOLERANCE)
 
 
 def test_a_vector_of_zeros_or_not_finite_scores_zero() -> None:
@@ -126,6 +132,6 @@ def test_a_vector_of_zeros_or_not_finite_scores_zero() -> None:
         for memo_id, row in enumerate(rows, start=1):
             vector = np.array(row, dtype=np.float32).tobytes()
             index.upsert(memo_id, vector, vector)
-        found = dict(index.top(np.array([0.6, 0.8, 0], dtype=np.float32), 5))
+        found = dict(index.top(np.array([0.6, 0.8, 0], dtype=np.float32), 5).hits)
     assert found[5] == pytest.approx(1.0, abs=TOLERANCE)
     assert [found[i] for i in (1, 2, 3, 4)] == [0.0, 0.0, 0.0, 0.0]
