@@ -9,7 +9,9 @@ X wired?" does not match every memo through "how" and "is".
 Scores are in [0, 1]. With a model, a memo's score is its cosine similarity
 plus a small weight of its word score, less a penalty when the query's words
 are unknown to every memo; without a model, the word score alone. A memo
-below the cut-off is not returned, so an unrelated query gets nothing.
+below the cut-off is not returned, so an unrelated query gets nothing; with a
+model, neither is any memo when the best one does not stand out from the
+project's memos (a question of the project's domain that no memo answers).
 """
 
 from __future__ import annotations
