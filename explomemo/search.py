@@ -576,8 +576,10 @@ def _stands_out(vector_hits: VectorHits, raw: Iterable[tuple[float, float]]) -> 
 
     ``raw`` holds (vector score, words and identifier bonus) of every memo
     with a bonus; every other memo of the project scores its vector score,
-    counted in ``vector_hits``. The penalty for unknown words is the same for
-    every memo, so it changes nothing here.
+    counted in ``vector_hits`` (a memo found by words only, beyond the
+    nearest vectors, counts with the lowest of their scores, as in
+    :func:`fuse`). The penalty for unknown words is the same for every memo,
+    so it changes nothing here.
     """
     count = vector_hits.count
     if count < SPREAD_MIN_MEMOS:
