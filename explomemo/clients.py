@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from explomemo.errors import ExplomemoError
+from explomemo.errors import SetupError
 from explomemo.projects import resolve_project, work_tree_top
 from explomemo.store import default_db_path
 
@@ -52,10 +52,6 @@ CLAUDE_HOOKS = (
     ("Stop", None, "stop", 10),
 )
 LABELS = {"claude-code": "Claude Code", "cursor": "Cursor", "codex": "Codex"}
-
-
-class SetupError(ExplomemoError):
-    """A client's configuration cannot be merged (not valid JSON or TOML, or misshapen)."""
 
 
 @dataclass

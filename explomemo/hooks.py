@@ -32,6 +32,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from explomemo.errors import HookInputError
 from explomemo.projects import resolve_project
 from explomemo.store import FileRow, MemoRow, Store
 
@@ -49,10 +50,6 @@ MIN_FILES_READ = 3
 MAX_FILES_NAMED = 20
 #: A question is cut to this many characters in the index.
 QUESTION_CHARS = 160
-
-
-class HookInputError(Exception):
-    """The JSON on stdin is not what Claude Code sends."""
 
 
 Answer = dict[str, Any] | None

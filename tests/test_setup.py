@@ -119,3 +119,11 @@ def test_codex_merges_into_its_config_toml_keeping_comments(shop: Repo, db_path:
     assert server["args"] == ["serve"] and server["env"]["EXPLOMEMO_PROJECT"] == "shop"
     assert "nothing changed" in setup(db_path, "codex")[1]
     assert path.read_text() == text
+
+
+def test_setup_hook_and_transcript_errors_are_of_the_one_family() -> None:
+    import explomemo.errors as errors
+
+    for name in ("SetupError", "HookInputError", "TranscriptError"):
+        cls = getattr(errors, name)
+        assert cls.__module__ == "explomemo.errors" and issubclass(cls, errors.ExplomemoError)
