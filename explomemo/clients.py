@@ -8,8 +8,10 @@ command that set them up, so what the agent records, the hooks find.
 Configuration files are merged, never rewritten: only explomemo's own entries
 are added or updated, everything else stays as it was (its indentation too).
 A file that is not valid JSON or TOML is refused with one line and left
-alone. Writes are atomic (a temporary file in the same folder, then a
-rename). A second run finds nothing to change and says so; ``--dry-run``
+alone, and so is anything that is not a regular file. Writes go through
+:mod:`explomemo.atomic` (whole or not at all, permissions kept, a linked
+file written through); a configuration folder that is a link leading out of
+the project folder is refused. A second run finds nothing to change and says so; ``--dry-run``
 prints the change as a unified diff (and the ``claude`` commands it would
 run) and writes nothing.
 
@@ -32,15 +34,17 @@ import json
 import os
 import shlex
 import shutil
+import stat
 import subprocess
 import sys
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from explomemo.atomic import Naming, replace_file
 from explomemo.errors import SetupError
+from explomemo.files import file_kind
 from explomemo.projects import resolve_project, work_tree_top
 from explomemo.store import default_db_path
 
@@ -127,8 +131,9 @@ def setup(
         lines.append("dry run: nothing was written.")
         return lines
     for change in changes:
-        write_atomically(change.path, change.after)
-        lines.append(f"wrote {change.path}")
+        written = replace_file(change.path, change.after.encode("utf-8"), CONFIG_FILE)
+        through = "" if written == change.path else f" (through its link, to {written})"
+        lines.append(f"wrote {change.path}{through}")
     for argv in plan.commands:
         _run(argv, folder)
         lines.append(f"ran: {shlex.join(argv)}")
@@ -184,36 +189,58 @@ def _diff(change: FileChange, folder: Path) -> str:
     )
 
 
-def write_atomically(path: Path, text: str) -> None:
-    """Replace ``path`` with ``text`` in one rename, keeping its permissions."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        mode = path.stat().st_mode & 0o7777
-    except FileNotFoundError:
-        mode = 0o644
-    fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(temporary, mode)
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+CONFIG_FILE = Naming(
+    error=SetupError,
+    what="configuration file",
+    instead="make it a regular file you can write (or move it away), then run setup again",
+)
+
+
+def config_path(folder: Path, *parts: str) -> Path:
+    """A configuration file in the project folder, refused when a folder on its way is a
+    symbolic link that leads out of it.
+
+    A cloned repository may commit ``.cursor`` as a link to ``~/.cursor``:
+    setup would then rewrite the user's own configuration, not the project's.
+    A link to a file is followed (its file is rewritten, the link stays):
+    that is how a configuration kept in a dotfiles repository is shared.
+    """
+    path = folder.joinpath(*parts)
+    home = os.path.realpath(folder)
+    reached = os.path.realpath(path.parent)
+    if reached != home and not reached.startswith(home.rstrip("/") + "/"):
+        raise SetupError(
+            f"{path.parent} is a symbolic link that leads out of the project folder {folder}"
+            f" (to {reached}): setup would change {Path(reached, path.name)} there, not the"
+            f" project's; replace the link with a folder of the project, then run setup again"
+        )
+    return path
 
 
 # JSON files -------------------------------------------------------------------
 
 
 def _read(path: Path) -> str | None:
+    """The text of a configuration file, None when there is none; only a regular file is read
+    (a FIFO would block)."""
     try:
-        return path.read_text(encoding="utf-8")
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError:
         return None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise SetupError(f"{path} cannot be read ({exc}): fix it or move it away") from None
+    except OSError as exc:
+        raise SetupError(
+            f"{path} cannot be read ({exc.strerror}): fix it or move it away"
+        ) from None
+    with os.fdopen(fd, "rb") as stream:
+        found = os.fstat(fd).st_mode
+        if not stat.S_ISREG(found):
+            raise SetupError(
+                f"{path} is {file_kind(found)}, not a regular file: {CONFIG_FILE.instead}"
+            )
+        try:
+            return stream.read().decode("utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise SetupError(f"{path} cannot be read ({exc}): fix it or move it away") from None
 
 
 def _json_object(path: Path, text: str | None) -> dict[str, Any]:
@@ -310,8 +337,8 @@ def _claude_config() -> Path:
 def _claude_local_server(folder: Path) -> dict[str, Any] | None:
     """The server Claude Code has registered for ``folder`` in local scope, if any."""
     try:
-        config = json.loads(_claude_config().read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        config = json.loads(_read(_claude_config()) or "null")
+    except (SetupError, ValueError):
         return None
     projects = config.get("projects") if isinstance(config, dict) else None
     if not isinstance(projects, dict):
@@ -327,7 +354,7 @@ def _claude_local_server(folder: Path) -> dict[str, Any] | None:
 def plan_claude_code(target: Target) -> Plan:
     """Hooks in .claude/settings.json; the server through ``claude`` or in .mcp.json."""
     folder = target.folder
-    plan = Plan(files=[_claude_hooks(target, folder / ".claude" / "settings.json")])
+    plan = Plan(files=[_claude_hooks(target, config_path(folder, ".claude", "settings.json"))])
     server = target.server()
     claude = shutil.which("claude")
     if claude is not None:
@@ -344,21 +371,23 @@ def plan_claude_code(target: Target) -> Plan:
             )
         return plan
 
+    mcp_json = config_path(folder, ".mcp.json")
+    local = config_path(folder, ".claude", "settings.local.json")
+
     def add_server(config: dict[str, Any]) -> None:
-        _set_server(_table(config, "mcpServers", folder / ".mcp.json"), {"type": "stdio", **server})
+        _set_server(_table(config, "mcpServers", mcp_json), {"type": "stdio", **server})
 
     def approve(settings: dict[str, Any]) -> None:
         approved = settings.setdefault("enabledMcpjsonServers", [])
         if not isinstance(approved, list):
             raise SetupError(
-                f"enabledMcpjsonServers in {folder / '.claude' / 'settings.local.json'} is not"
-                " a list: fix it; it was left as it is"
+                f"enabledMcpjsonServers in {local} is not a list: fix it; it was left as it is"
             )
         if SERVER_NAME not in approved:
             approved.append(SERVER_NAME)
 
-    plan.files.append(_merge_json(folder / ".mcp.json", add_server))
-    plan.files.append(_merge_json(folder / ".claude" / "settings.local.json", approve))
+    plan.files.append(_merge_json(mcp_json, add_server))
+    plan.files.append(_merge_json(local, approve))
     plan.notes.append(
         "The claude command is not on PATH, so the server went into .mcp.json, approved in"
         " .claude/settings.local.json: Claude Code uses it once this folder is trusted (start"
@@ -372,7 +401,7 @@ def plan_claude_code(target: Target) -> Plan:
 
 def plan_cursor(target: Target) -> Plan:
     """The server in .cursor/mcp.json."""
-    path = target.folder / ".cursor" / "mcp.json"
+    path = config_path(target.folder, ".cursor", "mcp.json")
 
     def add_server(config: dict[str, Any]) -> None:
         _set_server(_table(config, "mcpServers", path), target.server())
@@ -389,7 +418,7 @@ def plan_codex(target: Target) -> Plan:
     import tomlkit.items
     from tomlkit.exceptions import TOMLKitError
 
-    path = target.folder / ".codex" / "config.toml"
+    path = config_path(target.folder, ".codex", "config.toml")
     before = _read(path)
     try:
         document = tomlkit.parse(before or "")

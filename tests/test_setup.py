@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import stat
 import tomllib
 from pathlib import Path
 
@@ -127,3 +128,89 @@ def test_setup_hook_and_transcript_errors_are_of_the_one_family() -> None:
     for name in ("SetupError", "HookInputError", "TranscriptError"):
         cls = getattr(errors, name)
         assert cls.__module__ == "explomemo.errors" and issubclass(cls, errors.ExplomemoError)
+
+
+def test_a_linked_config_file_is_written_through_keeping_its_mode(
+    shop: Repo, db_path: Path, tmp_path: Path
+) -> None:
+    shared = tmp_path / "dotfiles" / "mcp.json"
+    shared.parent.mkdir()
+    shared.write_text('{"mcpServers": {}}\n')
+    os.chmod(shared, 0o640)
+    link = shop.path / ".cursor" / "mcp.json"
+    link.parent.mkdir()
+    link.symlink_to(shared)
+    code, out, err = setup(db_path, "cursor")
+    assert code == 0 and err == "", err
+    assert f"wrote {link} (through its link, to {shared})" in out
+    assert link.is_symlink() and os.readlink(link) == str(shared)
+    assert "explomemo" in json.loads(shared.read_text())["mcpServers"]
+    assert stat.S_IMODE(shared.stat().st_mode) == 0o640
+
+
+def test_a_new_config_file_honours_the_umask(shop: Repo, db_path: Path) -> None:
+    old = os.umask(0o027)
+    try:
+        assert setup(db_path, "cursor")[0] == 0
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((shop.path / ".cursor" / "mcp.json").stat().st_mode) == 0o640
+
+
+@pytest.mark.timeout(20)
+@pytest.mark.parametrize("dry_run", [False, True])
+def test_a_fifo_in_place_of_a_config_file_is_refused_without_hanging(
+    shop: Repo, db_path: Path, dry_run: bool
+) -> None:
+    fifo = shop.path / ".cursor" / "mcp.json"
+    fifo.parent.mkdir()
+    os.mkfifo(fifo)
+    code, out, err = setup(db_path, "cursor", *(["--dry-run"] if dry_run else []))
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert f"{fifo} is a FIFO, not a regular file" in err
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
+
+
+def test_a_fifo_is_refused_by_the_writer_before_it_is_opened(tmp_path: Path) -> None:
+    from explomemo.atomic import replace_file
+    from explomemo.clients import CONFIG_FILE
+    from explomemo.errors import SetupError
+
+    fifo = tmp_path / "config.json"
+    os.mkfifo(fifo)
+    with pytest.raises(SetupError, match="is a FIFO, not a regular file"):
+        replace_file(fifo, b"{}", CONFIG_FILE)
+    assert os.listdir(tmp_path) == ["config.json"]
+
+
+@pytest.mark.parametrize(
+    ("client", "folder", "name"),
+    [
+        ("cursor", ".cursor", "mcp.json"),
+        ("codex", ".codex", "config.toml"),
+        ("claude-code", ".claude", "settings.json"),
+    ],
+)
+def test_a_config_folder_linked_out_of_the_project_is_refused(
+    shop: Repo, db_path: Path, tmp_path: Path, client: str, folder: str, name: str
+) -> None:
+    home = tmp_path / "home" / folder
+    home.mkdir(parents=True)
+    (home / name).write_text("# the user's own\n")
+    (shop.path / folder).symlink_to(home)
+    for args in ([client], [client, "--dry-run"]):
+        code, out, err = setup(db_path, *args)
+        assert code == 2 and out == "" and err.count("\n") == 1, err
+        assert f"{shop.path / folder} is a symbolic link that leads out of the project" in err
+        assert "replace the link with a folder of the project" in err
+    assert os.listdir(home) == [name] and (home / name).read_text() == "# the user's own\n"
+
+
+def test_a_config_folder_linked_inside_the_project_is_used(shop: Repo, db_path: Path) -> None:
+    (shop.path / "config" / "cursor").mkdir(parents=True)
+    (shop.path / ".cursor").symlink_to(shop.path / "config" / "cursor")
+    assert setup(db_path, "cursor")[0] == 0
+    assert (
+        "explomemo"
+        in json.loads((shop.path / "config" / "cursor" / "mcp.json").read_text())["mcpServers"]
+    )
