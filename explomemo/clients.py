@@ -19,7 +19,7 @@ Where things go, in the project folder (the top of the git work tree, unless
 ``--root`` says otherwise):
 
 * Claude Code: the hooks in ``.claude/settings.json``. The server with
-  ``claude mcp add --scope local`` when the ``claude`` command is on PATH
+  ``claude mcp add-json --scope local`` when the ``claude`` command is on PATH
   (connected at once, for this folder); otherwise in ``.mcp.json``, approved
   in ``.claude/settings.local.json`` (``enabledMcpjsonServers``), which
   Claude Code honours once the folder is trusted.
@@ -29,6 +29,7 @@ Where things go, in the project folder (the top of the git work tree, unless
 
 from __future__ import annotations
 
+import copy
 import difflib
 import json
 import os
@@ -286,9 +287,24 @@ def _table(data: dict[str, Any], key: str, path: Path) -> dict[str, Any]:
 def _set_server(servers: dict[str, Any], entry: dict[str, Any]) -> None:
     current = servers.get(SERVER_NAME)
     if isinstance(current, dict):
-        current.update(entry)
+        merge_into(current, entry)
     else:
         servers[SERVER_NAME] = entry
+
+
+def merge_into(current: dict[str, Any], wanted: dict[str, Any]) -> None:
+    """Set ``wanted``'s keys in ``current``, merging nested tables key by key.
+
+    The user's own keys in explomemo's entry (an ``env`` variable of theirs,
+    a ``timeout``, a TOML comment) stay; a key already holding the wanted
+    value is not assigned again, so a TOML table keeps its layout.
+    """
+    for key, value in wanted.items():
+        mine = current.get(key)
+        if isinstance(value, dict) and isinstance(mine, dict):
+            merge_into(mine, value)
+        elif mine != value:
+            current[key] = value
 
 
 # Claude Code ------------------------------------------------------------------
@@ -359,16 +375,13 @@ def plan_claude_code(target: Target) -> Plan:
     claude = shutil.which("claude")
     if claude is not None:
         current = _claude_local_server(folder)
-        wanted = {"type": "stdio", **server}
-        if current is None or any(current.get(k) != v for k, v in wanted.items()):
+        wanted = copy.deepcopy(current) if current is not None else {}
+        merge_into(wanted, {"type": "stdio", **server})
+        if wanted != current:
             if current is not None:
                 plan.commands.append([claude, "mcp", "remove", "--scope", "local", SERVER_NAME])
-            env = [f"{k}={v}" for k, v in server["env"].items()]
-            plan.commands.append(
-                [claude, "mcp", "add", "--scope", "local", SERVER_NAME]
-                + [part for pair in env for part in ("-e", pair)]
-                + ["--", server["command"], *server["args"]]
-            )
+            add = [claude, "mcp", "add-json", "--scope", "local", SERVER_NAME]
+            plan.commands.append([*add, json.dumps(wanted, ensure_ascii=False)])
         return plan
 
     mcp_json = config_path(folder, ".mcp.json")
@@ -415,7 +428,6 @@ def plan_cursor(target: Target) -> Plan:
 def plan_codex(target: Target) -> Plan:
     """The server in .codex/config.toml."""
     import tomlkit
-    import tomlkit.items
     from tomlkit.exceptions import TOMLKitError
 
     path = config_path(target.folder, ".codex", "config.toml")
@@ -433,14 +445,15 @@ def plan_codex(target: Target) -> Plan:
     if not isinstance(servers, dict):
         raise SetupError(f"mcp_servers in {path} is not a table: fix it; it was left as it is")
     server = target.server()
+    env = tomlkit.table()
+    env.update(server["env"])
+    wanted = {"command": server["command"], "args": server["args"], "env": env}
     current = servers.get(SERVER_NAME)
-    if not isinstance(current, tomlkit.items.Table) or current.unwrap() != server:
+    if isinstance(current, dict):
+        merge_into(current, wanted)
+    else:
         entry = tomlkit.table()
-        entry["command"] = server["command"]
-        entry["args"] = server["args"]
-        env = tomlkit.table()
-        env.update(server["env"])
-        entry["env"] = env
+        entry.update(wanted)
         servers[SERVER_NAME] = entry
     return Plan(
         files=[FileChange(path, before, tomlkit.dumps(document))],

@@ -214,3 +214,80 @@ def test_a_config_folder_linked_inside_the_project_is_used(shop: Repo, db_path: 
         "explomemo"
         in json.loads((shop.path / "config" / "cursor" / "mcp.json").read_text())["mcpServers"]
     )
+
+
+def test_the_users_own_keys_in_explomemos_entry_stay(shop: Repo, db_path: Path) -> None:
+    mcp = shop.path / ".mcp.json"
+    mcp.write_text(
+        json.dumps(
+            {
+                "mcpServers": {
+                    "explomemo": {
+                        "command": "/old/explomemo",
+                        "timeout": 60,
+                        "env": {"EXTRA_VAR": "keep me", "EXPLOMEMO_DB": "/old.db"},
+                    }
+                }
+            }
+        )
+    )
+    codex = shop.path / ".codex" / "config.toml"
+    codex.parent.mkdir()
+    codex.write_text(
+        "[mcp_servers.explomemo]\n"
+        'command = "/old/explomemo"\n'
+        "startup_timeout_sec = 60 # slow disk\n"
+        "[mcp_servers.explomemo.env]\n"
+        'EXTRA_VAR = "keep me"\n'
+    )
+    assert setup(db_path, "claude-code")[0] == 0
+    assert setup(db_path, "codex")[0] == 0
+    server = json.loads(mcp.read_text())["mcpServers"]["explomemo"]
+    assert server["timeout"] == 60 and server["command"] != "/old/explomemo"
+    assert server["env"] == {
+        "EXTRA_VAR": "keep me",
+        "EXPLOMEMO_DB": str(db_path),
+        "EXPLOMEMO_PROJECT": "shop",
+    }
+    text = codex.read_text()
+    assert "startup_timeout_sec = 60 # slow disk" in text
+    table = tomllib.loads(text)["mcp_servers"]["explomemo"]
+    assert table["env"] == {
+        "EXTRA_VAR": "keep me",
+        "EXPLOMEMO_DB": str(db_path),
+        "EXPLOMEMO_PROJECT": "shop",
+    }
+    assert table["args"] == ["serve"] and table["command"] == server["command"]
+    snapshot = {mcp: mcp.read_bytes(), codex: codex.read_bytes()}
+    assert "nothing changed" in setup(db_path, "claude-code")[1]
+    assert "nothing changed" in setup(db_path, "codex")[1]
+    assert snapshot == {path: path.read_bytes() for path in snapshot}
+
+
+def test_claude_local_scope_keeps_the_users_own_keys(
+    shop: Repo, db_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    claude = bin_dir / "claude"
+    claude.write_text("#!/bin/sh\nexit 0\n")
+    claude.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path / "cc"))
+    (tmp_path / "cc").mkdir()
+    mine = {"type": "stdio", "command": "/old", "timeout": 60, "env": {"EXTRA_VAR": "keep me"}}
+    config = {"projects": {str(shop.path): {"mcpServers": {"explomemo": mine}}}}
+    (tmp_path / "cc" / ".claude.json").write_text(json.dumps(config))
+    code, out, _ = setup(db_path, "claude-code", "--dry-run")
+    assert code == 0
+    (line,) = [line for line in out.splitlines() if "add-json" in line]
+    entry = json.loads(shlex.split(line.removeprefix("would run: "))[-1])
+    assert entry["timeout"] == 60 and entry["args"] == ["serve"]
+    assert entry["env"] == {
+        "EXTRA_VAR": "keep me",
+        "EXPLOMEMO_DB": str(db_path),
+        "EXPLOMEMO_PROJECT": "shop",
+    }
+    config["projects"][str(shop.path)]["mcpServers"]["explomemo"] = entry
+    (tmp_path / "cc" / ".claude.json").write_text(json.dumps(config))
+    assert "would run" not in setup(db_path, "claude-code", "--dry-run")[1]
