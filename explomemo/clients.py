@@ -46,6 +46,7 @@ from typing import Any
 from explomemo.atomic import Naming, replace_file
 from explomemo.errors import SetupError
 from explomemo.files import file_kind
+from explomemo.printable import block, message, no_workflow_commands
 from explomemo.projects import resolve_project, work_tree_top
 from explomemo.store import default_db_path
 
@@ -108,7 +109,12 @@ class Target:
 def setup(
     client: str, *, db: Path | None, project: str | None, root: str | None, dry_run: bool
 ) -> list[str]:
-    """Set up ``client`` for the project folder; returns the lines to print."""
+    """Set up ``client`` for the project folder; returns the lines to print.
+
+    The lines are safe to show: paths, and the files' contents in a diff, come
+    from the project (a cloned repository), so their control characters are
+    escaped (:mod:`explomemo.printable`).
+    """
     folder = _folder(root)
     target = Target(
         folder=folder,
@@ -121,26 +127,30 @@ def setup(
     changes = [change for change in plan.files if change.before != change.after]
     if not changes and not plan.commands:
         return [
-            f"explomemo is already set up for {label} in {folder} (project {target.project!r},"
-            f" database {target.db}): nothing changed."
+            message(
+                f"explomemo is already set up for {label} in {folder} (project"
+                f" {target.project!r}, database {target.db}): nothing changed."
+            )
         ]
     lines: list[str] = []
     if dry_run:
         for change in changes:
-            lines.append(_diff(change, folder).rstrip("\n"))
-        lines += [f"would run: {shlex.join(argv)}" for argv in plan.commands]
+            lines.append(no_workflow_commands(block(_diff(change, folder).rstrip("\n"))))
+        lines += [message(f"would run: {shlex.join(argv)}") for argv in plan.commands]
         lines.append("dry run: nothing was written.")
         return lines
     for change in changes:
         written = replace_file(change.path, change.after.encode("utf-8"), CONFIG_FILE)
         through = "" if written == change.path else f" (through its link, to {written})"
-        lines.append(f"wrote {change.path}{through}")
+        lines.append(message(f"wrote {change.path}{through}"))
     for argv in plan.commands:
         _run(argv, folder)
-        lines.append(f"ran: {shlex.join(argv)}")
+        lines.append(message(f"ran: {shlex.join(argv)}"))
     lines.append(
-        f"explomemo is set up for {label} in {folder}: project {target.project!r},"
-        f" database {target.db}."
+        message(
+            f"explomemo is set up for {label} in {folder}: project {target.project!r},"
+            f" database {target.db}."
+        )
     )
     return lines + plan.notes
 

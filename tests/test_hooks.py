@@ -251,6 +251,13 @@ def test_malformed_input_is_one_line_and_nothing_added(
     assert fragment in err
 
 
+def test_the_error_line_escapes_control_characters(tmp_path: Path) -> None:
+    db = tmp_path / "no\x1b]52;c;SGVsbG8=\x07" / "x.db"
+    answer, err = hook("session-start", {"cwd": str(tmp_path)}, db)
+    assert answer is None and err.count("\n") == 1
+    assert "no\\x1b]52;c;SGVsbG8=\\x07" in err and "\x1b" not in err and "\x07" not in err
+
+
 def test_a_missing_database_is_one_line_and_is_not_created(tmp_path: Path) -> None:
     db = tmp_path / "none" / "x.db"
     answer, err = hook("prompt", {"cwd": str(tmp_path), "prompt": "where is auth"}, db)

@@ -291,3 +291,21 @@ def test_claude_local_scope_keeps_the_users_own_keys(
     config["projects"][str(shop.path)]["mcpServers"]["explomemo"] = entry
     (tmp_path / "cc" / ".claude.json").write_text(json.dumps(config))
     assert "would run" not in setup(db_path, "claude-code", "--dry-run")[1]
+
+
+def test_setup_output_and_its_diff_escape_control_characters(
+    tmp_path: Path, db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    folder = tmp_path / "proj\x1b]0;TITLE\x07"
+    (folder / ".claude").mkdir(parents=True)
+    (folder / ".claude" / "settings.json").write_text(
+        '{\n  "note": "\x9b2J\u202egnp.exe",\n  "x": 1\n}\n'
+    )
+    code, out, _ = setup(db_path, "claude-code", "--root", str(folder), "--dry-run")
+    assert code == 0
+    assert "\\x9b2J\\u202egnp.exe" in out and '   "note"' in out
+    code, out, _ = setup(db_path, "claude-code", "--root", str(folder))
+    assert code == 0 and "proj\\x1b]0;TITLE\\x07" in out
+    for raw in ("\x1b", "\x07", "\x9b", "\u202e"):
+        assert raw not in out
