@@ -456,15 +456,17 @@ class Store:
 
         With ``wait=False`` (a cache's write, which may be skipped) it does not
         wait for another thread of this process, and waits for another process
-        only :data:`CACHE_BUSY_TIMEOUT_MS`: a StoreError or sqlite3.Error says
-        it did not happen.
+        only :data:`CACHE_BUSY_TIMEOUT_MS`, or the store's own busy timeout when
+        that is shorter (a hook's 50 ms): a StoreError or sqlite3.Error says it
+        did not happen.
         """
         if not self.lock.acquire(blocking=wait):
             raise StoreError(f"database {self.path} is being written by another thread")
         try:
             self._check_file()
             if not wait:
-                self.conn.execute(f"PRAGMA busy_timeout = {CACHE_BUSY_TIMEOUT_MS}")
+                cache_wait = min(CACHE_BUSY_TIMEOUT_MS, self.busy_timeout_ms)
+                self.conn.execute(f"PRAGMA busy_timeout = {cache_wait}")
             try:
                 self.conn.execute("BEGIN IMMEDIATE")
             finally:

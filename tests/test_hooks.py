@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 from conftest import Repo
 
-from explomemo.hooks import INDEX_BYTES, PROMPT_BYTES, run_hook
+from explomemo import validity
+from explomemo.hooks import BUSY_TIMEOUT_MS, INDEX_BYTES, PROMPT_BYTES, run_hook
 from explomemo.memos import FixedModel, MemoCache
 
 MEMOS = [
@@ -280,6 +281,41 @@ def test_a_locked_database_is_one_line_without_waiting(
     finally:
         holder.close()
     assert answer is None and "locked" in err and err.count("\n") == 1
+
+
+@pytest.mark.timeout(20)
+@pytest.mark.parametrize("event", ["session-start", "prompt"])
+def test_a_write_lock_is_waited_for_at_most_the_hooks_busy_timeout(
+    project: Repo, db_path: Path, event: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another process writing (a shared WAL lock, not an exclusive one): the hook still
+    reads, reaches the stat-cache write, and no statement of it waits longer than 50 ms."""
+    monkeypatch.setattr(validity, "RACY_NS", -1)  # the stat cache is written at once
+    statements: list[str] = []
+    timeouts: list[float] = []
+    real_connect = sqlite3.connect
+
+    def connect(*args: Any, **kwargs: Any) -> sqlite3.Connection:
+        timeouts.append(kwargs.get("timeout", 5.0))
+        conn = real_connect(*args, **kwargs)
+        conn.set_trace_callback(statements.append)
+        return conn
+
+    holder = real_connect(db_path, isolation_level=None)
+    try:
+        holder.execute("DELETE FROM file_stats")
+        holder.execute("BEGIN IMMEDIATE")
+        monkeypatch.setattr(sqlite3, "connect", connect)
+        payload = {"cwd": str(project.path), "prompt": "where are JWT tokens validated?"}
+        answer, err = hook(event, payload, db_path)
+    finally:
+        monkeypatch.setattr(sqlite3, "connect", real_connect)
+        holder.close()
+    assert answer is not None and err == ""
+    assert "BEGIN IMMEDIATE" in statements  # the stat-cache write was tried
+    waits = [int(s.split("=")[1]) for s in statements if s.startswith("PRAGMA busy_timeout")]
+    assert waits and max(waits) <= BUSY_TIMEOUT_MS
+    assert max(timeouts) <= BUSY_TIMEOUT_MS / 1000
 
 
 def test_the_command_exits_0_even_on_a_bad_command_line(db_path: Path) -> None:
