@@ -301,13 +301,22 @@ def _normal_path(path: str) -> str:
 
 
 def stale_from_export(
-    memos: Iterable[ExportedMemo], root: str | None, progress: Progress | None = None
+    memos: Iterable[ExportedMemo],
+    root: str | None,
+    progress: Progress | None = None,
+    *,
+    project: str | None = None,
 ) -> StaleReport:
-    """Check exported memos against ``root`` (default: the current directory), no database."""
+    """Check exported memos (of ``project`` only, when given) against ``root`` (default: the
+    current directory), no database."""
+    if project is not None:
+        inputs.check_text("project", project, inputs.MAX_PROJECT)
     where = resolve_root(root)
     rows: list[MemoRow] = []
     files: dict[int, list[FileRow]] = {}
     for memo in memos:
+        if project is not None and memo.project != project:
+            continue
         rows.append(
             MemoRow(
                 memo.id, memo.project, memo.question, memo.conclusion, where.path, memo.recorded_at
