@@ -137,6 +137,42 @@ def test_prompt_marks_a_stale_memo_with_what_changed(project: Repo, db_path: Pat
     assert "[memo 2, stale (changed: src/tokens.py; missing: src/auth.py)]" in text
 
 
+@pytest.mark.parametrize(
+    "prompt",
+    [
+        "why does Settings __init__ validate every key?",
+        "why does load_config validate every key?",
+    ],
+)
+def test_prompt_finds_identifiers_as_recall_does_per_project(
+    project: Repo, db_path: Path, prompt: str
+) -> None:
+    """The memo's question shares no word with the prompt: only a distinctive identifier
+    (``__init__``, which the hook's own rule missed; ``load_config``, which three memos
+    of another project hold too) brings it."""
+    project.write("src/settings.py", "KEYS = ()\n")
+    project.commit("settings")
+    with MemoCache.open(db_path, FixedModel(None)) as cache:
+        cache.record(
+            question="How is the configuration loaded at start-up?",
+            conclusion="src/settings.py: load_config() reads config.toml; __init__ of Settings"
+            " validates every key.",
+            files=["src/settings.py"],
+            root=str(project.path),
+        )
+        for i in range(3):
+            cache.record(
+                question=f"What does loader {i} do?",
+                conclusion=f"load_config() and __init__ of loader {i} validate every key.",
+                files=["src/settings.py"],
+                project="other",
+                root=str(project.path),
+            )
+    answer, err = hook("prompt", {"cwd": str(project.path), "prompt": prompt}, db_path)
+    assert err == ""
+    assert "] How is the configuration loaded at start-up?" in context(answer, "UserPromptSubmit")
+
+
 def test_prompt_context_stays_within_its_budget(tmp_path: Path, db_path: Path) -> None:
     repo = Repo(tmp_path / "verbose")
     repo.write("a.py", "A = 1\n")
