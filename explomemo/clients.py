@@ -18,7 +18,8 @@ run) and writes nothing.
 Where things go, in the project folder (the top of the git work tree, unless
 ``--root`` says otherwise):
 
-* Claude Code: the hooks in ``.claude/settings.json``. The server with
+* Claude Code: the hooks in ``.claude/settings.local.json`` (they name this
+  machine's paths, so not in the settings.json a team commits). The server with
   ``claude mcp add-json --scope local`` when the ``claude`` command is on PATH
   (connected at once, for this folder); otherwise in ``.mcp.json``, approved
   in ``.claude/settings.local.json`` (``enabledMcpjsonServers``), which
@@ -320,39 +321,62 @@ def merge_into(current: dict[str, Any], wanted: dict[str, Any]) -> None:
 # Claude Code ------------------------------------------------------------------
 
 
-def _claude_hooks(target: Target, path: Path) -> FileChange:
-    def change(settings: dict[str, Any]) -> None:
-        hooks = _table(settings, "hooks", path)
-        for event, matcher, name, timeout in CLAUDE_HOOKS:
-            groups = hooks.setdefault(event, [])
-            if not isinstance(groups, list):
-                raise SetupError(
-                    f"hooks.{event} in {path} is not a list: fix it; it was left as is"
-                )
-            wanted = {"type": "command", "command": target.hook_command(name), "timeout": timeout}
-            mine = _own_hook(groups, name)
-            if mine is not None:
-                mine.update(wanted)
-                continue
-            group: dict[str, Any] = {"hooks": [wanted]}
-            if matcher is not None:
-                group = {"matcher": matcher, **group}
-            groups.append(group)
-
-    return _merge_json(path, change)
+def _add_hooks(target: Target, settings: dict[str, Any], path: Path) -> None:
+    """Add (or update) explomemo's three hooks in the settings object of ``path``."""
+    hooks = _table(settings, "hooks", path)
+    for event, matcher, name, timeout in CLAUDE_HOOKS:
+        groups = hooks.setdefault(event, [])
+        if not isinstance(groups, list):
+            raise SetupError(f"hooks.{event} in {path} is not a list: fix it; it was left as is")
+        wanted = {"type": "command", "command": target.hook_command(name), "timeout": timeout}
+        mine = next((e for g in _groups_entries(groups) for e in g[1] if _is_own(e, name)), None)
+        if mine is not None:
+            mine.update(wanted)
+            continue
+        group: dict[str, Any] = {"hooks": [wanted]}
+        if matcher is not None:
+            group = {"matcher": matcher, **group}
+        groups.append(group)
 
 
-def _own_hook(groups: list[Any], name: str) -> dict[str, Any] | None:
-    """explomemo's hook for ``name`` among a hook event's groups, if one is there."""
-    for group in groups:
-        entries = group.get("hooks") if isinstance(group, dict) else None
-        for entry in entries if isinstance(entries, list) else []:
-            command = entry.get("command") if isinstance(entry, dict) else None
-            if isinstance(command, str) and SERVER_NAME in command:
-                words = command.split()
-                if "hook" in words and name in words[words.index("hook") + 1 :]:
-                    return entry  # type: ignore[no-any-return]
-    return None
+def _drop_hooks(settings: dict[str, Any]) -> None:
+    """Take explomemo's hooks out of a settings object (an earlier setup's, in the shared
+    settings.json), with the groups and events they leave empty; the rest stays."""
+    hooks = settings.get("hooks")
+    if not isinstance(hooks, dict):
+        return
+    for event, _, name, _ in CLAUDE_HOOKS:
+        groups = hooks.get(event)
+        if not isinstance(groups, list):
+            continue
+        for group, entries in _groups_entries(groups):
+            kept = [entry for entry in entries if not _is_own(entry, name)]
+            if len(kept) < len(entries):
+                group["hooks"] = kept
+                if not kept:
+                    groups.remove(group)
+                if not groups:
+                    del hooks[event]
+    if not hooks:
+        del settings["hooks"]
+
+
+def _groups_entries(groups: list[Any]) -> list[tuple[dict[str, Any], list[Any]]]:
+    """Each hook group of an event with its list of hooks (misshapen groups are skipped)."""
+    return [
+        (group, group["hooks"])
+        for group in groups
+        if isinstance(group, dict) and isinstance(group.get("hooks"), list)
+    ]
+
+
+def _is_own(entry: Any, name: str) -> bool:
+    """Whether a hook entry is explomemo's hook ``name`` (``… explomemo … hook NAME …``)."""
+    command = entry.get("command") if isinstance(entry, dict) else None
+    if not isinstance(command, str) or SERVER_NAME not in command:
+        return False
+    words = command.split()
+    return "hook" in words and name in words[words.index("hook") + 1 :]
 
 
 def _claude_config() -> Path:
@@ -378,11 +402,37 @@ def _claude_local_server(folder: Path) -> dict[str, Any] | None:
 
 
 def plan_claude_code(target: Target) -> Plan:
-    """Hooks in .claude/settings.json; the server through ``claude`` or in .mcp.json."""
+    """Hooks in .claude/settings.local.json; the server through ``claude`` or in .mcp.json.
+
+    The hooks hold this machine's paths (explomemo's executable, the
+    database), so they go into the settings Claude Code keeps per person, not
+    the shared settings.json a team commits; an earlier setup's hooks there
+    are taken out.
+    """
     folder = target.folder
-    plan = Plan(files=[_claude_hooks(target, config_path(folder, ".claude", "settings.json"))])
+    local = config_path(folder, ".claude", "settings.local.json")
+    mcp_json = config_path(folder, ".mcp.json")
     server = target.server()
     claude = shutil.which("claude")
+
+    def local_settings(settings: dict[str, Any]) -> None:
+        _add_hooks(target, settings, local)
+        if claude is None:
+            approved = settings.setdefault("enabledMcpjsonServers", [])
+            if not isinstance(approved, list):
+                raise SetupError(
+                    f"enabledMcpjsonServers in {local} is not a list: fix it; it was left as it is"
+                )
+            if SERVER_NAME not in approved:
+                approved.append(SERVER_NAME)
+
+    def add_server(config: dict[str, Any]) -> None:
+        _set_server(_table(config, "mcpServers", mcp_json), {"type": "stdio", **server})
+
+    plan = Plan(files=[_merge_json(local, local_settings)])
+    shared = _merge_json(config_path(folder, ".claude", "settings.json"), _drop_hooks)
+    if shared.before is not None:
+        plan.files.append(shared)
     if claude is not None:
         current = _claude_local_server(folder)
         wanted = copy.deepcopy(current) if current is not None else {}
@@ -393,28 +443,12 @@ def plan_claude_code(target: Target) -> Plan:
             add = [claude, "mcp", "add-json", "--scope", "local", SERVER_NAME]
             plan.commands.append([*add, json.dumps(wanted, ensure_ascii=False)])
         return plan
-
-    mcp_json = config_path(folder, ".mcp.json")
-    local = config_path(folder, ".claude", "settings.local.json")
-
-    def add_server(config: dict[str, Any]) -> None:
-        _set_server(_table(config, "mcpServers", mcp_json), {"type": "stdio", **server})
-
-    def approve(settings: dict[str, Any]) -> None:
-        approved = settings.setdefault("enabledMcpjsonServers", [])
-        if not isinstance(approved, list):
-            raise SetupError(
-                f"enabledMcpjsonServers in {local} is not a list: fix it; it was left as it is"
-            )
-        if SERVER_NAME not in approved:
-            approved.append(SERVER_NAME)
-
     plan.files.append(_merge_json(mcp_json, add_server))
-    plan.files.append(_merge_json(local, approve))
     plan.notes.append(
         "The claude command is not on PATH, so the server went into .mcp.json, approved in"
         " .claude/settings.local.json: Claude Code uses it once this folder is trusted (start"
-        " claude here once and accept)."
+        " claude here once and accept). .mcp.json now holds this machine's paths: commit it"
+        " only if every teammate's are the same."
     )
     return plan
 

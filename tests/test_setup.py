@@ -37,12 +37,19 @@ def setup(db: Path, *args: str) -> tuple[int, str, str]:
 def test_claude_code_merges_hooks_and_server_and_a_second_run_changes_nothing(
     shop: Repo, db_path: Path
 ) -> None:
-    settings = shop.path / ".claude" / "settings.json"
-    settings.parent.mkdir()
-    settings.write_text(EXISTING_SETTINGS)
+    shared = shop.path / ".claude" / "settings.json"
+    shared.parent.mkdir()
+    shared.write_text(EXISTING_SETTINGS)
+    settings = shop.path / ".claude" / "settings.local.json"
+    settings.write_text(
+        '{\n  "permissions": {"allow": ["Bash(ls)"]},\n  "hooks": {"Stop": [\n'
+        '    {"hooks": [{"type": "command", "command": "echo bye"}]}]}\n}\n'
+    )
     code, out, err = setup(db_path, "claude-code")
     assert code == 0 and err == "", err
-    assert f"wrote {settings}" in out
+    assert f"wrote {settings}" in out and str(shared) not in out
+    # The hooks hold this machine's paths: not in the settings a team commits.
+    assert shared.read_text() == EXISTING_SETTINGS
     merged = json.loads(settings.read_text())
     assert merged["permissions"] == {"allow": ["Bash(ls)"]}
     stops = merged["hooks"]["Stop"]
@@ -59,8 +66,7 @@ def test_claude_code_merges_hooks_and_server_and_a_second_run_changes_nothing(
     assert server["args"] == ["serve"]
     assert server["env"] == {"EXPLOMEMO_DB": str(db_path), "EXPLOMEMO_PROJECT": "shop"}
     assert server["command"] == shlex.split(commands["Stop"])[0]
-    local = json.loads((shop.path / ".claude" / "settings.local.json").read_text())
-    assert local == {"enabledMcpjsonServers": ["explomemo"]}
+    assert merged["enabledMcpjsonServers"] == ["explomemo"]
 
     snapshot = {
         p: p.read_bytes() for p in shop.path.rglob("*") if p.is_file() and ".git" not in p.parts
@@ -70,10 +76,31 @@ def test_claude_code_merges_hooks_and_server_and_a_second_run_changes_nothing(
     assert snapshot == {p: p.read_bytes() for p in snapshot}
 
 
+def test_an_earlier_setups_hooks_leave_the_shared_settings(shop: Repo, db_path: Path) -> None:
+    shared = shop.path / ".claude" / "settings.json"
+    shared.parent.mkdir()
+    shared.write_text(EXISTING_SETTINGS)
+    assert setup(db_path, "claude-code")[0] == 0
+    local = shop.path / ".claude" / "settings.local.json"
+    earlier = json.loads(local.read_text())
+    hooks = json.loads(json.dumps(earlier["hooks"]))
+    hooks["Stop"].insert(0, {"hooks": [{"type": "command", "command": "echo bye"}]})
+    mine = {"permissions": {"allow": ["Bash(ls)"]}, "hooks": hooks}
+    shared.write_text(json.dumps(mine, indent=4) + "\n")  # as an earlier setup wrote it
+    local.unlink()
+    code, out, _ = setup(db_path, "claude-code")
+    assert code == 0 and f"wrote {shared}" in out
+    assert json.loads(shared.read_text()) == {
+        "permissions": {"allow": ["Bash(ls)"]},
+        "hooks": {"Stop": [{"hooks": [{"type": "command", "command": "echo bye"}]}]},
+    }
+    assert json.loads(local.read_text())["hooks"] == earlier["hooks"]
+
+
 def test_dry_run_shows_a_diff_and_writes_nothing(shop: Repo, db_path: Path) -> None:
     code, out, _ = setup(db_path, "claude-code", "--dry-run")
     assert code == 0
-    assert "--- /dev/null\n+++ b/.claude/settings.json" in out
+    assert "--- /dev/null\n+++ b/.claude/settings.local.json" in out
     assert '+        "UserPromptSubmit": [' in out or '+    "UserPromptSubmit": [' in out
     assert out.rstrip().endswith("dry run: nothing was written.")
     assert not (shop.path / ".claude").exists() and not (shop.path / ".mcp.json").exists()
@@ -299,7 +326,7 @@ def test_setup_output_and_its_diff_escape_control_characters(
     monkeypatch.setenv("PATH", "/usr/bin:/bin")
     folder = tmp_path / "proj\x1b]0;TITLE\x07"
     (folder / ".claude").mkdir(parents=True)
-    (folder / ".claude" / "settings.json").write_text(
+    (folder / ".claude" / "settings.local.json").write_text(
         '{\n  "note": "\x9b2J\u202egnp.exe",\n  "x": 1\n}\n'
     )
     code, out, _ = setup(db_path, "claude-code", "--root", str(folder), "--dry-run")
