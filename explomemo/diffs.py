@@ -19,12 +19,12 @@ import difflib
 import hashlib
 import os
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from explomemo.files import Refused, Root, open_regular
 from explomemo.gitrepo import GitRepo
 from explomemo.hashing import git_blob_id, hash_fd
-from explomemo.models import CheckedFile, DiffSource, FileStateName, StaleEntry
+from explomemo.models import CheckedFile, DiffSource, FileStateName, StaleEntry, replace
 from explomemo.snapshots import SNAPSHOT_MAX_BYTES, restore
 from explomemo.store import FileRow, Store
 

@@ -14,8 +14,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import xxhash
 
@@ -25,14 +24,16 @@ if TYPE_CHECKING:
 CHUNK = 1 << 20
 
 
-@dataclass
+# Not dataclasses: importing dataclasses (and inspect with it) would cost a
+# short command (a hook, stale, show) a tenth of its start-up.
+
+
 class ReadCounters:
     """How many files were read for hashing and how many bytes, since the last reset."""
 
-    files: int = 0
-    bytes: int = 0
-
-    def __post_init__(self) -> None:
+    def __init__(self) -> None:
+        self.files = 0
+        self.bytes = 0
         self._lock = threading.Lock()
 
     def add(self, files: int, nbytes: int) -> None:
@@ -51,8 +52,7 @@ class ReadCounters:
 COUNTERS = ReadCounters()
 
 
-@dataclass(frozen=True)
-class Digest:
+class Digest(NamedTuple):
     """What a file held when it was read."""
 
     size: int
