@@ -35,6 +35,8 @@ BUSY_TIMEOUT_MS = 30_000
 CACHE_BUSY_TIMEOUT_MS = 250
 #: PRAGMA application_id of explomemo databases ("EXPM").
 APPLICATION_ID = 0x4558504D
+#: The name under which sqlite-utils records the migrations applied.
+MIGRATION_SET = "explomemo"
 #: Memo ids are SQLite integers.
 MAX_ID = 2**63 - 1
 _BATCH = 500
@@ -110,12 +112,17 @@ def migrations_folder() -> Path:
     return packaged if packaged.is_dir() else here.parent / "migrations"
 
 
+def shipped_migrations() -> list[str]:
+    """The names of the migrations shipped, in order (without reading the SQL)."""
+    names = sorted(p.stem for p in migrations_folder().glob("*.sql"))
+    if not names:
+        load_migrations()  # raises: the install is incomplete
+    return names
+
+
 def latest_schema_version() -> int:
     """The number of the newest migration shipped (without reading the SQL)."""
-    numbers = [int(p.name.split("_", 1)[0]) for p in migrations_folder().glob("*.sql")]
-    if not numbers:
-        load_migrations()
-    return max(numbers)
+    return max(int(name.split("_", 1)[0]) for name in shipped_migrations())
 
 
 def load_migrations() -> list[Migration]:
@@ -268,11 +275,11 @@ class Store:
             store.busy_timeout_ms = busy_timeout_ms
             store._check_identity(busy_timeout_ms)
             store._identity = store._file_identity()
-            version, latest = store.schema_version(), latest_schema_version()
-            if version < latest:
+            missing = store.missing_migrations()
+            if missing:
                 raise StoreError(
-                    f"database {db_path} has schema version {version}, older than this"
-                    f" explomemo ({latest}): run any explomemo command on it once"
+                    f"database {db_path} lacks schema migrations of this explomemo"
+                    f" ({', '.join(missing)}): run any explomemo command on it once"
                     " (explomemo list) to upgrade it"
                 )
             conn.execute("PRAGMA foreign_keys = ON")
@@ -393,8 +400,30 @@ class Store:
                 time.sleep(0.02)
         self.conn.execute("PRAGMA synchronous = NORMAL")
 
+    def missing_migrations(self) -> list[str]:
+        """The shipped migrations this database has not applied (names, in order).
+
+        Decided by name, from the migrations sqlite-utils recorded as applied
+        (one query), not by ``user_version``: migrations were merged out of
+        number order, so a database at version 5 may lack 0003 or 0004.
+        """
+        shipped = shipped_migrations()
+        try:
+            applied = {
+                row[0]
+                for row in self.conn.execute(
+                    "SELECT name FROM _sqlite_migrations WHERE migration_set = ?",
+                    (MIGRATION_SET,),
+                )
+            }
+        except sqlite3.OperationalError as exc:
+            if "no such table" not in str(exc):
+                raise
+            applied = set()
+        return [name for name in shipped if name not in applied]
+
     def _migrate(self) -> None:
-        if self.schema_version() == latest_schema_version():
+        if not self.missing_migrations():
             return
         migrations = load_migrations()
         latest = migrations[-1].number
@@ -403,7 +432,7 @@ class Store:
         from sqlite_utils import Database
         from sqlite_utils.migrations import Migrations
 
-        steps = Migrations("explomemo")
+        steps = Migrations(MIGRATION_SET)
         for migration in migrations:
             steps(name=migration.name)(_migration_function(migration))
         # Migrations may call the Python rules they re-apply to stored rows.
@@ -411,9 +440,8 @@ class Store:
             "explomemo_question_key", 1, _question_key_or_null, deterministic=True
         )
         with self.write():
-            # Re-read under the write lock: another process may have migrated.
-            version = self.schema_version()
-            if version < latest:
+            # Read again under the write lock: another process may have migrated.
+            if self.missing_migrations():
                 steps.apply(Database(self.conn))
                 self.conn.execute(f"PRAGMA user_version = {latest}")
                 self.conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")

@@ -25,6 +25,9 @@ DELETE FROM memo_files WHERE memo_id NOT IN (SELECT id FROM memos);
 
 DELETE FROM memos_fts WHERE rowid NOT IN (SELECT id FROM memos);
 
+-- The snapshots only the deleted memos rested on (0004 runs before this one).
+DELETE FROM snapshots WHERE sha256 NOT IN (SELECT sha256 FROM memo_files);
+
 -- In two steps: a memo's new key may be another memo's old one, and the
 -- (project, question_key) pair is unique at every row. No real key starts
 -- with a space, so ' ' || id is free. (A question that is not text, which

@@ -212,6 +212,37 @@ def call_tool(db: Path, name: str, args: dict[str, Any]) -> ToolReply:
     return call_tools(db, [(name, args)])[0]
 
 
+async def _call_tools_stdio(
+    db: Path, calls: list[tuple[str, dict[str, Any]]], cwd: Path
+) -> list[ToolReply]:
+    from mcp import Client, StdioServerParameters
+
+    params = StdioServerParameters(
+        command=PYTHON,
+        args=["-m", "explomemo", "--db", str(db), "serve"],
+        cwd=cwd,
+        env={**os.environ, **EMBEDDINGS_OFF},
+    )
+    replies = []
+    async with Client(params) as client:
+        for name, args in calls:
+            result = await client.call_tool(name, args)
+            text = result.content[0].text if result.content else ""
+            data = None
+            if not result.is_error:
+                with contextlib.suppress(ValueError):
+                    data = json.loads(text)
+            replies.append(ToolReply(bool(result.is_error), text, data))
+    return replies
+
+
+def call_tools_stdio(
+    db: Path, calls: list[tuple[str, dict[str, Any]]], cwd: Path
+) -> list[ToolReply]:
+    """Call MCP tools in order through a real ``explomemo serve`` child process over stdio."""
+    return asyncio.run(_call_tools_stdio(db, calls, cwd))
+
+
 def assert_tool_refused(reply: ToolReply, *fragments: str) -> None:
     """A tool error of one plain sentence naming the input; never a stack trace."""
     assert reply.is_error, reply.text

@@ -8,6 +8,7 @@ keeping the newest.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sqlite3
 import unicodedata
@@ -172,3 +173,49 @@ def test_migration_leaves_a_question_that_is_not_text(
     with sqlite3.connect(db) as conn:
         row = conn.execute("SELECT question, question_key FROM memos WHERE id = 7").fetchone()
     assert row == (b"\xc0\xff", "blob")
+
+
+def test_migration_collects_the_snapshots_of_the_memos_it_merges(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A database that had 0004 (snapshots) before 0005: the older memo of two questions
+    now the same goes, and so does every snapshot only it rested on."""
+    db = tmp_path / "v4.db"
+    with monkeypatch.context() as patch:
+        patch.setattr(
+            store_module, "load_migrations", lambda: [m for m in load_migrations() if m.number <= 4]
+        )
+        Store.open(db).close()
+    contents = {name: f"{name} = 1\n".encode() for name in ("old", "new", "shared")}
+    sha = {name: hashlib.sha256(data).hexdigest() for name, data in contents.items()}
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone() == (4,)
+        for memo_id, question, recorded_at, names in (
+            (1, NFC, "2026-01-01T00:00:00Z", ["old", "shared"]),
+            (2, NFD, "2026-02-01T00:00:00Z", ["new", "shared"]),  # newer: stays
+        ):
+            conn.execute(
+                "INSERT INTO memos (id, project, question, question_key, conclusion, root,"
+                " recorded_at) VALUES (?, 'p', ?, ?, 'c', '/r', ?)",
+                (memo_id, question, _old_key(question), recorded_at),
+            )
+            conn.executemany(
+                "INSERT INTO memo_files (memo_id, path, sha256, xxh3, size) VALUES (?, ?, ?, ?, ?)",
+                [(memo_id, f"{n}.py", sha[n], "0" * 32, len(contents[n])) for n in names],
+            )
+            conn.execute(
+                "INSERT INTO memos_fts (rowid, question, conclusion, paths, name_parts, project)"
+                " VALUES (?, ?, 'c', '', '', 'p')",
+                (memo_id, question),
+            )
+        conn.executemany(
+            "INSERT INTO snapshots (sha256, codec, data) VALUES (?, 'raw', ?)",
+            [(sha[n], contents[n]) for n in contents],
+        )
+    run = run_cli(capsys, ["--db", str(db), "list", "--json"])  # opening migrates
+    assert run.code == 0, run.err
+    assert [m["id"] for m in json.loads(run.out)] == [2]
+    with sqlite3.connect(db) as conn:
+        kept = {row[0] for row in conn.execute("SELECT sha256 FROM snapshots")}
+    assert kept == {sha["new"], sha["shared"]}
+    assert_whole(db)

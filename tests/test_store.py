@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
+import io
+import json
 import os
 import sqlite3
 import subprocess
@@ -10,10 +13,13 @@ import zipfile
 from pathlib import Path
 
 import pytest
+import xxhash
 
+from explomemo import store as store_module
 from explomemo.cli import main
 from explomemo.errors import StoreError
-from explomemo.store import Store, default_db_path, load_migrations
+from explomemo.hooks import run_hook
+from explomemo.store import Migration, Store, default_db_path, load_migrations
 
 PROJECT = Path(__file__).resolve().parent.parent
 
@@ -109,3 +115,86 @@ def test_tests_never_touch_the_real_user_folders(monkeypatch: pytest.MonkeyPatch
     default = str(default_db_path())
     assert default.startswith(os.environ["HOME"] + "/"), default
     assert not default.startswith(real_home + "/")
+
+
+def _database_with_migrations(db: Path, numbers: set[int], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A database made by an explomemo that shipped only these migrations (as they were
+    merged out of number order: 0001, 0002 and 0005, then 0004 too)."""
+
+    def shipped(migration: Migration) -> Migration:
+        if 4 in numbers:
+            return migration
+        # Without 0004 there was no snapshot for 0005 to collect.
+        lines = migration.sql.splitlines(keepends=True)
+        return migration._replace(sql="".join(x for x in lines if "snapshots" not in x))
+
+    with monkeypatch.context() as patch:
+        patch.setattr(
+            store_module, "load_migrations", lambda: [
+                shipped(m) for m in load_migrations() if m.number in numbers
+            ],
+        )  # fmt: skip
+        Store.open(db).close()
+
+
+@pytest.mark.parametrize("numbers", [{1, 2, 5}, {1, 2, 4, 5}])
+def test_a_database_that_skipped_a_migration_is_migrated(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    numbers: set[int],
+) -> None:
+    db = tmp_path / "skipped.db"
+    _database_with_migrations(db, numbers, monkeypatch)
+    root = tmp_path / "shop"
+    root.mkdir()
+    (root / "retry.py").write_text("RETRIES = 3\n")
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone() == (5,)
+        # A memo as that version wrote it (no blob id, no identifiers, no second vector).
+        conn.execute(
+            "INSERT INTO memos (id, project, question, question_key, conclusion, root,"
+            " recorded_at) VALUES (1, 'shop', 'Where is the retry policy?',"
+            " 'where is the retry policy?', 'RETRIES in retry.py', ?, '2026-01-01T00:00:00Z')",
+            (str(root),),
+        )
+        conn.execute(
+            "INSERT INTO memo_files (memo_id, path, sha256, xxh3, size) VALUES (1, 'retry.py',"
+            " ?, ?, 12)",
+            (
+                hashlib.sha256(b"RETRIES = 3\n").hexdigest(),
+                xxhash.xxh3_128_hexdigest(b"RETRIES = 3\n"),
+            ),
+        )
+        conn.execute(
+            "INSERT INTO memos_fts (rowid, question, conclusion, paths, project) VALUES"
+            " (1, 'Where is the retry policy?', 'RETRIES in retry.py', 'retry.py', 'shop')"
+        )
+
+    def applied() -> list[str]:
+        with sqlite3.connect(db) as conn:
+            return [r[0] for r in conn.execute("SELECT name FROM _sqlite_migrations")]
+
+    assert len(applied()) == len(numbers)
+    # A hook refuses it (one line) and migrates nothing: it must answer at once.
+    out, err = io.BytesIO(), io.BytesIO()
+    payload = json.dumps({"cwd": str(root), "source": "startup"}).encode()
+    run_hook("session-start", db=db, project=None, stdin=io.BytesIO(payload), stdout=out,
+             stderr=err)  # fmt: skip
+    assert out.getvalue() == b""
+    missing = [m.name for m in load_migrations() if m.number not in numbers]
+    assert f"({', '.join(missing)})".encode() in err.getvalue()
+    assert b"explomemo list" in err.getvalue() and err.getvalue().count(b"\n") == 1
+    assert len(applied()) == len(numbers)
+    # Any command migrates it; every command then works on it.
+    for args in (
+        ["stale", "--check"],
+        ["recall", "--project", "shop", "--root", str(root), "--json", "retry policy"],
+        ["record", "--root", str(root), "--question", "q", "--conclusion", "c", "retry.py"],
+        ["show", "1"],
+    ):
+        assert main(["--db", str(db), *args]) == 0, capsys.readouterr().err
+    assert applied() == [m.name for m in load_migrations()]
+    out = io.BytesIO()
+    run_hook("session-start", db=db, project=None, stdin=io.BytesIO(payload), stdout=out)
+    assert "'shop' has 2 memos (2 fresh" in out.getvalue().decode()

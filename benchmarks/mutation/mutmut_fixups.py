@@ -1,0 +1,45 @@
+"""A pytest plugin for mutation runs only (``-p mutmut_fixups``; run.py sets it up).
+
+mutmut runs the suite again and again in forked children of one process that
+imported everything once, and tells the code which mutant is active through
+``MUTANT_UNDER_TEST``, which child processes inherit. Three things follow that
+have nothing to do with any mutant, and each would fail tests that pass:
+
+* The MCP SDK's ``stdio_client`` takes ``sys.stderr`` as a default argument,
+  bound when it was imported: in a later child that is a capture stream
+  mutmut has closed since. Before each test the default is set to the
+  ``sys.stderr`` of the moment, as a fresh process would have it.
+* The tests run in another order than pytest's (mutmut passes them as a set),
+  so the garbage a test leaves (a connection or a pipe not closed, caught in a
+  reference cycle) can be collected in the middle of another one that counts
+  its open descriptors. The garbage is collected before each test.
+* While mutmut learns which tests call which function (``stats``), the
+  mutated code records each call, and a child process that a test starts
+  (``explomemo serve``, the CLI) would look for mutmut's settings in its own
+  working directory and stop when there are none. What it records could not
+  reach mutmut anyway: the variable is taken from the environment (this
+  process keeps its own copy), so children run the original code.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import sys
+from typing import Any
+
+
+def pytest_sessionstart(session: Any) -> None:
+    from mutmut.mutation import trampoline
+
+    if os.environ.get("MUTANT_UNDER_TEST") == "stats":
+        trampoline._mutant_under_test = "stats"  # mutmut 3.8.1's own copy (pinned)
+        del os.environ["MUTANT_UNDER_TEST"]
+
+
+def pytest_runtest_setup(item: Any) -> None:
+    gc.collect()
+    module = sys.modules.get("mcp.client.stdio")
+    inner = getattr(getattr(module, "stdio_client", None), "__wrapped__", None)
+    if inner is not None and inner.__defaults__ is not None:
+        inner.__defaults__ = (sys.stderr,)

@@ -1,0 +1,359 @@
+"""Mutation testing of explomemo's guarding code with mutmut (pinned in requirements.txt).
+
+    python3 benchmarks/mutation/run.py                 # files, validity, inputs, exchange
+    python3 benchmarks/mutation/run.py --modules files  # one module
+    python3 benchmarks/mutation/run.py --report        # the last run's report again
+
+It keeps a venv of its own (``benchmarks/mutation/.venv``: the pinned tool and
+this project with its ``[test]`` extra), copies the project's source, tests and
+migrations (tracked and untracked files git does not ignore) to
+``benchmarks/mutation/work/``, runs ``mutmut run`` there on one worker at
+``nice 10``, and prints the score of each module and the diff of every
+mutant that survived. Each mutant runs only the tests that call the function
+it mutates (mutmut records which tests call which function in a first,
+traced run of the suite), fastest first, stopping at the first failure.
+
+The score counts killed and timed-out mutants as caught, out of all mutants
+but the ones RESULTS.md lists as equivalent (no test could tell them apart
+from the code). See README.md beside this file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+import venv
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent.parent
+VENV = HERE / ".venv"
+WORK = HERE / "work"
+REQUIREMENTS = HERE / "requirements.txt"
+RESULTS = HERE / "RESULTS.md"
+GUARDING = ["files", "validity", "inputs", "exchange"]
+#: What the copy holds: the package, its tests, and what the tests read besides.
+COPIED = ["explomemo", "tests", "migrations", "pyproject.toml", "README.md"]
+#: Left out of a run unless --all-tests: the tests marked slow (the hypothesis
+#: state machines, 16 s a run; the crash test; the real races, each racing a
+#: thread for 1.5 s: a kill by chance, not by design) and the files that check
+#: the store under concurrency and with bad database files (not the logic of
+#: the guarding modules). With them a surviving mutant of a function nearly
+#: every test calls costs 30-50 s instead of about 10.
+LEFT_OUT = [
+    "-m",
+    "not slow",
+    "--ignore=tests/test_reliability_concurrency.py",
+    "--ignore=tests/test_reliability_crash.py",
+    "--ignore=tests/test_reliability_baddb.py",
+]
+#: The statuses a run with --again tests once more: every one that is not caught.
+CAUGHT = {"killed", "caught by type check", "timeout"}
+EQUIVALENT = re.compile(r"`(explomemo\.[^`\s]+__mutmut_\d+)`")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--modules",
+        nargs="+",
+        default=GUARDING,
+        metavar="NAME",
+        help=f"modules of explomemo/ to mutate (default: {' '.join(GUARDING)})",
+    )
+    parser.add_argument("--workers", type=int, default=1, help="mutants tested at once (default 1)")
+    parser.add_argument("--nice", type=int, default=10, help="niceness of the run (default 10)")
+    parser.add_argument(
+        "--pytest-arg",
+        action="append",
+        default=[],
+        metavar="ARG",
+        help="one more pytest argument for selecting tests, e.g."
+        " --pytest-arg=--ignore=tests/test_guards.py (repeatable)",
+    )
+    parser.add_argument(
+        "--tests",
+        nargs="+",
+        default=["tests"],
+        metavar="PATH",
+        help="test files or folders to run (default: tests)",
+    )
+    parser.add_argument(
+        "--without",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="leave this test file out of the copy, e.g. tests/test_guards.py for the score"
+        " without it (repeatable)",
+    )
+    parser.add_argument(
+        "--again",
+        action="store_true",
+        help="keep the last run's verdicts and test again only the mutants it did not"
+        " catch, with the tests as they are now (the source must be unchanged)",
+    )
+    parser.add_argument(
+        "--all-tests",
+        action="store_true",
+        help="also run the concurrency, crash, bad-database and real-race tests (slower)",
+    )
+    parser.add_argument("--report", action="store_true", help="only print the last run's report")
+    args = parser.parse_args()
+    if Path(sys.prefix).resolve() != VENV.resolve():
+        python = ensure_venv()
+        os.execv(python, [python, str(Path(__file__).resolve()), *sys.argv[1:]])
+    if not args.report:
+        started = time.monotonic()
+        selection = [*args.tests, *([] if args.all_tests else LEFT_OUT), *args.pytest_arg]
+        if args.again:
+            code = run_again(args.modules, args.workers, args.nice, args.without)
+        else:
+            code = run_mutmut(args.modules, args.workers, args.nice, selection, args.without)
+        took = time.monotonic() - started
+        if code == 0:
+            with open(WORK / "took.txt", "a") as runs:
+                runs.write(f"{'again' if args.again else 'run'} {took:.0f}\n")
+        if code != 0:
+            print(f"mutmut run failed with exit code {code}: see {WORK / 'mutmut.log'}")
+            return code
+    report(args.modules)
+    return 0
+
+
+def ensure_venv() -> str:
+    """This script's venv with the pinned tool and the project; (re)installed when
+    requirements.txt or pyproject.toml changed."""
+    python = VENV / "bin" / "python"
+    stamp = VENV / "installed.sha256"
+    wanted = hashlib.sha256(REQUIREMENTS.read_bytes() + (ROOT / "pyproject.toml").read_bytes())
+    if python.exists() and stamp.exists() and stamp.read_text() == wanted.hexdigest():
+        return str(python)
+    print(f"setting up {VENV} (mutmut and explomemo[test]) ...", flush=True)
+    if not python.exists():
+        venv.create(VENV, with_pip=True)
+    subprocess.run(
+        [str(python), "-m", "pip", "install", "-q", "-r", str(REQUIREMENTS), "-e", f"{ROOT}[test]"],
+        check=True,
+    )
+    stamp.write_text(wanted.hexdigest())
+    return str(python)
+
+
+def _copy(paths: list[str], without: list[str]) -> None:
+    """Copy the project's files under ``paths`` to WORK (tracked, and untracked ones
+    git does not ignore), leaving out ``without``."""
+    listed = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard", "--", *paths],
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+    ).stdout
+    left_out = {str(Path(p)) for p in without}
+    for rel in sorted({name for name in listed.decode().split("\0") if name} - left_out):
+        source = ROOT / rel
+        if source.is_file():
+            (WORK / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, WORK / rel)
+
+
+def run_mutmut(
+    modules: list[str], workers: int, niceness: int, selection: list[str], without: list[str]
+) -> int:
+    """Copy the project to WORK and run mutmut there; returns mutmut's exit code."""
+    if WORK.exists():
+        shutil.rmtree(WORK)
+    WORK.mkdir(parents=True)
+    _copy(COPIED, without)
+    (WORK / "setup.cfg").write_text(
+        "[mutmut]\n"
+        "source_paths = explomemo\n"
+        "only_mutate =\n" + "".join(f"    explomemo/{m}.py\n" for m in modules) + "also_copy =\n"
+        "    migrations\n"
+        "    README.md\n"
+        "    mutmut_fixups.py\n"
+        "pytest_add_cli_args =\n    -p\n    no:cacheprovider\n    -p\n    mutmut_fixups\n"
+        "pytest_add_cli_args_test_selection =\n"
+        + "".join(f"    {a}\n" for a in selection)
+        + "use_git_change_detection = false\n"
+    )
+    shutil.copy2(HERE / "mutmut_fixups.py", WORK / "mutmut_fixups.py")
+    # It must exist before mutmut starts: Python remembers a path of
+    # PYTHONPATH that did not exist as one to skip for good.
+    (WORK / "mutants").mkdir()
+    return _mutmut(["run", "--max-children", str(workers)], niceness, modules)
+
+
+def run_again(modules: list[str], workers: int, niceness: int, without: list[str]) -> int:
+    """Test again the mutants the last run did not catch, with the tests as they are now.
+
+    Adding tests cannot save a caught mutant, so its verdict stands; mutmut
+    finds the new tests, learns which functions they call, and runs the
+    named mutants with every test that calls theirs.
+    """
+    if not (WORK / "mutants").is_dir():
+        raise SystemExit(f"no earlier run in {WORK}: run without --again first")
+    for module in modules:
+        rel = f"explomemo/{module}.py"
+        if (ROOT / rel).read_bytes() != (WORK / rel).read_bytes():
+            raise SystemExit(f"{rel} changed since the last run: run without --again")
+    shutil.rmtree(WORK / "tests")
+    _copy(["tests"], without)
+    shutil.rmtree(WORK / "mutants" / "tests")
+    for folder in (WORK, WORK / "mutants"):
+        shutil.copy2(HERE / "mutmut_fixups.py", folder / "mutmut_fixups.py")
+    names = [name for name, status in _verdicts(modules) if status not in CAUGHT]
+    print(f"testing again the {len(names)} mutants not caught")
+    if not names:
+        return 0
+    return _mutmut(["run", "--max-children", str(workers), *names], niceness, modules)
+
+
+def _verdicts(modules: list[str]) -> list[tuple[str, str]]:
+    """(mutant name, status) of every mutant of ``modules`` in the last run."""
+    here = os.getcwd()
+    os.chdir(WORK)
+    try:
+        from mutmut.mutation.data import SourceFileMutationData
+        from mutmut.stats import status_by_exit_code
+
+        found = []
+        for module in modules:
+            data = SourceFileMutationData(path=Path("explomemo") / f"{module}.py")
+            data.load()
+            found += [(k, status_by_exit_code[v]) for k, v in data.exit_code_by_key.items()]
+        return found
+    finally:
+        os.chdir(here)
+
+
+def _mutmut(arguments: list[str], niceness: int, modules: list[str]) -> int:
+    """Run mutmut in WORK (output to the terminal and to work/mutmut.log)."""
+    env = {
+        **os.environ,
+        # Tests start explomemo in child processes (the CLI, `serve`, readers'
+        # helpers): they import the mutated copy too, and run the same mutant.
+        "PYTHONPATH": str(WORK / "mutants"),
+        "PYTHONDONTWRITEBYTECODE": "1",
+    }
+    env.pop("EXPLOMEMO_DB", None)
+    command = [str(VENV / "bin" / "mutmut"), *arguments]
+    print(f"mutmut {arguments[0]} in {WORK}, nice {niceness}: {' '.join(modules)}")
+    with open(WORK / "mutmut.log", "ab") as log:
+        process = subprocess.Popen(
+            command,
+            cwd=WORK,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            preexec_fn=lambda: os.nice(niceness),
+        )
+        assert process.stdout is not None
+        while chunk := process.stdout.read1(65536):
+            log.write(chunk)
+            sys.stdout.buffer.write(chunk)
+            sys.stdout.flush()
+        return process.wait()
+
+
+def equivalent_mutants() -> dict[str, str]:
+    """The mutants RESULTS.md lists as equivalent (its table rows), with their reasons."""
+    found: dict[str, str] = {}
+    if not RESULTS.exists():
+        return found
+    for line in RESULTS.read_text().splitlines():
+        if not line.startswith("|"):
+            continue
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        match = EQUIVALENT.search(cells[0])
+        if match and len(cells) > 1:
+            found[match.group(1)] = cells[-1]
+    return found
+
+
+def report(modules: list[str]) -> None:
+    """Print the score of each module and every surviving mutant with its diff."""
+    os.chdir(WORK)
+    from mutmut.mutation.data import SourceFileMutationData
+    from mutmut.mutation.diff_apply import get_diff_for_mutant
+    from mutmut.stats import status_by_exit_code
+
+    equivalent = equivalent_mutants()
+    columns = ["killed", "timeout", "survived", "no tests", "other", "equivalent", "total"]
+    rows: list[tuple[str, dict[str, int]]] = []
+    left: list[tuple[str, str, str]] = []
+    for module in modules:
+        path = Path("explomemo") / f"{module}.py"
+        data = SourceFileMutationData(path=path)
+        data.load()
+        tally = dict.fromkeys(columns, 0)
+        for name, code in sorted(data.exit_code_by_key.items(), key=lambda kv: _natural(kv[0])):
+            status = status_by_exit_code[code]
+            tally["total"] += 1
+            if status in ("killed", "caught by type check"):
+                tally["killed"] += 1
+            elif status == "timeout":
+                tally["timeout"] += 1
+            elif name in equivalent:
+                tally["equivalent"] += 1
+            elif status in ("survived", "no tests"):
+                tally[status] += 1
+                left.append((name, status, get_diff_for_mutant(name, path=path)))
+            else:
+                tally["other"] += 1
+                left.append((name, status, get_diff_for_mutant(name, path=path)))
+        rows.append((f"{module}.py", tally))
+    total = {c: sum(t[c] for _, t in rows) for c in columns}
+    rows.append(("all", total))
+    took = WORK / "took.txt"
+    print()
+    runs = [line.split() for line in took.read_text().splitlines()] if took.exists() else []
+    spent = ", ".join(f"{kind} {int(seconds) / 60:.0f} min" for kind, seconds in runs)
+    print(f"Mutation score (mutmut, {time.strftime('%Y-%m-%d')})" + (f": {spent}" if spent else ""))
+    print()
+    print("| module | " + " | ".join(columns) + " | score |")
+    print("|---" * (len(columns) + 2) + "|")
+    for name, tally in rows:
+        counted = tally["total"] - tally["equivalent"]
+        caught = tally["killed"] + tally["timeout"]
+        score = f"{100 * caught / counted:.1f} %" if counted else "-"
+        print(f"| {name} | " + " | ".join(str(tally[c]) for c in columns) + f" | {score} |")
+    print()
+    print("score = (killed + timeout) / (total - equivalent); equivalent: listed in RESULTS.md")
+    stale = sorted(set(equivalent) - _all_names(modules, SourceFileMutationData))
+    if stale:
+        print(f"RESULTS.md lists {len(stale)} equivalent mutant(s) this run did not make:")
+        for name in stale:
+            print(f"  {name}")
+    print()
+    if not left:
+        print("No mutant left alive.")
+        return
+    print(f"{len(left)} mutant(s) left alive (not killed, not listed as equivalent):")
+    for name, status, diff in left:
+        print()
+        print(f"# {name}: {status}")
+        print(diff)
+
+
+def _all_names(modules: list[str], data_type: type) -> set[str]:
+    names: set[str] = set()
+    for module in modules:
+        data = data_type(path=Path("explomemo") / f"{module}.py")
+        data.load()
+        names |= set(data.exit_code_by_key)
+    return names
+
+
+def _natural(name: str) -> tuple[str, int]:
+    stem, _, number = name.rpartition("__mutmut_")
+    return stem, int(number) if number.isdigit() else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

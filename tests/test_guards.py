@@ -1,0 +1,1911 @@
+"""Tests that catch the bugs they exist for (issue #14): the guarding code under mutation.
+
+Each test here kills one single-point bug that the rest of the suite let
+through, and says which in its name and docstring. Each was proven by putting
+that bug back in the source and watching the test fail; the mutation run
+(``benchmarks/mutation/``) keeps proving it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from reliability_helpers import (
+    SECRET,
+    assert_one_error_line,
+    assert_tool_refused,
+    call_tools_stdio,
+    counts,
+    open_cache,
+    run_cli,
+)
+
+from explomemo import hashing, validity
+from explomemo.errors import PathError
+from explomemo.exchange import export_memos, import_memos, read_export, stale_from_export
+from explomemo.memos import MemoCache
+from explomemo.models import ExportedMemo, ImportResult
+
+RECORD = "memory_exploration_record"
+RECALL = "memory_exploration_recall"
+STALE = "memory_exploration_stale"
+
+INSIDE = b"the file inside root\n"
+
+
+def stale_of(
+    cache: MemoCache, root: Path, project: str = "p"
+) -> dict[int, tuple[list[str], list[str]]]:
+    """{memo id: (changed, missing)} of the project's stale memos under ``root``."""
+    return {
+        s.id: (s.changed, s.missing) for s in cache.stale(project=project, root=str(root)).stale
+    }
+
+
+def stale_json(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, dict[str, Any]]:
+    """Run ``explomemo … stale --format json`` in-process: (exit code, the report)."""
+    run = run_cli(capsys, [*argv, "--format", "json"])
+    assert run.code in (0, 1), run.err
+    return run.code, json.loads(run.out)
+
+
+def swap_link(link: Path, target: Path | str) -> None:
+    """Point ``link`` at ``target`` atomically (the name never disappears)."""
+    staging = link.with_name(link.name + ".swap")
+    os.symlink(target, staging)
+    os.replace(staging, link)
+
+
+# Root containment: a sibling folder whose name starts with root's name ------
+
+
+@dataclass
+class Siblings:
+    """Root ``…/x/proj`` and, beside it, ``…/x/proj-secrets`` holding a key."""
+
+    base: Path
+    root: Path
+    secrets: Path
+    key: Path
+
+
+@pytest.fixture
+def siblings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Siblings:
+    monkeypatch.setenv("EXPLOMEMO_EMBEDDINGS", "off")
+    base = tmp_path / "x"
+    root = base / "proj"
+    secrets = base / "proj-secrets"
+    secrets.mkdir(parents=True)
+    key = secrets / "key.txt"
+    key.write_bytes(SECRET)
+    (secrets / "mod.py").write_bytes(SECRET)
+    root.mkdir()
+    (root / "ok.py").write_text("print('ok')\n")
+    # Inside root, the very bytes of the secrets: a check that hashed the
+    # secret instead would find the memo fresh.
+    (root / "real.txt").write_bytes(SECRET)
+    (root / "pkg").mkdir()
+    (root / "pkg" / "mod.py").write_bytes(SECRET)
+    os.symlink(key, root / "key_link.txt")
+    os.symlink("../proj-secrets/key.txt", root / "rel_key_link.txt")
+    os.symlink(secrets, root / "secrets_dir")
+    return Siblings(base, root, secrets, key)
+
+
+SIBLING_LINKS = ["key_link.txt", "rel_key_link.txt", "secrets_dir/key.txt"]
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("given", SIBLING_LINKS)
+def test_record_refuses_a_link_into_a_sibling_folder_that_starts_with_roots_name(
+    siblings: Siblings, given: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Kills ``files._inside`` testing ``path.startswith(folder)`` without the "/".
+
+    With that bug ``/x/proj-secrets/key.txt`` counts as inside root ``/x/proj``,
+    so a link in root that leads there is hashed and recorded. Library and
+    CLI: refused naming the file, nothing written, not a byte read.
+    """
+    db = siblings.base / "lib.db"
+    cache = open_cache(db)
+    hashing.COUNTERS.reset()
+    try:
+        for files in ([given], [str(siblings.root / given)]):
+            with pytest.raises(PathError) as caught:
+                cache.record(
+                    question="where is the key?",
+                    conclusion="c",
+                    files=files,
+                    project="p",
+                    root=str(siblings.root),
+                )
+            assert files[0] in str(caught.value) and "outside root" in str(caught.value)
+    finally:
+        cache.close()
+    assert hashing.COUNTERS.files == 0, "a file outside root was read"
+    assert counts(db)["memos"] == 0
+    db = siblings.base / "cli.db"
+    run = run_cli(
+        capsys,
+        [
+            "--db",
+            str(db),
+            "record",
+            "--project",
+            "p",
+            "--root",
+            str(siblings.root),
+            "--question",
+            "where is the key?",
+            "--conclusion",
+            "c",
+            "--",
+            given,
+        ],
+    )
+    assert_one_error_line(run, given, "outside root")
+    assert run.out == "" and counts(db)["memos"] == 0
+    assert hashing.COUNTERS.files == 0
+
+
+def _record_then_lead_into_the_sibling(siblings: Siblings, db: Path) -> tuple[int, int]:
+    """Record a link to a file inside root and a file in a real folder; then make the
+    link lead to the sibling's key and the folder a link to the sibling (same bytes)."""
+    root = siblings.root
+    os.symlink("real.txt", root / "link.txt")
+    cache = open_cache(db)
+    try:
+        by_link = cache.record(
+            question="What does the linked file hold?",
+            conclusion="the linked secret",
+            files=["link.txt"],
+            project="p",
+            root=str(root),
+        ).id
+        in_folder = cache.record(
+            question="What does the module in the package hold?",
+            conclusion="the package module",
+            files=["pkg/mod.py"],
+            project="p",
+            root=str(root),
+        ).id
+    finally:
+        cache.close()
+    swap_link(root / "link.txt", siblings.key)
+    (root / "pkg").rename(siblings.base / "pkg-aside")
+    os.symlink(siblings.secrets, root / "pkg")
+    return by_link, in_folder
+
+
+@pytest.mark.timeout(30)
+def test_checks_report_a_file_now_leading_into_the_sibling_folder_as_missing(
+    siblings: Siblings, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Kills ``files._inside`` testing ``path.startswith(folder)`` without the "/".
+
+    A recorded link retargeted to ``/x/proj-secrets/key.txt``, and a recorded
+    folder replaced by a link to ``/x/proj-secrets``, holding the very bytes
+    recorded: with the bug they are hashed and reported unchanged. ``stale``
+    (library and CLI), ``recall`` and ``show`` must say missing, reading nothing.
+    """
+    db = siblings.base / "s.db"
+    by_link, in_folder = _record_then_lead_into_the_sibling(siblings, db)
+    expected = {by_link: ([], ["link.txt"]), in_folder: ([], ["pkg/mod.py"])}
+    hashing.COUNTERS.reset()
+    cache = open_cache(db)
+    try:
+        assert stale_of(cache, siblings.root) == expected
+        recalled = cache.recall(
+            query="linked secret package module", project="p", root=str(siblings.root)
+        )
+        assert {
+            m.id: (m.status, [(f.path, f.state) for f in m.files]) for m in recalled.matches
+        } == {
+            by_link: ("stale", [("link.txt", "missing")]),
+            in_folder: ("stale", [("pkg/mod.py", "missing")]),
+        }
+        for memo_id, path in ((by_link, "link.txt"), (in_folder, "pkg/mod.py")):
+            shown = cache.show(memo_id)
+            assert (shown.status, [(f.path, f.state) for f in shown.files]) == (
+                "stale",
+                [(path, "missing")],
+            )
+    finally:
+        cache.close()
+    code, report = stale_json(capsys, "--db", str(db), "stale", "--check")
+    assert code == 1
+    assert {e["id"]: (e["changed"], e["missing"]) for e in report["stale"]} == expected
+    assert hashing.COUNTERS.files == 0, "a file outside root was read"
+
+
+@pytest.mark.timeout(60)
+def test_mcp_over_stdio_refuses_and_reports_the_sibling_folder(siblings: Siblings) -> None:
+    """Kills ``files._inside`` testing ``path.startswith(folder)`` without the "/", through
+    a real ``explomemo serve`` over stdio: record refuses each link into
+    ``/x/proj-secrets``, and stale/recall report a retargeted file missing."""
+    db = siblings.base / "mcp.db"
+    by_link, in_folder = _record_then_lead_into_the_sibling(siblings, db)
+    before = counts(db)
+    calls: list[tuple[str, dict[str, Any]]] = [
+        (
+            RECORD,
+            {
+                "question": f"where is the key ({given})?",
+                "conclusion": "c",
+                "files": [given],
+                "project": "p",
+            },
+        )
+        for given in SIBLING_LINKS
+    ]
+    calls.append((STALE, {"project": "p"}))
+    calls.append((RECALL, {"query": "linked secret", "project": "p"}))
+    replies = call_tools_stdio(db, calls, cwd=siblings.root)
+    for given, reply in zip(SIBLING_LINKS, replies, strict=False):
+        assert_tool_refused(reply, given, "outside root")
+    assert counts(db) == before
+    stale, recall = replies[-2:]
+    assert not stale.is_error, stale.text
+    assert [(s["id"], s["missing"]) for s in stale.data["stale"]] == [
+        (by_link, ["link.txt"]),
+        (in_folder, ["pkg/mod.py"]),
+    ]
+    assert not recall.is_error, recall.text
+    linked = [m for m in recall.data["matches"] if m["id"] == by_link]
+    assert linked and linked[0]["status"] == "stale"
+    assert linked[0]["files"][0]["state"] == "missing"
+
+
+# The identity check after the open in Opener.open ---------------------------
+
+
+def _is_lstat_of(name: str) -> Callable[..., bool]:
+    def when(*args: Any, **kwargs: Any) -> bool:
+        return (
+            bool(args)
+            and args[0] == name
+            and kwargs.get("dir_fd") is not None
+            and kwargs.get("follow_symlinks") is False
+        )
+
+    return when
+
+
+class SwapAfter:
+    """Wraps ``os.stat``: right after the first matching call returns, ``action`` runs."""
+
+    def __init__(
+        self, real: Callable[..., Any], when: Callable[..., bool], action: Callable[[], None]
+    ):
+        self.real, self.when, self.action, self.fired = real, when, action, False
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        result = self.real(*args, **kwargs)
+        if not self.fired and self.when(*args, **kwargs):
+            self.fired = True
+            self.action()
+        return result
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("surface", ["stale", "show", "recall", "cli-stale"])
+@pytest.mark.parametrize("decoy", [INSIDE, INSIDE.upper()], ids=["same-bytes", "other-bytes"])
+def test_opener_never_reads_a_file_swapped_in_between_its_lstat_and_its_open(
+    tmp_path: Path,
+    surface: str,
+    decoy: bytes,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Kills the removal of the (device, inode) check after the open in ``Opener.open``.
+
+    Another regular file is put in the recorded file's place between the
+    ``lstat`` and the ``open`` of a check. Without the check the decoy is
+    hashed (and, holding the recorded bytes, found unchanged); with it the
+    file is refused: missing, and no byte read.
+    """
+    monkeypatch.setenv("EXPLOMEMO_EMBEDDINGS", "off")
+    root = tmp_path / "proj"
+    root.mkdir()
+    (root / "a.py").write_bytes(INSIDE)
+    db = tmp_path / "swap.db"
+    cache = open_cache(db)
+    try:
+        memo = cache.record(
+            question="what does a hold?",
+            conclusion="a holds it",
+            files=["a.py"],
+            project="p",
+            root=str(root),
+        ).id
+    finally:
+        cache.close()
+    (root / "decoy").write_bytes(decoy)
+    spy = SwapAfter(
+        os.stat, _is_lstat_of("a.py"), lambda: os.replace(root / "decoy", root / "a.py")
+    )
+    monkeypatch.setattr(os, "stat", spy)
+    hashing.COUNTERS.reset()
+    if surface == "cli-stale":
+        code, report = stale_json(capsys, "--db", str(db), "stale", "--check")
+        assert code == 1
+        found = {e["id"]: (e["changed"], e["missing"]) for e in report["stale"]}
+    else:
+        cache = open_cache(db)
+        try:
+            if surface == "stale":
+                found = stale_of(cache, root)
+            elif surface == "show":
+                shown = cache.show(memo)
+                found = {memo: ([], [f.path for f in shown.files if f.state == "missing"])}
+                assert shown.status == "stale"
+            else:
+                matches = cache.recall(
+                    query="what does a hold", project="p", root=str(root)
+                ).matches
+                assert [(m.id, m.status) for m in matches] == [(memo, "stale")]
+                found = {memo: ([], [f.path for f in matches[0].files if f.state == "missing"])}
+        finally:
+            monkeypatch.setattr(os, "stat", spy.real)
+            cache.close()
+    assert spy.fired
+    assert found == {memo: ([], ["a.py"])}
+    assert hashing.COUNTERS.files == 0, "the file swapped in was read"
+
+
+# A deleted root --------------------------------------------------------------
+
+
+@pytest.mark.timeout(30)
+def test_a_deleted_root_makes_every_file_of_its_memos_missing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], no_model: None
+) -> None:
+    """Kills ``MemoCache._observe`` reporting nothing (instead of every file missing)
+    when a memo's recorded root no longer exists: ``stale`` without ``--root``
+    and ``show`` must call every file of those memos missing."""
+    gone = tmp_path / "gone"
+    kept = tmp_path / "kept"
+    for root in (gone, kept):
+        (root / "pkg").mkdir(parents=True)
+        (root / "a.py").write_text("a = 1\n")
+        (root / "pkg" / "b.py").write_text("b = 2\n")
+    db = tmp_path / "d.db"
+    cache = open_cache(db)
+    try:
+        both = cache.record(
+            question="q1", conclusion="c", files=["a.py", "pkg/b.py"], project="p", root=str(gone)
+        ).id
+        one = cache.record(
+            question="q2", conclusion="c", files=["pkg/b.py"], project="q", root=str(gone)
+        ).id
+        other = cache.record(
+            question="q3", conclusion="c", files=["a.py"], project="p", root=str(kept)
+        ).id
+    finally:
+        cache.close()
+    shutil.rmtree(gone)
+    code, report = stale_json(capsys, "--db", str(db), "stale", "--check")
+    assert code == 1
+    assert report == {
+        "checked": 3,
+        "stale": [
+            {
+                "id": both,
+                "project": "p",
+                "question": "q1",
+                "changed": [],
+                "missing": ["a.py", "pkg/b.py"],
+            },
+            {"id": one, "project": "q", "question": "q2", "changed": [], "missing": ["pkg/b.py"]},
+        ],
+    }
+    for memo_id, files in ((both, ["a.py", "pkg/b.py"]), (one, ["pkg/b.py"])):
+        run = run_cli(capsys, ["--db", str(db), "show", str(memo_id), "--json"])
+        assert run.code == 0, run.err
+        shown = json.loads(run.out)
+        assert shown["status"] == "stale"
+        assert [(f["path"], f["state"]) for f in shown["files"]] == [(f, "missing") for f in files]
+    run = run_cli(capsys, ["--db", str(db), "show", str(other), "--json"])
+    assert json.loads(run.out)["status"] == "fresh"
+    cache = open_cache(db)
+    try:
+        assert [(e.id, e.missing) for e in cache.stale_report(project="p").stale] == [
+            (both, ["a.py", "pkg/b.py"])
+        ]
+    finally:
+        cache.close()
+
+
+# The question key: case folding, not lower-casing ---------------------------
+
+
+def test_questions_differing_only_as_strasse_and_strasse_with_eszett_are_one(
+    words_cache: MemoCache, tmp_path: Path
+) -> None:
+    """Kills ``inputs.question_key`` using ``.lower()`` instead of ``.casefold()``:
+    "STRASSE" and "straße" are one question (as under NFKC + case folding too),
+    so the second record replaces the first and keeps its id, and an import
+    of either keeps to the one memo."""
+    root = tmp_path / "proj"
+    root.mkdir()
+    (root / "parse.py").write_text("def parse(street): ...\n")
+    first = words_cache.record(
+        question="Where is STRASSE parsed?",
+        conclusion="one",
+        files=["parse.py"],
+        project="p",
+        root=str(root),
+    )
+    second = words_cache.record(
+        question="where is  straße parsed? ",
+        conclusion="two",
+        files=["parse.py"],
+        project="p",
+        root=str(root),
+    )
+    assert (second.id, second.replaced) == (first.id, True)
+    assert [(m.id, m.question) for m in words_cache.list(project="p")] == [
+        (first.id, "where is  straße parsed? ")
+    ]
+    older = ExportedMemo.model_validate_json(next(export_memos(words_cache)))
+    older = older.model_copy(
+        update={
+            "id": 99,
+            "question": "WHERE IS STRASSE PARSED?",
+            "recorded_at": "2000-01-01T00:00:00Z",
+        }
+    )
+    assert import_memos(words_cache, [older]) == ImportResult(read=1, added=0, replaced=0, kept=1)
+    assert [m.id for m in words_cache.list(project="p")] == [first.id]
+
+
+# Words alone: the cut-off ----------------------------------------------------
+
+WORD_MEMOS = [
+    (
+        "How are retries decided for outgoing HTTP requests?",
+        "src/net/retry.py: RetryPolicy allows three attempts with exponential backoff on 503.",
+        ["src/net/retry.py"],
+    ),
+    (
+        "Where is the database connection pool configured?",
+        "src/db/pool.py builds the pool from settings.DB_POOL_SIZE at start-up.",
+        ["src/db/pool.py"],
+    ),
+    (
+        "How is authentication wired?",
+        "src/auth/middleware.py checks the bearer token before any view runs.",
+        ["src/auth/middleware.py"],
+    ),
+]
+
+
+@pytest.fixture
+def word_root(tmp_path: Path) -> Path:
+    root = tmp_path / "svc"
+    for _, _, files in WORD_MEMOS:
+        for f in files:
+            (root / f).parent.mkdir(parents=True, exist_ok=True)
+            (root / f).write_text(f"# {f}\n")
+    return root
+
+
+UNRELATED = "Which colour palette does the marketing site use for its settings page?"
+RELATED = "where is the connection pool size configured"
+
+
+@pytest.mark.parametrize("through", ["library", "cli"])
+def test_words_alone_return_nothing_for_an_unrelated_query_sharing_one_word(
+    words_cache: MemoCache,
+    word_root: Path,
+    through: str,
+    db_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    no_model: None,
+) -> None:
+    """Kills dropping the word-score cut-off without a model (``search.WORDS_CUTOFF``
+    in ``fuse``): a query that shares only "settings" with one memo gets no match,
+    while a related query still finds its memo (so the check is not vacuous)."""
+    ids = [
+        words_cache.record(question=q, conclusion=c, files=f, project="svc", root=str(word_root)).id
+        for q, c, f in WORD_MEMOS
+    ]
+    if through == "library":
+        unrelated = words_cache.recall(query=UNRELATED, project="svc", root=str(word_root))
+        related = words_cache.recall(query=RELATED, project="svc", root=str(word_root))
+        assert unrelated.semantic_index is False
+        found = ([m.id for m in unrelated.matches], [m.id for m in related.matches])
+    else:
+        results = []
+        for query in (UNRELATED, RELATED):
+            run = run_cli(
+                capsys,
+                [
+                    "--db",
+                    str(db_path),
+                    "recall",
+                    "--project",
+                    "svc",
+                    "--root",
+                    str(word_root),
+                    "--json",
+                    query,
+                ],
+            )
+            assert run.code == 0, run.err
+            results.append([m["id"] for m in json.loads(run.out)["matches"]])
+        found = (results[0], results[1])
+    assert found == ([], [ids[1]])
+
+
+# Export order, and reading an export back --------------------------------------
+
+
+@pytest.mark.timeout(60)
+def test_export_sorts_by_project_then_id_and_reads_back(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], no_model: None
+) -> None:
+    """Kills exporting memos in id order instead of by project then id: with
+    projects b, a, b recorded in that order the lines are (a, 2), (b, 1), (b, 3),
+    through the CLI; ``import`` into a fresh database and ``stale --from`` read
+    the file back (same bytes on a second export, the same stale memos)."""
+    root = tmp_path / "proj"
+    root.mkdir()
+    (root / "shared.py").write_text("S = 1\n")
+    (root / "only_b.py").write_text("B = 1\n")
+    db = tmp_path / "one.db"
+    for project, question, files in (
+        ("b", "How is B started?", ["shared.py", "only_b.py"]),
+        ("a", "How is A started?", ["shared.py"]),
+        ("b", "How is B stopped?", ["only_b.py"]),
+    ):
+        run = run_cli(
+            capsys,
+            [
+                "--db",
+                str(db),
+                "record",
+                "--project",
+                project,
+                "--root",
+                str(root),
+                "--question",
+                question,
+                "--conclusion",
+                "c",
+                *files,
+            ],
+        )
+        assert run.code == 0, run.err
+    export = tmp_path / "memos.jsonl"
+    assert run_cli(capsys, ["--db", str(db), "export", "-o", str(export)]).code == 0
+    text = export.read_text()
+    assert [(m["project"], m["id"]) for m in map(json.loads, text.splitlines())] == [
+        ("a", 2),
+        ("b", 1),
+        ("b", 3),
+    ]
+    assert run_cli(capsys, ["--db", str(db), "export"]).out == text
+    only_b = run_cli(capsys, ["--db", str(db), "export", "--project", "b"]).out
+    assert [(m["project"], m["id"]) for m in map(json.loads, only_b.splitlines())] == [
+        ("b", 1),
+        ("b", 3),
+    ]
+    fresh = tmp_path / "fresh.db"
+    run = run_cli(capsys, ["--db", str(fresh), "import", str(export)])
+    assert json.loads(run.out) == {"read": 3, "added": 3, "replaced": 0, "kept": 0}
+    assert run_cli(capsys, ["--db", str(fresh), "export"]).out == text
+    code, report = stale_json(
+        capsys, "stale", "--from", str(export), "--root", str(root), "--check"
+    )
+    assert (code, report) == (0, {"checked": 3, "stale": []})
+    (root / "shared.py").write_text("S = 2\n")
+    code, report = stale_json(
+        capsys, "stale", "--from", str(export), "--root", str(root), "--check"
+    )
+    assert code == 1
+    assert [(e["project"], e["id"], e["changed"]) for e in report["stale"]] == [
+        ("a", 2, ["shared.py"]),
+        ("b", 1, ["shared.py"]),
+    ]
+    code, report = stale_json(
+        capsys, "stale", "--from", str(export), "--root", str(root), "--project", "b"
+    )
+    assert [(e["project"], e["id"]) for e in report["stale"]] == [("b", 1)]
+
+
+# The racy stat-cache rule ------------------------------------------------------
+
+TWO_SECONDS = 2_000_000_000
+
+
+class Clock:
+    """Stands in for the ``time`` module inside ``explomemo.validity``."""
+
+    def __init__(self, now: int) -> None:
+        self.now = now
+
+    def time_ns(self) -> int:
+        return self.now
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
+    fake = Clock(0)
+    monkeypatch.setattr(validity, "time", fake)
+    return fake
+
+
+def _last_change(path: Path) -> int:
+    st = os.lstat(path)
+    return max(st.st_mtime_ns, st.st_ctime_ns)
+
+
+@pytest.fixture
+def one_file(tmp_path: Path) -> Path:
+    root = tmp_path / "proj"
+    root.mkdir()
+    (root / "a.py").write_bytes(b"version one\n" * 50)
+    return root
+
+
+def _record_a(cache: MemoCache, root: Path) -> int:
+    return cache.record(
+        question="what is in a?", conclusion="c", files=["a.py"], project="p", root=str(root)
+    ).id
+
+
+def _reads(cache: MemoCache, root: Path) -> tuple[dict[int, tuple[list[str], list[str]]], int]:
+    hashing.COUNTERS.reset()
+    found = stale_of(cache, root)
+    return found, hashing.COUNTERS.files
+
+
+def test_a_same_size_edit_inside_the_racy_window_is_reported_changed(
+    words_cache: MemoCache, one_file: Path, clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kills trusting a racy stat-cache entry (``validity.RACY_NS``, ``_trusted``,
+    ``_take``): an entry taken 2 s (exactly) after the file's last change is not
+    trusted. The file is then rewritten with the same size and its mtime put back,
+    on a file system whose clock did not move (``lstat`` shows the stat recorded,
+    as within one timestamp tick): the check must read it and say changed."""
+    a = one_file / "a.py"
+    recorded = os.lstat(a)
+    clock.now = _last_change(a) + TWO_SECONDS
+    memo = _record_a(words_cache, one_file)
+    assert _reads(words_cache, one_file) == ({}, 1)
+    assert _reads(words_cache, one_file) == ({}, 1)
+    a.write_bytes(b"version two\n" * 50)
+    os.utime(a, ns=(recorded.st_atime_ns, recorded.st_mtime_ns))
+    real_lstat = os.lstat
+    path = os.path.realpath(a)
+
+    def coarse_lstat(name: Any, *args: Any, **kwargs: Any) -> os.stat_result:
+        if not args and not kwargs and os.fspath(name) == path:
+            return recorded
+        return real_lstat(name, *args, **kwargs)
+
+    monkeypatch.setattr(os, "lstat", coarse_lstat)
+    assert _reads(words_cache, one_file) == ({memo: (["a.py"], [])}, 1)
+    second = open_cache(Path(words_cache.store.path))
+    try:
+        assert _reads(second, one_file) == ({memo: (["a.py"], [])}, 1)
+    finally:
+        second.close()
+
+
+def test_an_entry_taken_more_than_2_s_after_the_last_change_is_trusted_without_a_read(
+    words_cache: MemoCache, one_file: Path, clock: Clock
+) -> None:
+    """Kills a racy rule stricter than 2 s (``RACY_NS`` or its comparisons moved, the
+    store's filter dropped): an entry taken 2 s + 1 ns after the file's last change
+    is trusted, in memory and from the store in another process: no read."""
+    clock.now = _last_change(one_file / "a.py") + TWO_SECONDS + 1
+    _record_a(words_cache, one_file)
+    assert _reads(words_cache, one_file) == ({}, 0)
+    second = open_cache(Path(words_cache.store.path))
+    try:
+        assert _reads(second, one_file) == ({}, 0)
+    finally:
+        second.close()
+
+
+def test_an_entry_taken_by_a_check_is_kept_only_past_the_racy_window(
+    words_cache: MemoCache, one_file: Path, clock: Clock
+) -> None:
+    """Kills the check-time racy rule going wrong either way (``Validator._take``,
+    ``remember``): a read at exactly 2 s after the last change leaves no trusted
+    entry (the next check reads again); a read 1 ns later does, in memory and in
+    the store."""
+    last = _last_change(one_file / "a.py")
+    clock.now = last + TWO_SECONDS
+    _record_a(words_cache, one_file)
+    assert _reads(words_cache, one_file) == ({}, 1)
+    assert _reads(words_cache, one_file) == ({}, 1)
+    clock.now = last + TWO_SECONDS + 1
+    assert _reads(words_cache, one_file) == ({}, 1)
+    assert _reads(words_cache, one_file) == ({}, 0)
+    second = open_cache(Path(words_cache.store.path))
+    try:
+        assert _reads(second, one_file) == ({}, 0)
+    finally:
+        second.close()
+
+
+# Import keeps ids -----------------------------------------------------------------
+
+
+def _three_memos(cache: MemoCache, root: Path) -> list[str]:
+    for project, question in (
+        ("b", "How is B started?"),
+        ("a", "How is A started?"),
+        ("b", "How is B stopped?"),
+    ):
+        cache.record(
+            question=question,
+            conclusion=f"answer: {question}",
+            files=["a.py"],
+            project=project,
+            root=str(root),
+        )
+    return list(export_memos(cache))
+
+
+def test_import_keeps_free_ids_renumbers_taken_ones_and_round_trips_byte_identical(
+    one_file: Path, tmp_path: Path
+) -> None:
+    """Kills import dropping the exported id (``wanted_id``), taking an id that is not
+    free, or counting ties as replacements: export → import → export gives the same
+    bytes, a taken id gets a new one, a tie keeps the memo there, a newer one
+    replaces it in place and an older one does not."""
+    source = open_cache(tmp_path / "source.db")
+    try:
+        lines = _three_memos(source, one_file)
+    finally:
+        source.close()
+    exported = tmp_path / "memos.jsonl"
+    exported.write_text("".join(line + "\n" for line in lines))
+    memos = read_export(exported)
+    assert [(m.project, m.id) for m in memos] == [("a", 2), ("b", 1), ("b", 3)]
+    target = open_cache(tmp_path / "target.db")
+    try:
+        assert import_memos(target, memos) == ImportResult(read=3, added=3, replaced=0, kept=0)
+        assert list(export_memos(target)) == lines
+        assert import_memos(target, memos) == ImportResult(read=3, added=0, replaced=0, kept=3)
+        assert list(export_memos(target)) == lines
+        newer = memos[1].model_copy(
+            update={"conclusion": "revised", "recorded_at": "2099-01-01T00:00:00Z"}
+        )
+        older = memos[2].model_copy(
+            update={"conclusion": "outdated", "recorded_at": "2000-01-01T00:00:00Z"}
+        )
+        assert import_memos(target, [newer, older]) == ImportResult(
+            read=2, added=0, replaced=1, kept=1
+        )
+        assert {m.id: m.conclusion for m in (target.show(i) for i in (1, 2, 3))} == {
+            1: "revised",
+            2: memos[0].conclusion,
+            3: memos[2].conclusion,
+        }
+    finally:
+        target.close()
+    taken = open_cache(tmp_path / "taken.db")
+    try:
+        for question in ("z1", "z2", "z3"):
+            taken.record(
+                question=question, conclusion="z", files=["a.py"], project="z", root=str(one_file)
+            )
+        taken.forget(project=None, memo_id=1)
+        taken.forget(project=None, memo_id=2)
+        assert import_memos(taken, memos) == ImportResult(read=3, added=3, replaced=0, kept=0)
+        assert {(m.id, m.project, m.question) for m in taken.list()} == {
+            (1, "b", "How is B started?"),
+            (2, "a", "How is A started?"),
+            (3, "z", "z3"),
+            (4, "b", "How is B stopped?"),
+        }
+        report = stale_from_export(memos, str(one_file))
+        assert (report.checked, report.stale) == (3, [])
+    finally:
+        taken.close()
+
+
+# Survivors of the first mutation run (benchmarks/mutation/RESULTS.md) ----------------
+
+
+def test_a_folder_two_levels_down_moved_out_of_root_and_linked_back_is_missing(
+    words_cache: MemoCache, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kills ``validity.expect`` taking a file's first folder (``rel.partition``) instead of
+    its own (``rel.rpartition``): ``pkg/sub`` moved out of root and linked back keeps
+    its files' stat, so only the folder check keeps them from the stat cache."""
+    monkeypatch.setattr(validity, "RACY_NS", -(10**18))
+    root = tmp_path / "proj"
+    (root / "pkg" / "sub").mkdir(parents=True)
+    (root / "pkg" / "sub" / "a.py").write_text("a = 1\n")
+    memo = words_cache.record(
+        question="q", conclusion="c", files=["pkg/sub/a.py"], project="p", root=str(root)
+    ).id
+    assert _reads(words_cache, root) == ({}, 0)
+    (root / "pkg" / "sub").rename(tmp_path / "sub-outside")
+    (root / "pkg" / "sub").symlink_to(tmp_path / "sub-outside")
+    assert _reads(words_cache, root) == ({memo: ([], ["pkg/sub/a.py"])}, 0)
+
+
+def test_a_one_letter_file_name_is_checked(words_cache: MemoCache, tmp_path: Path) -> None:
+    """Kills ``Opener.open`` looking at ``rel[1]`` instead of ``rel[0]`` (an IndexError
+    on a one-letter path)."""
+    root = tmp_path / "proj"
+    root.mkdir()
+    (root / "x").write_text("x\n")
+    memo = words_cache.record(
+        question="q", conclusion="c", files=["x"], project="p", root=str(root)
+    ).id
+    assert stale_of(words_cache, root) == {}
+    (root / "x").write_text("y\n")
+    assert stale_of(words_cache, root) == {memo: (["x"], [])}
+
+
+REFUSALS: list[tuple[str, Callable[[Path], None], str, bool]] = [
+    ("missing", lambda root: None, "does not exist (No such file or directory)", True),
+    ("directory", lambda root: (root / "it").mkdir(), "is a directory, not a regular file", False),
+    ("fifo", lambda root: os.mkfifo(root / "it"), "is a FIFO, not a regular file", False),
+    (
+        "link-out",
+        lambda root: os.symlink(root.parent / "outside.txt", root / "it"),
+        "leads outside root through a symbolic link",
+        False,
+    ),
+    (
+        "folder-missing",
+        lambda root: None,
+        "a folder on the way cannot be opened (No such file or directory)",
+        True,
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("cid", "make", "reason", "missing"), REFUSALS, ids=[r[0] for r in REFUSALS]
+)
+def test_each_refusal_says_why_and_whether_the_file_is_missing(
+    tmp_path: Path, cid: str, make: Callable[[Path], None], reason: str, missing: bool
+) -> None:
+    """Kills ``Refused`` losing its reason or its ``missing`` flag, and each reason's text
+    changed (``files._kind``, ``open_regular``): the reason is what a refused record
+    names, for both ways a file is opened."""
+    from explomemo.files import Opener, Refused, open_regular, resolve_root
+
+    root_path = tmp_path / "proj"
+    root_path.mkdir()
+    make(root_path)
+    rel = "gone/it" if cid == "folder-missing" else "it"
+    root = resolve_root(str(root_path))
+    with pytest.raises(Refused) as by_path:
+        open_regular(root, rel)
+    with Opener(root) as opener, pytest.raises(Refused) as by_opener:
+        opener.open(rel)
+    for caught in (by_path.value, by_opener.value):
+        assert (caught.reason, str(caught), caught.missing) == (reason, reason, missing)
+
+
+@pytest.mark.parametrize(
+    ("kind", "make", "reason"),
+    [
+        ("fifo", lambda p: os.mkfifo(p), "is a FIFO, not a regular file"),
+        ("directory", lambda p: p.mkdir(), "is a directory, not a regular file"),
+        ("socket", None, "is a socket, not a regular file"),
+    ],
+)
+def test_record_names_what_a_refused_file_is(
+    words_cache: MemoCache, tmp_path: Path, kind: str, make: Any, reason: str
+) -> None:
+    """Kills each kind's name in ``files._kind`` changed: a refused record says exactly
+    what the file is."""
+    import socket
+
+    root = tmp_path / "proj"
+    root.mkdir()
+    target = root / "it"
+    if make is None:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            sock.bind(str(target))
+        finally:
+            sock.close()
+    else:
+        make(target)
+    with pytest.raises(PathError) as caught:
+        words_cache.record(question="q", conclusion="c", files=["it"], project="p", root=str(root))
+    assert (
+        str(caught.value)
+        == f"file 'it' {reason}: record only regular files inside root {str(root)!r}"
+    )
+
+
+def test_record_names_a_device_and_a_link_swapped_in_after_the_check(
+    words_cache: MemoCache, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kills the names "a device" and "a symbolic link" changed in ``files._kind``."""
+    with pytest.raises(PathError) as caught:
+        words_cache.record(question="q", conclusion="c", files=["null"], project="p", root="/dev")
+    device = "file 'null' is a device, not a regular file"
+    assert str(caught.value) == f"{device}: record only regular files inside root '/dev'"
+    from explomemo.files import Refused, open_regular, resolve_root
+
+    root_path = tmp_path / "proj"
+    root_path.mkdir()
+    (root_path / "a.py").write_text("a\n")
+    (root_path / "b.py").write_text("b\n")
+    root = resolve_root(str(root_path))
+    spy = SwapAfter(
+        os.path.realpath, lambda *a, **k: True, lambda: swap_link(root_path / "a.py", "b.py")
+    )
+    monkeypatch.setattr(os.path, "realpath", spy)
+    with pytest.raises(Refused) as refused:
+        open_regular(root, "a.py")
+    assert spy.fired
+    assert refused.value.reason == "is a symbolic link, not a regular file"
+
+
+@pytest.mark.parametrize("how", ["open_regular", "opener"])
+def test_a_failing_fstat_closes_what_was_opened(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str
+) -> None:
+    """Kills the descriptor left open (or a TypeError from ``os.close(None)``) when the
+    ``fstat`` after an open fails (``files._fall_back``, ``Opener.open``)."""
+    from explomemo.files import Opener, resolve_root
+
+    root_path = tmp_path / "proj"
+    root_path.mkdir()
+    (root_path / "a.py").write_text("a\n")
+    os.symlink("a.py", root_path / "link.py")  # the Opener hands a link to open_regular
+    root = resolve_root(str(root_path))
+    before = sorted(os.listdir("/proc/self/fd"))
+
+    real_fstat = os.fstat
+    calls: list[int] = []
+
+    def failing_fstat(fd: int) -> os.stat_result:
+        # Through a link, open_regular's own fstat (the first) passes; _fall_back's fails.
+        calls.append(fd)
+        if len(calls) == (1 if how == "opener" else 2):
+            raise OSError(5, "Input/output error")
+        return real_fstat(fd)
+
+    opener = Opener(root)
+    try:
+        opener._open_folder("")  # the folder is opened before the fstat fails
+        held = sorted(os.listdir("/proc/self/fd"))
+        monkeypatch.setattr(os, "fstat", failing_fstat)
+        with pytest.raises(OSError, match="Input/output error"):
+            if how == "opener":
+                opener.open("a.py")
+            else:
+                opener.open("link.py")
+        monkeypatch.undo()
+        assert sorted(os.listdir("/proc/self/fd")) == held
+    finally:
+        opener.close()
+    assert sorted(os.listdir("/proc/self/fd")) == before
+
+
+@pytest.mark.parametrize("limit", [0, 21, -1, True, False, "5", 2.0, None])
+def test_recall_refuses_a_limit_outside_1_to_20(
+    words_cache: MemoCache, tmp_path: Path, limit: Any
+) -> None:
+    """Kills each part of ``inputs.check_limit`` (the bool test, the int test, both ends
+    of 1..20) and its message."""
+    from explomemo.errors import InputError
+
+    with pytest.raises(InputError) as caught:
+        words_cache.recall(query="q", project="p", root=str(tmp_path), limit=limit)
+    assert str(caught.value) == f"limit {limit!r} is out of range: pass a whole number from 1 to 20"
+
+
+def test_recall_accepts_a_limit_of_1_and_of_20(words_cache: MemoCache, word_root: Path) -> None:
+    """Kills the ends of 1..20 in ``inputs.check_limit`` moved inwards."""
+    for q, c, f in WORD_MEMOS:
+        words_cache.record(question=q, conclusion=c, files=f, project="svc", root=str(word_root))
+    for limit in (1, 20):
+        found = words_cache.recall(query=RELATED, project="svc", root=str(word_root), limit=limit)
+        assert len(found.matches) == 1
+
+
+def test_the_question_key_is_stored_as_the_schema_says(
+    words_cache: MemoCache, tmp_path: Path, db_path: Path
+) -> None:
+    """Kills ``inputs.question_key`` joining words with anything but one space: the key
+    is stored, so memos recorded by an earlier version must keep matching it
+    (trimmed, white space collapsed, case-folded: "where is strasse parsed?")."""
+    import sqlite3
+
+    root = tmp_path / "proj"
+    root.mkdir()
+    (root / "parse.py").write_text("p\n")
+    words_cache.record(
+        question="  Where   is\tSTRASSE parsed? ",
+        conclusion="c",
+        files=["parse.py"],
+        project="p",
+        root=str(root),
+    )
+    conn = sqlite3.connect(db_path)
+    try:
+        assert conn.execute("SELECT question_key FROM memos").fetchall() == [
+            ("where is strasse parsed?",)
+        ]
+    finally:
+        conn.close()
+
+
+def test_text_inputs_accept_their_maximum_length_and_name_a_non_string(
+    words_cache: MemoCache, tmp_path: Path
+) -> None:
+    """Kills ``inputs.check_text`` refusing a text of exactly its maximum length, and its
+    message for a value that is not a string."""
+    from explomemo import inputs
+    from explomemo.errors import InputError
+
+    assert inputs.check_text("question", "q" * 2000, 2000) == "q" * 2000
+    with pytest.raises(InputError) as caught:
+        inputs.check_text("question", 7, 2000)  # type: ignore[arg-type]
+    assert str(caught.value) == "question must be a string of 1 to 2,000 characters"
+    with pytest.raises(InputError) as caught:
+        inputs.check_files("a.py")  # type: ignore[arg-type]
+    assert str(caught.value) == "files is empty: pass 1 to 64 paths of the files you read"
+
+
+# How a check spreads its reads (validity.Validator._read_all, _take_helpers) ------
+
+
+@dataclass
+class ReadSpies:
+    """What a check used: pools made, workers submitted, helper processes started,
+    and whether ``read_row`` ran off the calling thread."""
+
+    pools: list[Any]
+    submits: list[Any]
+    helpers: list[Any]
+    off_main: list[str]
+
+
+@pytest.fixture
+def spies(monkeypatch: pytest.MonkeyPatch) -> ReadSpies:
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    found = ReadSpies([], [], [], [])
+
+    class Pool(ThreadPoolExecutor):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            found.pools.append(self)
+            super().__init__(*args, **kwargs)
+
+        def submit(self, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
+            found.submits.append(args)
+            return super().submit(fn, *args, **kwargs)
+
+    class CountedHelper(validity.Helper):
+        def __init__(self) -> None:
+            found.helpers.append(self)
+            super().__init__()
+
+    real_row = validity.read_row
+
+    def read_row(*args: Any) -> Any:
+        if threading.current_thread() is not threading.main_thread():
+            found.off_main.append(args[1])
+        return real_row(*args)
+
+    monkeypatch.setattr(validity, "ThreadPoolExecutor", Pool)
+    monkeypatch.setattr(validity, "Helper", CountedHelper)
+    monkeypatch.setattr(validity, "read_row", read_row)
+    return found
+
+
+def _files(root_path: Path, count: int, size: int) -> tuple[Any, list[validity.Expected]]:
+    """``count`` files of ``size`` bytes, and what a check of them (every one read) expects."""
+    from explomemo.files import resolve_root
+
+    root_path.mkdir(parents=True, exist_ok=True)
+    for i in range(count):
+        (root_path / f"f{i:03d}.bin").write_bytes(bytes([i % 251]) * size)
+    root = resolve_root(str(root_path))
+    expected = [
+        validity.Expected(f"f{i:03d}.bin", root.absolute(f"f{i:03d}.bin"), {size}, None, "")
+        for i in range(count)
+    ]
+    return root, expected
+
+
+def test_a_read_of_small_files_stays_on_one_thread(tmp_path: Path, spies: ReadSpies) -> None:
+    """Kills the read policy of ``Validator._read_all`` sending small files to helper
+    processes (``or`` for ``and``) or to threads (the mean-size test or its ``workers = 1``
+    changed): 40 files of 1,000 bytes are read here, on the calling thread alone."""
+    root, expected = _files(tmp_path / "proj", 40, 1000)
+    validator = validity.Validator(None, workers=2)
+    try:
+        assert len(validator.observe(root, expected)) == 40
+    finally:
+        validator.close()
+    assert (len(spies.pools), len(spies.submits), len(spies.helpers), spies.off_main) == (
+        0,
+        0,
+        0,
+        [],
+    )
+
+
+def test_files_averaging_256_kib_are_read_on_two_threads_from_one_pool(
+    tmp_path: Path, spies: ReadSpies
+) -> None:
+    """Kills ``Validator._read_all`` reading files that average exactly 256 KiB on one
+    thread (``<=`` for ``<``), and making a pool per read or after ``close``."""
+    root, expected = _files(tmp_path / "proj", 32, 256 * 1024)
+    validator = validity.Validator(None, workers=2)
+    try:
+        for _ in range(2):
+            assert len(validator.observe(root, expected)) == 32
+        assert (len(spies.pools), len(spies.submits), len(spies.helpers)) == (1, 2, 0)
+        validator.close()
+        assert len(validator.observe(root, expected)) == 32
+    finally:
+        validator.close()
+    assert (len(spies.pools), len(spies.submits)) == (1, 2)
+
+
+@pytest.mark.timeout(60)
+def test_a_large_read_starts_one_helper_per_other_worker_and_keeps_it(
+    tmp_path: Path, spies: ReadSpies, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kills ``Validator._read_all`` and ``_take_helpers`` starting more helper processes
+    than the read has other workers (32 files: two workers of three), giving a thread
+    a share besides the helper, starting a new helper when one is idle, or wanting
+    more than ``HELPERS_MIN_BYTES`` (``>`` for ``>=``)."""
+    monkeypatch.setattr(validity, "HELPERS_MIN_BYTES", 32 * 100)  # this read, exactly
+    root, expected = _files(tmp_path / "proj", 32, 100)
+    validator = validity.Validator(None, workers=3)
+    try:
+        for _ in range(2):
+            assert len(validator.observe(root, expected)) == 32
+            assert not validator._helpers_failed
+        assert (len(spies.helpers), len(spies.submits), spies.off_main) == (1, 2, [])
+    finally:
+        validator.close()
+
+
+def test_no_helper_is_started_again_after_one_failed_or_once_closed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kills ``Validator._take_helpers`` trying helpers again after one failed to start
+    (the failure not remembered, ``and`` for ``or``), or after ``close``."""
+    from explomemo.readers import HelperError
+
+    monkeypatch.setattr(validity, "HELPERS_MIN_BYTES", 0)
+    root, expected = _files(tmp_path / "proj", 32, 100)
+    tried: list[int] = []
+
+    class Failing:
+        def __init__(self) -> None:
+            tried.append(1)
+            raise HelperError("no helper today")
+
+    monkeypatch.setattr(validity, "Helper", Failing)
+    validator = validity.Validator(None, workers=2)
+    try:
+        for _ in range(2):
+            assert len(validator.observe(root, expected)) == 32
+    finally:
+        validator.close()
+    assert len(tried) == 1
+    validator = validity.Validator(None, workers=2)
+    validator.close()
+    assert len(validator.observe(root, expected)) == 32
+    assert len(tried) == 1
+
+
+def test_progress_is_reported_after_each_file_of_a_small_read(tmp_path: Path) -> None:
+    """Kills ``Validator._read_all`` reporting progress from another worker than the
+    calling thread's, or batches of another size than a quarter of a worker's share
+    (at least one file)."""
+    root, expected = _files(tmp_path / "proj", 3, 10)
+    calls: list[tuple[int, int]] = []
+    validator = validity.Validator(
+        None, workers=1, progress=lambda done, total: calls.append((done, total))
+    )
+    try:
+        validator.observe(root, expected)
+    finally:
+        validator.close()
+    assert calls == [(1, 3), (2, 3), (3, 3), (3, 3)]
+    root, expected = _files(tmp_path / "eight", 8, 10)
+    calls.clear()
+    validator = validity.Validator(
+        None, workers=1, progress=lambda done, total: calls.append((done, total))
+    )
+    try:
+        validator.observe(root, expected)
+    finally:
+        validator.close()
+    assert calls == [(2, 8), (4, 8), (6, 8), (8, 8), (8, 8)]
+
+
+def test_every_folder_is_checked_for_a_link_out_of_root_whatever_comes_before_it(
+    words_cache: MemoCache, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kills ``validity._folders_out_of_root`` stopping at the first folder that is not a
+    link, that is gone or that is under a way out (``break`` for ``continue``), or taking
+    a link to root itself for a way out: folders ``a`` (kept), ``b`` (deleted), ``c``
+    and ``e`` (moved out of root and linked back, ``c`` with a folder ``c/d``) and
+    ``here`` (a link to root), checked in that order."""
+    monkeypatch.setattr(validity, "RACY_NS", -(10**18))
+    root = tmp_path / "proj"
+    for folder in ("a", "b", "c", "c/d", "e"):
+        (root / folder).mkdir(parents=True)
+        (root / folder / "x.py").write_text(f"{folder} = 1\n")
+    (root / "y.py").write_text("y = 1\n")
+    (root / "here").symlink_to(".")
+    ids = {
+        path: words_cache.record(
+            question=path, conclusion="c", files=[path], project="p", root=str(root)
+        ).id
+        for path in ("a/x.py", "b/x.py", "c/x.py", "c/d/x.py", "e/x.py", "here/y.py")
+    }
+    assert _reads(words_cache, root) == ({}, 0)
+    shutil.rmtree(root / "b")
+    for folder in ("c", "e"):
+        (root / folder).rename(tmp_path / f"{folder}-outside")
+        (root / folder).symlink_to(tmp_path / f"{folder}-outside")
+    gone = ("b/x.py", "c/x.py", "c/d/x.py", "e/x.py")
+    assert _reads(words_cache, root) == ({ids[path]: ([], [path]) for path in gone}, 0)
+
+
+def test_a_record_entry_vouches_for_what_was_read_unless_the_file_changed_meanwhile(
+    tmp_path: Path, clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kills ``validity.digest_entry`` getting a field of its stat-cache entry wrong, or
+    trusting (or not) an entry whatever happened during the read: the entry is the
+    file's stat before the read with the moment taken, or never trusted (0) when the
+    file changed while it was read."""
+    import hashlib
+
+    import xxhash
+
+    from explomemo.store import StatRow
+
+    path = tmp_path / "a.py"
+    path.write_bytes(b"one\n" * 100)
+    clock.now = _last_change(path) + 10 * TWO_SECONDS
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        st = os.fstat(fd)
+        digest, entry = validity.digest_entry(fd, sha256=True, limit=1000)
+        assert (digest.size, digest.sha256) == (
+            400,
+            hashlib.sha256(b"one\n" * 100).hexdigest(),
+        )
+        assert entry == StatRow(
+            dev=st.st_dev,
+            ino=st.st_ino,
+            size=400,
+            mtime_ns=st.st_mtime_ns,
+            ctime_ns=st.st_ctime_ns,
+            xxh3=xxhash.xxh3_128_hexdigest(b"one\n" * 100),
+            cached_at_ns=clock.now,
+        )
+        real_hash = validity.hash_fd
+
+        def hash_then_grow(*args: Any, **kwargs: Any) -> Any:
+            found = real_hash(*args, **kwargs)
+            with open(path, "ab") as grow:
+                grow.write(b"more\n")
+            return found
+
+        monkeypatch.setattr(validity, "hash_fd", hash_then_grow)
+        os.lseek(fd, 0, os.SEEK_SET)
+        _, changed = validity.digest_entry(fd, sha256=True, limit=1000)
+        assert (changed.size, changed.cached_at_ns) == (400, 0)
+    finally:
+        os.close(fd)
+
+
+def test_an_oversized_file_is_refused_after_reading_no_more_than_32_mib_and_one_byte(
+    words_cache: MemoCache, tmp_path: Path
+) -> None:
+    """Kills ``validity.digest_entry`` dropping the read limit: a 40 MiB file is refused
+    having read 32 MiB + 1 byte, not all of it."""
+    root = tmp_path / "proj"
+    root.mkdir()
+    with open(root / "big.bin", "wb") as big:
+        big.truncate(40 * 1024 * 1024)
+    hashing.COUNTERS.reset()
+    with pytest.raises(PathError, match="larger than 32 MiB"):
+        words_cache.record(
+            question="q", conclusion="c", files=["big.bin"], project="p", root=str(root)
+        )
+    assert hashing.COUNTERS.bytes == 32 * 1024 * 1024 + 1
+
+
+@pytest.mark.timeout(60)
+def test_a_check_that_finds_the_helpers_busy_starts_no_more_than_one_per_other_core(
+    tmp_path: Path, spies: ReadSpies, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kills ``Validator._take_helpers`` counting its helpers wrong (``+`` for ``-`` in
+    the cap, ``=`` or ``-=`` for ``+=``): while one check holds the only helper two
+    cores allow, two more checks in another thread go without one."""
+    import threading
+
+    monkeypatch.setattr(validity, "HELPERS_MIN_BYTES", 0)
+    root, expected = _files(tmp_path / "proj", 32, 100)
+    entered, release = threading.Event(), threading.Event()
+    real_read = validity.Helper.read
+
+    def held_read(self: Any, *args: Any) -> Any:
+        if self is spies.helpers[0]:
+            entered.set()
+            # Held until released, or until a second helper shows (then the
+            # check that started it would wait for this one's thread).
+            for _ in range(600):
+                if release.wait(0.05) or len(spies.helpers) > 1:
+                    break
+        return real_read(self, *args)
+
+    monkeypatch.setattr(validity.Helper, "read", held_read)
+    validator = validity.Validator(None, workers=2)
+    first: list[Any] = []
+    holder = threading.Thread(target=lambda: first.append(validator.observe(root, expected)))
+    holder.start()
+    try:
+        assert entered.wait(30), "the first check never handed its helper a batch"
+        for _ in range(2):
+            assert len(validator.observe(root, expected)) == 32
+        assert len(spies.helpers) == 1
+    finally:
+        release.set()
+        holder.join(30)
+        validator.close()
+    assert len(first[0]) == 32
+
+
+@pytest.mark.timeout(60)
+def test_a_read_takes_an_idle_helper_and_starts_only_the_ones_it_lacks(
+    tmp_path: Path, spies: ReadSpies, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kills ``Validator._take_helpers`` adding the helpers it took to those it starts
+    (``count + len(taken)``): on four cores a read of 32 files uses one helper, a read of
+    48 files two (the idle one and one more), never three."""
+    monkeypatch.setattr(validity, "HELPERS_MIN_BYTES", 0)
+    small, expected_small = _files(tmp_path / "small", 32, 100)
+    large, expected_large = _files(tmp_path / "large", 48, 100)
+    validator = validity.Validator(None, workers=4)
+    try:
+        assert len(validator.observe(small, expected_small)) == 32
+        assert len(spies.helpers) == 1
+        assert len(validator.observe(large, expected_large)) == 48
+        assert len(spies.helpers) == 2
+    finally:
+        validator.close()
+
+
+def test_a_refused_file_does_not_keep_the_files_after_it_from_the_stat_cache(
+    tmp_path: Path, clock: Clock
+) -> None:
+    """Kills ``Validator._take`` stopping at the first file it could not read (``break``
+    for ``continue``): ``a.lnk`` (a link out of root, refused) comes before ``b.py``, whose
+    entry must still be kept, so the next check reads nothing."""
+    from explomemo.files import resolve_root
+
+    root_path = tmp_path / "proj"
+    root_path.mkdir()
+    (root_path / "b.py").write_text("b\n")
+    (tmp_path / "outside.py").write_text("b\n")
+    (root_path / "a.lnk").symlink_to(tmp_path / "outside.py")
+    clock.now = _last_change(root_path / "b.py") + 10 * TWO_SECONDS
+    root = resolve_root(str(root_path))
+    expected = [
+        validity.Expected(rel, root.absolute(rel), {2}, None, "") for rel in ("a.lnk", "b.py")
+    ]
+    validator = validity.Validator(None, workers=1)
+    try:
+        assert validator.observe(root, expected)["a.lnk"] is None
+        hashing.COUNTERS.reset()
+        again = validator.observe(root, expected)
+        assert (again["a.lnk"], "b.py" in again, hashing.COUNTERS.files) == (None, True, 0)
+    finally:
+        validator.close()
+
+
+def test_root_slash_records_and_checks_a_file(words_cache: MemoCache, tmp_path: Path) -> None:
+    """Kills ``files._inside`` and ``Root.absolute`` getting root ``/`` wrong: with root
+    ``/`` a file is stored relative to it, found unchanged, then changed."""
+    target = tmp_path / "a.py"
+    target.write_text("a = 1\n")
+    real = os.path.realpath(target)
+    result = words_cache.record(
+        question="q", conclusion="c", files=[str(target)], project="p", root="/"
+    )
+    assert [f.path for f in result.files] == [real[1:]]
+    assert stale_of(words_cache, Path("/")) == {}
+    target.write_text("a = 2\n")
+    assert stale_of(words_cache, Path("/")) == {result.id: ([real[1:]], [])}
+
+
+def test_a_root_given_through_a_link_takes_absolute_paths_under_either_name(
+    words_cache: MemoCache, tmp_path: Path
+) -> None:
+    """Kills ``files.relative_path`` choosing the wrong base for an absolute path when
+    root is given through a symbolic link: a path under the link's name and one under
+    the real folder are both the same file inside root; one beside it is not."""
+    real = tmp_path / "real-root"
+    real.mkdir()
+    (real / "a.py").write_text("a\n")
+    (tmp_path / "real-rootless.py").write_text("x\n")
+    link = tmp_path / "link-root"
+    link.symlink_to(real)
+    for given in (str(link / "a.py"), str(real / "a.py")):
+        result = words_cache.record(
+            question=given, conclusion="c", files=[given], project="p", root=str(link)
+        )
+        assert (result.root, [f.path for f in result.files]) == (str(link), ["a.py"])
+    beside = str(tmp_path / "real-rootless.py")
+    with pytest.raises(PathError) as caught:
+        words_cache.record(
+            question="q", conclusion="c", files=[beside], project="p", root=str(link)
+        )
+    assert str(caught.value) == (
+        f"files[0] {beside!r} is outside root {str(link)!r}: record only files inside root,"
+        " or pass a root that contains them"
+    )
+
+
+def test_a_link_to_root_itself_is_refused_by_name(words_cache: MemoCache, tmp_path: Path) -> None:
+    """Kills ``files.relative_path`` letting a link to root itself through (``and`` for
+    ``or``): it is refused as a way out of root, named as given."""
+    root = tmp_path / "proj"
+    root.mkdir()
+    (root / "here").symlink_to(".")
+    with pytest.raises(PathError) as caught:
+        words_cache.record(
+            question="q", conclusion="c", files=["here"], project="p", root=str(root)
+        )
+    assert str(caught.value) == (
+        f"files[0] 'here' leads outside root {str(root)!r} through a symbolic link:"
+        " record the file it points to inside root, or pass a root that contains it"
+    )
+
+
+def test_each_bad_root_is_refused_with_its_own_sentence(
+    words_cache: MemoCache, tmp_path: Path
+) -> None:
+    """Kills the checks and sentences of ``files.resolve_root`` and ``check_text_path``
+    changed, and the 1,024-character limit moved: a root of exactly 1,024 characters is
+    looked up (it does not exist), one of 1,025 is refused for its length."""
+    (tmp_path / "file.txt").write_text("x\n")
+    at_limit = str(tmp_path) + "/" + "r" * (1024 - len(str(tmp_path)) - 1)
+    over = at_limit + "r"
+    cases = {
+        "": "root is empty: pass an absolute directory, or leave it out",
+        "proj": "root 'proj' is not an absolute path: pass an absolute directory",
+        f"{tmp_path}\x00": (
+            f"root {str(tmp_path) + chr(0)!r} contains a NUL byte: pass a real file path"
+        ),
+        f"{tmp_path}\udcff": (
+            f"root {str(tmp_path) + chr(92) + 'udcff'!r} is not valid UTF-8: explomemo stores"
+            " paths as UTF-8; rename the file"
+        ),
+        at_limit: f"root {at_limit!r} does not exist: pass an existing directory",
+        over: (
+            "root is 1025 characters long, over the limit of 1024:"
+            " pass a shorter absolute directory"
+        ),
+        str(tmp_path / "file.txt"): (
+            f"root {str(tmp_path / 'file.txt')!r} is not a directory: pass the project's directory"
+        ),
+    }
+    for root, sentence in cases.items():
+        with pytest.raises(PathError) as caught:
+            words_cache.stale(project="p", root=root)
+        assert str(caught.value) == sentence, root
+
+
+def test_a_file_that_cannot_be_opened_is_refused_as_missing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kills the reasons and ``missing`` flags of the opens that fail after the checks
+    (``open_regular``, ``Opener``): a file or folder that cannot be opened (here: made to
+    fail with EACCES, as it would for another user), and a root deleted meanwhile."""
+    import errno
+
+    from explomemo.files import Opener, Refused, open_regular, resolve_root
+
+    root_path = tmp_path / "proj"
+    (root_path / "pkg").mkdir(parents=True)
+    (root_path / "a.py").write_text("a\n")
+    (root_path / "pkg" / "b.py").write_text("b\n")
+    root = resolve_root(str(root_path))
+    real_open = os.open
+    denied: set[str] = set()
+
+    def open_denied(path: Any, flags: int, *args: Any, **kwargs: Any) -> int:
+        if isinstance(path, str) and path in denied:
+            raise OSError(errno.EACCES, os.strerror(errno.EACCES))
+        return real_open(path, flags, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", open_denied)
+    cases = [
+        ("a.py", "a.py", "cannot be opened (Permission denied)"),
+        ("pkg", "pkg/b.py", "a folder on the way cannot be opened (Permission denied)"),
+    ]
+    for name, rel, reason in cases:
+        denied.clear()
+        denied.add(name)
+        for opener in (None, Opener(root)):
+            with pytest.raises(Refused) as caught:
+                open_regular(root, rel) if opener is None else opener.open(rel)
+            if opener is not None:
+                opener.close()
+            assert (caught.value.reason, caught.value.missing) == (reason, True)
+    denied.clear()
+    monkeypatch.undo()
+    shutil.rmtree(root_path)
+    for opener in (None, Opener(root)):
+        with pytest.raises(Refused) as caught:
+            open_regular(root, "a.py") if opener is None else opener.open("a.py")
+        assert (caught.value.reason, caught.value.missing) == (
+            "root cannot be opened (No such file or directory)",
+            True,
+        )
+
+
+def test_a_path_that_cannot_be_resolved_is_refused_as_missing(
+    words_cache: MemoCache, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kills the sentences and the ``missing`` flag of a path ``os.path.realpath`` fails on
+    (it can, when a link changes under it): ``open_regular`` refuses it as missing, and a
+    record names the file."""
+    import errno
+
+    from explomemo.files import Refused, open_regular, resolve_root
+
+    root_path = tmp_path / "proj"
+    root_path.mkdir()
+    (root_path / "a.py").write_text("a\n")
+    root = resolve_root(str(root_path))
+
+    real_realpath = os.path.realpath
+
+    def failing_realpath(path: Any, *args: Any, **kwargs: Any) -> str:
+        if str(path).endswith("a.py"):
+            raise OSError(errno.ELOOP, os.strerror(errno.ELOOP))
+        return real_realpath(path, *args, **kwargs)
+
+    monkeypatch.setattr(os.path, "realpath", failing_realpath)
+    with pytest.raises(Refused) as caught:
+        open_regular(root, "a.py")
+    assert (caught.value.reason, caught.value.missing) == (
+        "cannot be resolved (Too many levels of symbolic links)",
+        True,
+    )
+    with pytest.raises(PathError) as refused:
+        words_cache.record(
+            question="q", conclusion="c", files=["a.py"], project="p", root=str(root_path)
+        )
+    assert str(refused.value) == (
+        "files[0] 'a.py' cannot be resolved (Too many levels of symbolic links): pass a file"
+        " that exists inside root and is not being replaced"
+    )
+
+
+def test_the_opener_refuses_a_file_whose_device_or_kind_changed_by_the_open(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kills ``Opener.open`` checking the opened file's device or kind with ``and``
+    instead of ``or``, and its sentence: a file whose ``fstat`` shows another device
+    (same inode), or another kind, than its ``lstat`` is refused as replaced."""
+    import stat as stat_module
+
+    from explomemo.files import Opener, Refused, resolve_root
+
+    root_path = tmp_path / "proj"
+    root_path.mkdir()
+    (root_path / "a.py").write_text("a\n")
+    root = resolve_root(str(root_path))
+    real_fstat = os.fstat
+
+    class Shown:
+        def __init__(self, real: os.stat_result, **changed: int) -> None:
+            self._real, self._changed = real, changed
+
+        def __getattr__(self, name: str) -> Any:
+            return self._changed.get(name, getattr(self._real, name))
+
+    for changed in (
+        {"st_dev": real_fstat(0).st_dev + 12345},
+        {"st_mode": stat_module.S_IFIFO | 0o644},
+    ):
+        monkeypatch.setattr(
+            os, "fstat", lambda fd, changed=changed: Shown(real_fstat(fd), **changed)
+        )
+        with Opener(root) as opener, pytest.raises(Refused) as caught:
+            opener.open("a.py")
+        monkeypatch.undo()
+        assert (caught.value.reason, caught.value.missing) == (
+            "was replaced while it was being opened",
+            False,
+        )
+    decoy = root_path / "decoy"
+    decoy.write_text("b\n")
+    spy = SwapAfter(os.stat, _is_lstat_of("a.py"), lambda: os.replace(decoy, root_path / "a.py"))
+    monkeypatch.setattr(os, "stat", spy)
+    with Opener(root) as opener, pytest.raises(Refused) as caught:
+        opener.open("a.py")
+    assert spy.fired and caught.value.reason == "was replaced while it was being opened"
+
+
+def test_a_read_just_under_helpers_min_bytes_stays_here(
+    tmp_path: Path, spies: ReadSpies, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kills ``Validator.observe`` counting the bytes to read from 1 instead of 0: a read
+    of one byte less than ``HELPERS_MIN_BYTES`` starts no helper process."""
+    monkeypatch.setattr(validity, "HELPERS_MIN_BYTES", 32 * 100 + 1)
+    root, expected = _files(tmp_path / "proj", 32, 100)
+    validator = validity.Validator(None, workers=3)
+    try:
+        assert len(validator.observe(root, expected)) == 32
+    finally:
+        validator.close()
+    assert spies.helpers == []
+
+
+@pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="one core: a check reads on one thread")
+def test_a_validator_uses_every_core_by_default(tmp_path: Path, spies: ReadSpies) -> None:
+    """Kills ``Validator`` taking one worker instead of one per core when none is given."""
+    root, expected = _files(tmp_path / "proj", 32, 256 * 1024)
+    validator = validity.Validator(None)
+    try:
+        assert len(validator.observe(root, expected)) == 32
+    finally:
+        validator.close()
+    assert len(spies.submits) == min(os.cpu_count() or 1, 2) - 1
+
+
+@pytest.mark.timeout(60)
+def test_every_helper_process_is_stopped_on_close(
+    tmp_path: Path, spies: ReadSpies, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kills ``Validator._give_back_helpers`` dropping the idle helpers when a read gives
+    its own back (``=`` for ``+=``): a read with two helpers, then one with one, then
+    ``close``: both helper processes have exited."""
+    monkeypatch.setattr(validity, "HELPERS_MIN_BYTES", 0)
+    large, expected_large = _files(tmp_path / "large", 48, 100)
+    small, expected_small = _files(tmp_path / "small", 32, 100)
+    validator = validity.Validator(None, workers=3)
+    try:
+        assert len(validator.observe(large, expected_large)) == 48
+        assert len(validator.observe(small, expected_small)) == 32
+        assert len(spies.helpers) == 2
+    finally:
+        validator.close()
+    assert [helper._process.poll() is not None for helper in spies.helpers] == [True, True]
+
+
+@pytest.mark.timeout(60)
+def test_three_workers_read_on_two_named_threads_beside_the_caller(
+    tmp_path: Path, spies: ReadSpies, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kills ``Validator._read_all`` making its pool smaller than its other workers (they
+    would wait for each other), or naming its threads otherwise: with three workers
+    the calling thread waits until both ``explomemo-hash`` threads have read a file."""
+    import threading
+
+    monkeypatch.setattr(validity, "PARALLEL_MEAN_BYTES", 0)
+    monkeypatch.setattr(validity, "HELPERS_MIN_BYTES", 1 << 62)
+    root, expected = _files(tmp_path / "proj", 48, 100)
+    readers: set[str] = set()
+    both = threading.Event()
+    meet = threading.Barrier(2, timeout=5)
+    real_row = validity.read_row
+
+    def read_row(*args: Any) -> Any:
+        name = threading.current_thread().name
+        if threading.current_thread() is threading.main_thread():
+            both.wait(10)
+        elif name not in readers:
+            readers.add(name)
+            # Each thread reads its first file only once the other is there too.
+            try:
+                meet.wait()
+                both.set()
+            except threading.BrokenBarrierError:
+                pass
+        return real_row(*args)
+
+    monkeypatch.setattr(validity, "read_row", read_row)
+    validator = validity.Validator(None, workers=3)
+    try:
+        assert len(validator.observe(root, expected)) == 48
+    finally:
+        validator.close()
+    assert both.is_set()
+    assert sorted(name.rpartition("_")[0] for name in readers) == ["explomemo-hash"] * 2
+
+
+def test_folders_above_a_file_are_checked_for_a_link_out_of_root_at_every_level(
+    words_cache: MemoCache, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kills ``validity._folders_out_of_root`` checking fewer folders than every ancestor
+    of each file (``folder = None``, ``partition``, ``[1]``) or finding a folder under a
+    way out by its first component only: ``p`` (above ``p/q/y.py``) and ``a/b`` (above
+    ``a/b/c/x.py``) are moved out of root and linked back."""
+    monkeypatch.setattr(validity, "RACY_NS", -(10**18))
+    root = tmp_path / "proj"
+    for rel in ("a/b/c/x.py", "p/q/y.py"):
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(f"# {rel}\n")
+    ids = {
+        rel: words_cache.record(
+            question=rel, conclusion="c", files=[rel], project="p", root=str(root)
+        ).id
+        for rel in ("a/b/c/x.py", "p/q/y.py")
+    }
+    assert _reads(words_cache, root) == ({}, 0)
+    for folder in ("a/b", "p"):
+        (root / folder).rename(tmp_path / folder.replace("/", "-"))
+        (root / folder).symlink_to(tmp_path / folder.replace("/", "-"))
+    assert _reads(words_cache, root) == ({memo: ([], [rel]) for rel, memo in ids.items()}, 0)
+
+
+def test_root_slash_trusts_its_stat_cache(
+    words_cache: MemoCache, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kills ``Root.absolute`` putting a second "/" after root ``/``: a folder that is a
+    link inside root would then look like a way out of root, and its files be read at
+    every check."""
+    monkeypatch.setattr(validity, "RACY_NS", -(10**18))
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "a.py").write_text("a\n")
+    (tmp_path / "alias").symlink_to(tmp_path / "pkg")
+    words_cache.record(
+        question="q",
+        conclusion="c",
+        files=[str(tmp_path / "alias" / "a.py")],
+        project="p",
+        root="/",
+    )
+    assert _reads(words_cache, Path("/")) == ({}, 0)
+
+
+@pytest.mark.parametrize("rel", ["/etc/passwd", ".", "pkg/.", "pkg/..", "pkg/", "gone/sub/it"])
+def test_the_opener_refuses_odd_paths_as_open_regular_does(tmp_path: Path, rel: str) -> None:
+    """Kills ``Opener.open`` and ``Opener._open_folder`` taking the strict walk for a path
+    it must hand to ``open_regular`` (an absolute path, a last part "", "." or ".."), or
+    losing the reason of a folder under one that cannot be opened: the Opener refuses
+    each as ``open_regular`` does."""
+    from explomemo.files import Opener, Refused, open_regular, resolve_root
+
+    root_path = tmp_path / "proj"
+    (root_path / "pkg").mkdir(parents=True)
+    root = resolve_root(str(root_path))
+    with pytest.raises(Refused) as by_path:
+        open_regular(root, rel)
+    with Opener(root) as opener, pytest.raises(Refused) as by_opener:
+        opener.open(rel)
+    assert (by_opener.value.reason, by_opener.value.missing) == (
+        by_path.value.reason,
+        by_path.value.missing,
+    )
+
+
+def test_dot_and_dot_dot_and_a_root_realpath_fails_on_are_refused_with_their_sentence(
+    words_cache: MemoCache, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kills the checks of ``files.relative_path`` for "." and ".." changed (each would
+    then be refused later, with the sentence for a link), and the sentence of a root
+    ``os.path.realpath`` fails on in ``resolve_root``."""
+    import errno
+
+    root = tmp_path / "proj"
+    root.mkdir()
+    for given in (".", ".."):
+        with pytest.raises(PathError) as caught:
+            words_cache.record(
+                question="q", conclusion="c", files=[given], project="p", root=str(root)
+            )
+        assert str(caught.value) == (
+            f"files[0] {given!r} is outside root {str(root)!r}: record only files inside root,"
+            " or pass a root that contains them"
+        )
+
+    def failing_realpath(path: Any, *args: Any, **kwargs: Any) -> str:
+        raise OSError(errno.ELOOP, os.strerror(errno.ELOOP))
+
+    monkeypatch.setattr(os.path, "realpath", failing_realpath)
+    with pytest.raises(PathError) as caught:
+        words_cache.stale(project="p", root=str(root))
+    assert str(caught.value) == (
+        f"root {str(root)!r} cannot be resolved (Too many levels of symbolic links):"
+        " pass an existing directory"
+    )
+
+
+def test_open_regular_names_a_file_replaced_between_its_lstat_and_its_open(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kills the sentence of ``open_regular``'s identity check changed."""
+    from explomemo.files import Refused, open_regular, resolve_root
+
+    root_path = tmp_path / "proj"
+    root_path.mkdir()
+    (root_path / "a.py").write_text("a\n")
+    (root_path / "decoy").write_text("b\n")
+    root = resolve_root(str(root_path))
+    spy = SwapAfter(
+        os.stat, _is_lstat_of("a.py"), lambda: os.replace(root_path / "decoy", root_path / "a.py")
+    )
+    monkeypatch.setattr(os, "stat", spy)
+    with pytest.raises(Refused) as caught:
+        open_regular(root, "a.py")
+    assert spy.fired
+    assert (caught.value.reason, caught.value.missing) == (
+        "was replaced while it was being opened",
+        False,
+    )
+
+
+@pytest.mark.timeout(60)
+def test_close_waits_for_the_threads_of_a_read_in_progress(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kills ``Validator.close`` returning before its hashing threads are done
+    (``shutdown(wait=False)``): a thread still reading a file when ``close`` is called
+    has finished it when ``close`` returns."""
+    import threading
+
+    monkeypatch.setattr(validity, "PARALLEL_MEAN_BYTES", 0)
+    root, expected = _files(tmp_path / "proj", 32, 100)
+    inside, go, done = threading.Event(), threading.Event(), threading.Event()
+    real_row = validity.read_row
+
+    def read_row(*args: Any) -> Any:
+        if threading.current_thread().name.startswith("explomemo-hash") and not inside.is_set():
+            inside.set()
+            go.wait(10)
+            found = real_row(*args)
+            done.set()
+            return found
+        return real_row(*args)
+
+    monkeypatch.setattr(validity, "read_row", read_row)
+    validator = validity.Validator(None, workers=2)
+    checking = threading.Thread(target=validator.observe, args=(root, expected))
+    checking.start()
+    try:
+        assert inside.wait(10), "no hashing thread read a file"
+        threading.Timer(0.2, go.set).start()
+        validator.close()
+        assert done.is_set()
+    finally:
+        go.set()
+        checking.join(10)
+
+
+def test_a_validator_reads_on_one_thread_when_the_cores_are_unknown(
+    tmp_path: Path, spies: ReadSpies, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kills ``Validator`` assuming two workers when ``os.cpu_count()`` cannot tell."""
+    monkeypatch.setattr(os, "cpu_count", lambda: None)
+    root, expected = _files(tmp_path / "proj", 32, 256 * 1024)
+    validator = validity.Validator(None)
+    try:
+        assert len(validator.observe(root, expected)) == 32
+    finally:
+        validator.close()
+    assert (spies.pools, spies.submits, spies.helpers) == ([], [], [])
