@@ -68,6 +68,8 @@ class Shape:
     (a subclass's after its base's), each with its default when it has one."""
 
     __shape_fields__: ClassVar[tuple[Field, ...]] = ()
+    __shape_defaults__: ClassVar[dict[str, Any]] = {}
+    __shape_required__: ClassVar[frozenset[str]] = frozenset()
 
     def __init_subclass__(cls, **options: Any) -> None:
         super().__init_subclass__(**options)
@@ -87,20 +89,21 @@ class Shape:
             else:
                 setattr(cls, name, item.default)
         cls.__shape_fields__ = tuple(found.values())
+        cls.__shape_defaults__ = {i.name: i.default for i in found.values() if not i.required}
+        cls.__shape_required__ = frozenset(i.name for i in found.values() if i.required)
 
     def __init__(self, **values: Any) -> None:
-        for item in self.__shape_fields__:
-            value = values.pop(item.name, item.default)
-            if value is _REQUIRED:
-                raise TypeError(
-                    f"{type(self).__qualname__}() missing required keyword argument {item.name!r}"
-                )
-            object.__setattr__(self, item.name, value)
-        if values:
+        missing = self.__shape_required__ - values.keys()
+        if missing:
             raise TypeError(
-                f"{type(self).__qualname__}() got an unexpected keyword argument"
-                f" {next(iter(values))!r}"
+                f"{type(self).__qualname__}() missing required keyword argument {min(missing)!r}"
             )
+        unknown = values.keys() - self.__shape_required__ - self.__shape_defaults__.keys()
+        if unknown:
+            raise TypeError(
+                f"{type(self).__qualname__}() got an unexpected keyword argument {min(unknown)!r}"
+            )
+        self.__dict__.update(self.__shape_defaults__, **values)
 
     def _values(self) -> tuple[Any, ...]:
         return tuple(getattr(self, item.name) for item in self.__shape_fields__)
