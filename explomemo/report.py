@@ -29,8 +29,6 @@ from explomemo.tables import draw
 if TYPE_CHECKING:
     from rich.progress import Progress, TaskID
 
-STALE_FORMATS = ("table", "json", "github", "markdown")
-
 
 #: Width of the tables, in terminal cells.
 TABLE_WIDTH = 120
@@ -166,7 +164,8 @@ def stale_markdown(
 def format_stale(
     report: StaleReport, fmt: str, changes: Mapping[int, Sequence[CheckedFile]] | None = None
 ) -> str:
-    """The stale report in one of STALE_FORMATS (``changes``: diffs, for github and markdown)."""
+    """The stale report as ``table``, ``json``, ``github`` or ``markdown`` (the choices of
+    ``explomemo stale --format``; ``changes``: diffs, for github and markdown)."""
     if fmt == "github":
         return stale_github(report, changes)
     if fmt == "markdown":
