@@ -30,11 +30,7 @@ _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEX
 
 
 class Root(NamedTuple):
-    """A project root: the absolute path as given and its real path.
-
-    A named tuple, not a dataclass: importing dataclasses (and inspect with
-    it) would cost a hook a tenth of its start-up.
-    """
+    """A project root: the absolute path as given and its real path."""
 
     path: str
     real: str

@@ -24,10 +24,6 @@ if TYPE_CHECKING:
 CHUNK = 1 << 20
 
 
-# Not dataclasses: importing dataclasses (and inspect with it) would cost a
-# short command (a hook, stale, show) a tenth of its start-up.
-
-
 class ReadCounters:
     """How many files were read for hashing and how many bytes, since the last reset."""
 
