@@ -218,7 +218,7 @@ class Vectors:
             except Exception as exc:
                 # The memo stays without vectors; the next index build of its
                 # project embeds it (fill), so nothing is lost.
-                logger.warning("could not embed memo %d: %s", job.memo_id, exc)
+                logger.warning("could not embed memo %d: %s", job.memo_id, _one_line(exc))
                 self.drop_index(job.project)
             finally:
                 with self._pending_changed:
@@ -230,8 +230,11 @@ class Vectors:
         recorded meanwhile (a recall waits for those, not for the whole fill)."""
         try:
             more = not self._closing and self._fill_batch(job.embedder, FILL_BATCH) > 0
-        except ExplomemoError as exc:
-            logger.warning("could not embed memos recorded without a model: %s", exc)
+        except Exception as exc:
+            # Any failure (onnxruntime raises its own errors) leaves the rest
+            # of the fill to the next index build of each project; the thread
+            # lives on for the memos recorded next.
+            logger.warning("could not embed memos recorded without a model: %s", _one_line(exc))
             return
         if more:
             self._jobs.put(job)
@@ -382,6 +385,12 @@ class Vectors:
                     del self._indexes[project]
             else:
                 del self._indexes[project]
+
+
+def _one_line(exc: Exception) -> str:
+    """An error as one log line: its message's lines joined, after its type unless it is ours."""
+    text = " ".join(str(exc).split())
+    return text if isinstance(exc, ExplomemoError) else f"{type(exc).__name__}: {text}"
 
 
 def _pair(texts: MemoTexts) -> tuple[str, str]:
