@@ -18,7 +18,7 @@ from __future__ import annotations
 import difflib
 import hashlib
 import os
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from explomemo.files import Refused, Root, open_regular
@@ -182,13 +182,16 @@ class _Found:
 class ChangeFinder:
     """Describes the changed and missing files of one answer (a recall, a show, a report).
 
-    Snapshots come from ``store`` (None: an export checked without a
-    database); git is asked only when a content has no snapshot or a file
-    is missing, at most once per root for the index.
+    Snapshots come from ``pending`` (the contents this process recorded
+    whose snapshots are not stored yet, by SHA-256), then from ``store``
+    (None: an export checked without a database); git is asked only when a
+    content has no snapshot or a file is missing, at most once per root for
+    the index.
     """
 
     store: Store | None
     limits: Limits = AGENT_LIMITS
+    pending: Callable[[Iterable[str]], Mapping[str, bytes]] | None = None
     _repos: dict[str, GitRepo | None] = field(default_factory=dict, init=False)
     _tracked: dict[str, dict[str, list[str]]] = field(default_factory=dict, init=False)
     _budget: int | None = field(default=None, init=False)
@@ -263,15 +266,18 @@ class ChangeFinder:
             for row in [*changed, *(r for r in missing if r.git_blob is None)]
             if row.size <= DIFF_MAX_BYTES
         ]
+        # Asked before the database: a content stored meanwhile is there.
+        held = dict(self.pending([r.sha256 for r in wanted])) if self.pending and wanted else {}
+        wanted = [r for r in wanted if r.sha256 not in held]
         if self.store is not None and wanted:
             with self.store.errors(), self.store.read() as conn:
                 stored = {r.sha256: self.store.snapshot(conn, r.sha256) for r in wanted}
             for sha256, snapshot in stored.items():
                 data = None if snapshot is None else restore(*snapshot, sha256)
                 if data is not None:
-                    found[sha256] = _Found(
-                        "snapshot", data, found[sha256].blob or git_blob_id(data)
-                    )
+                    held[sha256] = data
+        for sha256, data in held.items():
+            found[sha256] = _Found("snapshot", data, found[sha256].blob or git_blob_id(data))
         lacking = [
             r for r in changed if r.size <= DIFF_MAX_BYTES and found[r.sha256].content is None
         ]

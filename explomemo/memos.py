@@ -461,8 +461,7 @@ class MemoCache:
         """
         from explomemo.diffs import AGENT_LIMITS, ChangeFinder
 
-        self._snapshots.wait()
-        finder = ChangeFinder(self.store, limits or AGENT_LIMITS)
+        finder = ChangeFinder(self.store, limits or AGENT_LIMITS, self._snapshots.pending)
         return [
             finder.check(root, [(f, state_of(changes, f)) for f in files]) for files in memo_files
         ]
@@ -477,7 +476,6 @@ class MemoCache:
         """
         from explomemo.diffs import ChangeFinder, stale_changes
 
-        self._snapshots.wait()
         fixed = resolve_root(root) if root is not None else None
         ids = [entry.id for entry in report.stale]
         with self.store.errors(), self.store.read() as conn:
@@ -488,7 +486,8 @@ class MemoCache:
             if fixed is None and memo.root not in roots:
                 roots[memo.root] = _recorded_root(memo.root)
         by_id = {i: fixed if fixed is not None else roots.get(memos[i].root) for i in memos}
-        return stale_changes(ChangeFinder(self.store), report.stale, files, by_id)
+        finder = ChangeFinder(self.store, pending=self._snapshots.pending)
+        return stale_changes(finder, report.stale, files, by_id)
 
     def _observe(self, root: Root | None, files: Iterable[FileRow]) -> dict[str, Seen]:
         """The files that may not hold their recorded content (see :meth:`Validator.observe`).

@@ -16,7 +16,7 @@ import hashlib
 import logging
 import threading
 import zlib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 from explomemo.errors import StoreError
 from explomemo.hashing import git_blob_id
@@ -63,16 +63,19 @@ class SnapshotWriter:
     """One thread that stores the blob ids and snapshots of recorded contents.
 
     :meth:`submit` hands it the contents of one record (by SHA-256) once the
-    record's transaction committed; :meth:`wait` returns when everything
-    submitted is stored (a recall, show or export in the same process waits
-    so it sees them); :meth:`close` finishes the work and stops the thread. A
-    content whose memo was forgotten or replaced meanwhile is not stored.
+    record's transaction committed; :meth:`pending` gives a read the contents
+    not stored yet (a recall, show or stale report never waits for the
+    writer); :meth:`wait` returns when everything submitted is stored;
+    :meth:`close` finishes the work and stops the thread. A content whose
+    memo was forgotten or replaced meanwhile is not stored.
     """
 
     def __init__(self, store: Store, keep_snapshots: bool) -> None:
         self.keep_snapshots = keep_snapshots
         self._store = store
         self._jobs: list[dict[str, bytes]] = []
+        # The job being stored: its contents are still pending until it is.
+        self._current: dict[str, bytes] = {}
         self._pending_bytes = 0
         self._busy = False
         self._closing = False
@@ -99,6 +102,20 @@ class SnapshotWriter:
                 self._thread.start()
             self._changed.notify_all()
 
+    def pending(self, contents: Iterable[str]) -> dict[str, bytes]:
+        """The bytes of the contents among ``contents`` (SHA-256s) submitted, not stored yet,
+        and to be snapshotted.
+
+        What a read needs of a content the writer holds, without waiting for
+        its write (which may wait for another process's lock): ask before
+        reading the database, so a content stored meanwhile is found there.
+        """
+        if not self.keep_snapshots:
+            return {}
+        with self._changed:
+            held = [self._current, *self._jobs]
+            return {sha256: job[sha256] for sha256 in contents for job in held if sha256 in job}
+
     def wait(self, timeout: float | None = None) -> bool:
         """Wait until every submitted content is stored; False when ``timeout`` passed first."""
         with self._changed:
@@ -119,7 +136,7 @@ class SnapshotWriter:
                 self._changed.wait_for(lambda: self._jobs or self._closing)
                 if not self._jobs:
                     return
-                contents = self._jobs.pop(0)
+                contents = self._current = self._jobs.pop(0)
                 self._busy = True
             try:
                 self._store_contents(contents)
@@ -130,6 +147,7 @@ class SnapshotWriter:
             finally:
                 with self._changed:
                     self._busy = False
+                    self._current = {}
                     self._pending_bytes -= sum(len(data) for data in contents.values())
                     self._changed.notify_all()
 

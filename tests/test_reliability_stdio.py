@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import subprocess
+import threading
 import time
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -26,6 +29,10 @@ from reliability_helpers import (
     sha256_bytes,
     tool_reply,
 )
+
+from explomemo import snapshots
+from explomemo.memos import FixedModel, MemoCache
+from explomemo.models import CheckedFile
 
 RECORD = "memory_exploration_record"
 RECALL = "memory_exploration_recall"
@@ -278,3 +285,66 @@ def test_reads_answer_while_a_record_waits_for_another_process(
         recorded = tool_reply(server.answer(record))
         assert not recorded.is_error and recorded.data["files"][0]["sha256"]
     assert counts(db)["memos"] == 2
+
+
+def test_reads_answer_while_the_snapshot_writer_waits_for_another_process(
+    tmp_path: Path, project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A recall, show and stale report right after a record show its diff from the
+    content the snapshot writer still holds, while its write waits for a lock."""
+    taken, go = threading.Event(), threading.Event()
+    compress = snapshots.compress
+
+    def held_compress(data: bytes) -> tuple[str, bytes]:
+        taken.set()
+        assert go.wait(30)
+        return compress(data)
+
+    monkeypatch.setattr(snapshots, "compress", held_compress)
+    db = tmp_path / "m.db"
+    # Not a git work tree: the recorded content can come from nowhere but the writer.
+    assert not (project / ".git").exists()
+    with MemoCache.open(db, FixedModel(None), snapshots=True) as cache:
+        memo = cache.record(
+            question="how is the tokenizer wired?",
+            conclusion="the tokenizer lives in a.py",
+            files=["a.py"],
+            project="p",
+            root=str(project),
+        ).id
+        assert taken.wait(30)
+        (project / "a.py").write_text("A = 2\n")
+        holder = subprocess.Popen(
+            [PYTHON, "-c", LOCK_HOLDER, str(db)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            text=True,
+        )  # fmt: skip
+        described: list[list[CheckedFile]] = []
+
+        def read() -> None:
+            recall = cache.recall(query="tokenizer wiring", project="p", root=str(project))
+            described.append(recall.matches[0].files)
+            described.append(cache.show(memo).files)
+            report = cache.stale_report(project="p")
+            described.append(cache.stale_changes(report)[memo])
+
+        reader = threading.Thread(target=read)
+        try:
+            assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
+            go.set()  # the writer now waits for the lock (30 s busy timeout)
+            reader.start()
+            reader.join(25)
+            answered_while_locked = not reader.is_alive()
+        finally:
+            assert holder.stdin is not None
+            holder.stdin.write("release\n")
+            holder.stdin.close()
+            holder.wait(timeout=60)
+            reader.join(60)
+        assert answered_while_locked, "a read waited for the snapshot writer's write"
+        assert len(described) == 3
+        for files in described:
+            (checked,) = files
+            assert (checked.state, checked.diff_source) == ("changed", "snapshot")
+            assert checked.diff is not None and "-A = 1\n+A = 2\n" in checked.diff
+    with closing(sqlite3.connect(db)) as conn:
+        assert conn.execute("SELECT count(*) FROM snapshots").fetchone() == (1,)
