@@ -46,7 +46,6 @@ from explomemo.validity import Progress, Validator, expect
 def export_memos(cache: MemoCache, project: str | None = None) -> Iterator[str]:
     """The export's lines (without newlines), sorted by project then id."""
     store = cache.store
-    cache.wait_for_snapshots()
     with store.errors(), store.read() as conn:
         memos = store.memos(conn, project=project)
         files = store.all_files(conn, project)

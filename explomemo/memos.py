@@ -292,7 +292,7 @@ class MemoCache:
             files=[RecordedFile(path=f.path, sha256=f.sha256, size=f.size) for f in recorded],
         )
         # Last: the writer's thread then works while the answer goes out, not before.
-        self._snapshots.submit(contents)
+        self._snapshots.submit(contents, {f.sha256: f.git_blob for f in recorded if f.git_blob})
         return result
 
     def _relative_files(self, root: Root, files: list[str]) -> dict[str, str]:

@@ -8,6 +8,7 @@ another process.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import sqlite3
@@ -292,15 +293,7 @@ def test_reads_answer_while_the_snapshot_writer_waits_for_another_process(
 ) -> None:
     """A recall, show and stale report right after a record show its diff from the
     content the snapshot writer still holds, while its write waits for a lock."""
-    taken, go = threading.Event(), threading.Event()
-    compress = snapshots.compress
-
-    def held_compress(data: bytes) -> tuple[str, bytes]:
-        taken.set()
-        assert go.wait(30)
-        return compress(data)
-
-    monkeypatch.setattr(snapshots, "compress", held_compress)
+    taken, go = _held_writer(monkeypatch)
     db = tmp_path / "m.db"
     # Not a git work tree: the recorded content can come from nowhere but the writer.
     assert not (project / ".git").exists()
@@ -348,3 +341,76 @@ def test_reads_answer_while_the_snapshot_writer_waits_for_another_process(
             assert checked.diff is not None and "-A = 1\n+A = 2\n" in checked.diff
     with closing(sqlite3.connect(db)) as conn:
         assert conn.execute("SELECT count(*) FROM snapshots").fetchone() == (1,)
+
+
+def _held_writer(monkeypatch: pytest.MonkeyPatch) -> tuple[threading.Event, threading.Event]:
+    """(taken, go): the snapshot writer sets ``taken`` when it compresses, then waits for ``go``."""
+    taken, go = threading.Event(), threading.Event()
+    compress = snapshots.compress
+
+    def held_compress(data: bytes) -> tuple[str, bytes]:
+        taken.set()
+        assert go.wait(30)
+        return compress(data)
+
+    monkeypatch.setattr(snapshots, "compress", held_compress)
+    return taken, go
+
+
+def _blob_ids(db: Path) -> list[tuple[str, str | None]]:
+    with closing(sqlite3.connect(db)) as conn:
+        return conn.execute("SELECT path, git_blob FROM memo_files ORDER BY path").fetchall()
+
+
+def test_a_record_stores_its_blob_ids_itself(
+    tmp_path: Path, project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    taken, go = _held_writer(monkeypatch)
+    db = tmp_path / "m.db"
+    with MemoCache.open(db, FixedModel(None), snapshots=True) as cache:
+        cache.record(
+            question="where is A?", conclusion="in a.py", files=["a.py"], root=str(project)
+        )
+        assert taken.wait(30)
+        # The writer has not written anything: the blob id came with the memo.
+        assert _blob_ids(db) == [("a.py", hashlib.sha1(b"blob 6\0A = 1\n").hexdigest())]
+        go.set()
+
+
+@pytest.mark.timeout(120)
+def test_close_drops_snapshots_a_lock_keeps_out_and_keeps_the_blob_ids(
+    tmp_path: Path, project: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr(snapshots, "CLOSE_SECONDS", 0.5)
+    taken, go = _held_writer(monkeypatch)
+    db = tmp_path / "m.db"
+    cache = MemoCache.open(db, FixedModel(None), snapshots=True)
+    for n in range(3):
+        (project / f"f{n}.py").write_text(f"F = {n}\n")
+        cache.record(
+            question=f"where is F{n}?", conclusion="here", files=[f"f{n}.py"], root=str(project)
+        )
+    assert taken.wait(30)
+    holder = subprocess.Popen(
+        [PYTHON, "-c", LOCK_HOLDER, str(db)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+    closer = threading.Thread(target=cache.close)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
+        go.set()  # each of the three writes now waits for the lock (30 s busy timeout)
+        closer.start()
+        closer.join(25)
+        closed_while_locked = not closer.is_alive()
+    finally:
+        assert holder.stdin is not None
+        holder.stdin.write("release\n")
+        holder.stdin.close()
+        holder.wait(timeout=60)
+        closer.join(120)
+    assert closed_while_locked, "close waited for the snapshot writer's writes"
+    # What was not written is not snapshotted, and nothing else is lost.
+    assert all(blob is not None for _, blob in _blob_ids(db))
+    with closing(sqlite3.connect(db)) as conn:
+        assert conn.execute("SELECT count(*) FROM snapshots").fetchone() == (0,)
+    assert "could not store snapshots" not in caplog.text
