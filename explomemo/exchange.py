@@ -24,7 +24,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from explomemo import inputs
 from explomemo.errors import ExportFileError, InputError, PathError
@@ -41,6 +41,9 @@ from explomemo.models import (
 from explomemo.printable import json_text
 from explomemo.store import MAX_ID, FileRow, MemoRow
 from explomemo.validity import Progress, Validator, expect
+
+if TYPE_CHECKING:
+    from explomemo.diffs import Limits
 
 
 def export_memos(cache: MemoCache, project: str | None = None) -> Iterator[str]:
@@ -405,15 +408,22 @@ def stale_from_export(
 
 
 def export_changes(
-    memos: Iterable[ExportedMemo], report: StaleReport, root: str | None
+    memos: Iterable[ExportedMemo],
+    report: StaleReport,
+    root: str | None,
+    limits: Limits | None = None,
 ) -> dict[int, list[CheckedFile]]:
     """The files of each stale memo of ``report`` (from :func:`stale_from_export`) with their
-    diffs from git history and their moves, by memo id: no database, so no snapshots."""
-    from explomemo.diffs import ChangeFinder, stale_changes
+    diffs from git history and their moves, by memo id: no database, so no snapshots.
+
+    ``limits`` as for :meth:`~explomemo.memos.MemoCache.stale_changes`.
+    """
+    from explomemo.diffs import AGENT_LIMITS, ChangeFinder, stale_changes
 
     where = resolve_root(root)
     files = {memo.id: _file_rows(memo) for memo in memos}
-    return stale_changes(ChangeFinder(None), report.stale, files, dict.fromkeys(files, where))
+    finder = ChangeFinder(None, limits or AGENT_LIMITS)
+    return stale_changes(finder, report.stale, files, dict.fromkeys(files, where))
 
 
 def _file_rows(memo: ExportedMemo) -> list[FileRow]:

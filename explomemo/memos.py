@@ -467,14 +467,14 @@ class MemoCache:
         ]
 
     def stale_changes(
-        self, report: StaleReport, root: str | None = None
+        self, report: StaleReport, root: str | None = None, limits: Limits | None = None
     ) -> dict[int, list[CheckedFile]]:
         """The files of each stale memo of ``report`` with their diffs and moves, by memo id.
 
-        ``root`` as given to :meth:`stale_report`; all the diffs share an
-        agent answer's budget (see :mod:`explomemo.diffs`).
+        ``root`` as given to :meth:`stale_report`; all the diffs share one
+        budget, ``limits`` (default: an agent answer's, see :mod:`explomemo.diffs`).
         """
-        from explomemo.diffs import ChangeFinder, stale_changes
+        from explomemo.diffs import AGENT_LIMITS, ChangeFinder, stale_changes
 
         fixed = resolve_root(root) if root is not None else None
         ids = [entry.id for entry in report.stale]
@@ -486,7 +486,7 @@ class MemoCache:
             if fixed is None and memo.root not in roots:
                 roots[memo.root] = _recorded_root(memo.root)
         by_id = {i: fixed if fixed is not None else roots.get(memos[i].root) for i in memos}
-        finder = ChangeFinder(self.store, pending=self._snapshots.pending)
+        finder = ChangeFinder(self.store, limits or AGENT_LIMITS, self._snapshots.pending)
         return stale_changes(finder, report.stale, files, by_id)
 
     def _observe(self, root: Root | None, files: Iterable[FileRow]) -> dict[str, Seen]:

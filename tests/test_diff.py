@@ -260,6 +260,31 @@ def test_both_truncation_limits_say_so(repo: Repo, db_path: Path) -> None:
     assert "more lines cut" not in full and full.count("\n+LINE ") == 6 * 400
 
 
+def test_github_annotations_point_at_a_line_past_the_answer_budget(
+    repo: Repo, db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Six memos whose diffs (about 8,000 characters each) overrun an answer's budget.
+    names = [f"f{i}.txt" for i in range(6)]
+    for name in names:
+        repo.write(name, "".join(f"line {n:04d} of {name}\n" for n in range(400)))
+    repo.commit("files")
+    for name in names:
+        record(db_path, repo, f"What is in {name}?", name)
+    export = repo.path / "memos.jsonl"
+    invoke(db_path, "export", "-o", str(export))
+    first_changed = {name: 5 + 7 * i for i, name in enumerate(names)}
+    for name, first in first_changed.items():
+        lines = [f"line {n:04d} of {name}\n" for n in range(400)]
+        repo.write(name, "".join(lines[: first - 1] + [x.upper() for x in lines[first - 1 :]]))
+    monkeypatch.chdir(repo.path)
+    for args in (["stale"], ["stale", "--from", str(export)]):
+        out = invoke(db_path, *args, "--format", "github").stdout
+        warnings = [line for line in out.splitlines() if line.startswith("::warning")]
+        assert [w.split(",title=")[0] for w in warnings] == [
+            f"::warning file={name},line={first}" for name, first in first_changed.items()
+        ], args
+
+
 def test_snapshots_go_with_the_last_memo_resting_on_them(
     repo: Repo, db_path: Path, tmp_path: Path
 ) -> None:
