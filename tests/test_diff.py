@@ -15,6 +15,7 @@ import sqlite3
 import stat
 import subprocess
 import sys
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -424,8 +425,64 @@ def test_old_database_is_migrated_and_finds_its_content_in_git(repo: Repo, db_pa
     assert files["notes.txt"]["diff_source"] == "unavailable"
     conn = sqlite3.connect(db_path)
     assert conn.execute("PRAGMA user_version").fetchone()[0] >= 4
-    assert conn.execute("SELECT count(*) FROM memo_files WHERE git_blob IS NULL").fetchone() == (2,)
+    # The blob id git gave is kept; the untracked file's is still unknown.
+    assert conn.execute("SELECT path, git_blob FROM memo_files ORDER BY path").fetchall() == [
+        ("notes.txt", None),
+        ("src/tokens.py", _blob_id(b"def verify(req):\n    return req.headers['Authorization']\n")),
+    ]
     conn.close()
+
+
+def _blob_id(data: bytes) -> str:
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+
+
+def test_a_memo_without_blob_ids_searches_git_once_and_not_past_the_budget(
+    repo: Repo, db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from explomemo.gitrepo import GitRepo
+    from explomemo.memos import MemoCache
+
+    big = [f"f{i}.txt" for i in range(6)]
+    old = [f"old{i}.txt" for i in range(3)]
+    for name in [*big, *old]:
+        repo.write(name, "".join(f"line {n:04d} of {name}\n" for n in range(400)))
+    repo.commit("files")
+    recorded = {name: (repo.path / name).read_bytes() for name in old}
+    # The first memo's diffs (about 8,000 characters a file) spend an answer's budget.
+    record(db_path, repo, "Many changes", *big)
+    memo = record(db_path, repo, "Old memo", *old, EXPLOMEMO_SNAPSHOTS="off")
+    with closing(sqlite3.connect(db_path)) as conn, conn:
+        # As a memo recorded before blob ids: no blob id, no snapshot.
+        conn.execute("UPDATE memo_files SET git_blob = NULL WHERE memo_id = ?", (memo,))
+    for name in [*big, *old]:
+        repo.write(name, "".join(f"LINE {n:04d} of {name}\n" for n in range(400)))
+    commands: list[str] = []
+    run = GitRepo._run
+
+    def counted(self: GitRepo, args: list[str], given: bytes | None = None) -> bytes | None:
+        commands.append(args[0])
+        return run(self, args, given)
+
+    monkeypatch.setattr(GitRepo, "_run", counted)
+    with MemoCache.open(db_path) as cache:
+        report = cache.stale_report(project="demo")
+        changes = cache.stale_changes(report)
+    assert [f.diff_source for f in changes[memo]] == ["unavailable"] * 3
+    assert "log" not in commands
+    # Alone in an answer: one search of git history for its three files.
+    files = show(db_path, memo)
+    assert [files[name]["diff_source"] for name in old] == ["git"] * 3
+    assert commands.count("log") == 1 and commands.count("ls-files") == 1
+    with closing(sqlite3.connect(db_path)) as conn:
+        assert conn.execute(
+            "SELECT path, git_blob FROM memo_files WHERE memo_id = ? ORDER BY path", (memo,)
+        ).fetchall() == [(name, _blob_id(recorded[name])) for name in old]
+    # The blob ids found are kept: the next answer reads the contents by id.
+    commands.clear()
+    files = show(db_path, memo)
+    assert [files[name]["diff_source"] for name in old] == ["git"] * 3
+    assert commands == ["rev-parse", "cat-file"]
 
 
 def test_old_export_is_imported(repo: Repo, db_path: Path, tmp_path: Path) -> None:
@@ -459,11 +516,13 @@ def test_old_export_is_imported(repo: Repo, db_path: Path, tmp_path: Path) -> No
     detail = json.loads(invoke(db_path, "show", "7", "--json").stdout)
     assert detail["root"] == str(repo.path)
     assert (detail["files"][0]["diff"], detail["files"][0]["diff_source"]) == (TOKENS_DIFF, "git")
+    # The blob id git gave its diff is kept, and exported.
     assert json.loads(invoke(db_path, "export").stdout)["files"][0] == {
         "path": "src/tokens.py",
         "sha256": sha(data),
         "xxh3": xxhash.xxh3_128_hexdigest(data),
         "size": len(data),
+        "git_blob": _blob_id(data),
     }
     bad = tmp_path / "bad.jsonl"
     line = json.loads(old.read_text())
