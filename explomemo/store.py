@@ -755,15 +755,16 @@ class Store:
         return found
 
     def memos_needing_embedding(
-        self, conn: sqlite3.Connection, model: str, most: int = -1
+        self, conn: sqlite3.Connection, model: str, most: int = -1, project: str | None = None
     ) -> list[int]:
-        """Ids of memos without both vectors from ``model`` (the first ``most``; -1: all)."""
+        """Ids of memos (of ``project``, or all) without both vectors from ``model`` (the
+        first ``most``; -1: all)."""
         return [
             int(row[0])
             for row in conn.execute(
-                "SELECT id FROM memos WHERE embedding IS NULL OR question_embedding IS NULL"
-                " OR embedding_model IS NOT ? ORDER BY id LIMIT ?",
-                (model, most),
+                "SELECT id FROM memos WHERE (embedding IS NULL OR question_embedding IS NULL"
+                " OR embedding_model IS NOT ?) AND (? IS NULL OR project = ?) ORDER BY id LIMIT ?",
+                (model, project, project, most),
             )
         ]
 

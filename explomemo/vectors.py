@@ -269,23 +269,25 @@ class Vectors:
 
     # Fills -----------------------------------------------------------------
 
-    def fill(self, embedder: Embedder, batch: int = FILL_BATCH) -> int:
-        """Give both vectors of ``embedder``'s model to every memo without them; returns how many.
+    def fill(self, embedder: Embedder, batch: int = FILL_BATCH, project: str | None = None) -> int:
+        """Give both vectors of ``embedder``'s model to every memo (of ``project``, or all)
+        without them; returns how many.
 
         Stops between batches once closing (what it computed is stored).
         """
         done = 0
         while not self._closing:
-            filled = self._fill_batch(embedder, batch)
+            filled = self._fill_batch(embedder, batch, project)
             if not filled:
                 break
             done += filled
         return done
 
-    def _fill_batch(self, embedder: Embedder, batch: int) -> int:
-        """Give vectors to up to ``batch`` memos without them; returns how many it embedded."""
+    def _fill_batch(self, embedder: Embedder, batch: int, project: str | None = None) -> int:
+        """Give vectors to up to ``batch`` memos (of ``project``, or all) without them;
+        returns how many it embedded."""
         with self.store.errors(), self.store.read() as conn:
-            ids = self.store.memos_needing_embedding(conn, embedder.model_id, batch)
+            ids = self.store.memos_needing_embedding(conn, embedder.model_id, batch, project)
             texts = self._current_texts(conn, ids)
         computed = self._embed(embedder, [t for pair in texts.values() for t in _pair(pair)])
         with self.store.errors(), self.store.write() as conn:
@@ -321,7 +323,7 @@ class Vectors:
     # Indexes ---------------------------------------------------------------
 
     def index(self, embedder: Embedder, project: str, dim: int) -> VectorIndex:
-        """The project's vectors of the embedder's model, embedding memos that lack them."""
+        """The project's vectors of the embedder's model, embedding its memos that lack them."""
         from explomemo.search import build_vector_index
 
         with self.store.errors():
@@ -336,7 +338,9 @@ class Vectors:
             with self.store.read() as conn:
                 index = build_vector_index(conn, project, embedder.model_id, dim, version)
             if index.lacking:
-                self.fill(embedder)
+                # This project's only: the others are embedded when they are
+                # searched, or by a server's fill on the vector thread.
+                self.fill(embedder, project=project)
                 version = self.store.memo_version()
                 with self.store.read() as conn:
                     index = build_vector_index(conn, project, embedder.model_id, dim, version)
