@@ -436,7 +436,8 @@ def import_memos(
     """Merge exported memos: for the same project and question, the newer memo is kept.
 
     Ties keep the memo already in the database. Everything lands in one
-    transaction. Imported memos gain vectors the next time a model is used.
+    transaction. Imported memos gain vectors the next time a model is used. A blob id
+    known for a content (from the export or the database) is given to every row of it.
     A memo's root is ``root`` when given, else the one an old export carries,
     else the current directory (an export holds no root). Snapshots of the
     memos an import replaces go with them when nothing else rests on them.
@@ -472,4 +473,7 @@ def import_memos(
                 added += 1
             else:
                 replaced += 1
+        # A blob id known for a content, from the export or the database, is
+        # given to every row of that content.
+        store.share_git_blobs(conn, (f.sha256 for memo in memo_list for f in memo.files))
     return ImportResult(read=len(memo_list), added=added, replaced=replaced, kept=kept)

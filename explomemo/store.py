@@ -822,6 +822,18 @@ class Store:
         ).fetchone()
         return None if row is None else (str(row[0]), bytes(row[1]))
 
+    def share_git_blobs(self, conn: sqlite3.Connection, contents: Iterable[str]) -> None:
+        """Give each row of these contents (SHA-256s) that lacks a blob id the one another row
+        of that content has."""
+        for chunk in _chunks(sorted(set(contents))):
+            marks = ",".join("?" * len(chunk))
+            conn.execute(
+                "UPDATE memo_files SET git_blob = (SELECT f.git_blob FROM memo_files f"
+                " WHERE f.sha256 = memo_files.sha256 AND f.git_blob IS NOT NULL LIMIT 1)"
+                f" WHERE git_blob IS NULL AND sha256 IN ({marks})",
+                chunk,
+            )
+
     def set_git_blobs(self, conn: sqlite3.Connection, blobs: Iterable[tuple[str, str]]) -> None:
         """Give every recorded file of each (SHA-256, git blob id) content its blob id."""
         conn.executemany(

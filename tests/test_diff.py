@@ -533,6 +533,51 @@ def test_old_export_is_imported(repo: Repo, db_path: Path, tmp_path: Path) -> No
     assert "files[0].git_blob is not 40 lowercase hex digits" in refused.stderr
 
 
+def test_an_import_shares_blob_ids_with_every_row_of_a_content(
+    repo: Repo, db_path: Path, tmp_path: Path
+) -> None:
+    build(repo)
+    tokens, db = (repo.path / "src" / "tokens.py").read_bytes(), b"POOL_SIZE = 5\n"
+    record(db_path, repo, QUESTION, "src/tokens.py")
+    old = record(db_path, repo, "Where is the pool sized?", "src/db.py")
+    with closing(sqlite3.connect(db_path)) as conn, conn:
+        conn.execute("UPDATE memo_files SET git_blob = NULL WHERE memo_id = ?", (old,))
+
+    def line(question: str, path: str, data: bytes, **blob: str) -> str:
+        file = {
+            "path": path,
+            "sha256": sha(data),
+            "xxh3": xxhash.xxh3_128_hexdigest(data),
+            "size": len(data),
+            **blob,
+        }
+        memo = {
+            "id": 40 + len(question),
+            "project": "demo",
+            "question": question,
+            "conclusion": "imported",
+            "recorded_at": "2026-01-01T00:00:00Z",
+            "files": [file],
+        }
+        return json.dumps(memo) + "\n"
+
+    export = tmp_path / "in.jsonl"
+    # One line without the blob id the database knows; one with the blob id a row lacks.
+    export.write_text(
+        line("Who verifies tokens?", "src/tokens.py", tokens)
+        + line("What is the pool size?", "src/db.py", db, git_blob=_blob_id(db))
+    )
+    invoke(db_path, "import", str(export))
+    with closing(sqlite3.connect(db_path)) as conn:
+        rows = conn.execute("SELECT path, git_blob FROM memo_files ORDER BY path, memo_id")
+        assert rows.fetchall() == [
+            ("src/db.py", _blob_id(db)),
+            ("src/db.py", _blob_id(db)),
+            ("src/tokens.py", _blob_id(tokens)),
+            ("src/tokens.py", _blob_id(tokens)),
+        ]
+
+
 def test_diff_is_coloured_on_a_terminal_only(repo: Repo, db_path: Path) -> None:
     import pty
 
