@@ -152,9 +152,7 @@ def _stale(args: argparse.Namespace) -> int:
             from explomemo.exchange import export_changes, read_export, stale_from_export
 
             memos = read_export(args.from_file)
-            if args.project is not None:
-                memos = [m for m in memos if m.project == args.project]
-            report = stale_from_export(memos, args.root, progress=progress)
+            report = stale_from_export(memos, args.root, progress, project=args.project)
             if with_diffs:
                 changes = export_changes(memos, report, args.root, limits)
         else:

@@ -8,16 +8,19 @@ command that set them up, so what the agent records, the hooks find.
 Configuration files are merged, never rewritten: only explomemo's own entries
 are added or updated, everything else stays as it was (its indentation too).
 A file that is not valid JSON or TOML is refused with one line and left
-alone. Writes are atomic (a temporary file in the same folder, then a
-rename). A second run finds nothing to change and says so; ``--dry-run``
+alone, and so is anything that is not a regular file. Writes go through
+:mod:`explomemo.atomic` (whole or not at all, permissions kept, a linked
+file written through); a configuration folder that is a link leading out of
+the project folder is refused. A second run finds nothing to change and says so; ``--dry-run``
 prints the change as a unified diff (and the ``claude`` commands it would
 run) and writes nothing.
 
 Where things go, in the project folder (the top of the git work tree, unless
 ``--root`` says otherwise):
 
-* Claude Code: the hooks in ``.claude/settings.json``. The server with
-  ``claude mcp add --scope local`` when the ``claude`` command is on PATH
+* Claude Code: the hooks in ``.claude/settings.local.json`` (they name this
+  machine's paths, so not in the settings.json a team commits). The server with
+  ``claude mcp add-json --scope local`` when the ``claude`` command is on PATH
   (connected at once, for this folder); otherwise in ``.mcp.json``, approved
   in ``.claude/settings.local.json`` (``enabledMcpjsonServers``), which
   Claude Code honours once the folder is trusted.
@@ -27,20 +30,24 @@ Where things go, in the project folder (the top of the git work tree, unless
 
 from __future__ import annotations
 
+import copy
 import difflib
 import json
 import os
 import shlex
 import shutil
+import stat
 import subprocess
 import sys
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from explomemo.errors import ExplomemoError
+from explomemo.atomic import Naming, replace_file
+from explomemo.errors import SetupError
+from explomemo.files import file_kind
+from explomemo.printable import block, message, no_workflow_commands
 from explomemo.projects import resolve_project, work_tree_top
 from explomemo.store import default_db_path
 
@@ -52,10 +59,6 @@ CLAUDE_HOOKS = (
     ("Stop", None, "stop", 10),
 )
 LABELS = {"claude-code": "Claude Code", "cursor": "Cursor", "codex": "Codex"}
-
-
-class SetupError(ExplomemoError):
-    """A client's configuration cannot be merged (not valid JSON or TOML, or misshapen)."""
 
 
 @dataclass
@@ -107,7 +110,12 @@ class Target:
 def setup(
     client: str, *, db: Path | None, project: str | None, root: str | None, dry_run: bool
 ) -> list[str]:
-    """Set up ``client`` for the project folder; returns the lines to print."""
+    """Set up ``client`` for the project folder; returns the lines to print.
+
+    The lines are safe to show: paths, and the files' contents in a diff, come
+    from the project (a cloned repository), so their control characters are
+    escaped (:mod:`explomemo.printable`).
+    """
     folder = _folder(root)
     target = Target(
         folder=folder,
@@ -120,25 +128,30 @@ def setup(
     changes = [change for change in plan.files if change.before != change.after]
     if not changes and not plan.commands:
         return [
-            f"explomemo is already set up for {label} in {folder} (project {target.project!r},"
-            f" database {target.db}): nothing changed."
+            message(
+                f"explomemo is already set up for {label} in {folder} (project"
+                f" {target.project!r}, database {target.db}): nothing changed."
+            )
         ]
     lines: list[str] = []
     if dry_run:
         for change in changes:
-            lines.append(_diff(change, folder).rstrip("\n"))
-        lines += [f"would run: {shlex.join(argv)}" for argv in plan.commands]
+            lines.append(no_workflow_commands(block(_diff(change, folder).rstrip("\n"))))
+        lines += [message(f"would run: {shlex.join(argv)}") for argv in plan.commands]
         lines.append("dry run: nothing was written.")
         return lines
     for change in changes:
-        write_atomically(change.path, change.after)
-        lines.append(f"wrote {change.path}")
+        written = replace_file(change.path, change.after.encode("utf-8"), CONFIG_FILE)
+        through = "" if written == change.path else f" (through its link, to {written})"
+        lines.append(message(f"wrote {change.path}{through}"))
     for argv in plan.commands:
         _run(argv, folder)
-        lines.append(f"ran: {shlex.join(argv)}")
+        lines.append(message(f"ran: {shlex.join(argv)}"))
     lines.append(
-        f"explomemo is set up for {label} in {folder}: project {target.project!r},"
-        f" database {target.db}."
+        message(
+            f"explomemo is set up for {label} in {folder}: project {target.project!r},"
+            f" database {target.db}."
+        )
     )
     return lines + plan.notes
 
@@ -188,36 +201,58 @@ def _diff(change: FileChange, folder: Path) -> str:
     )
 
 
-def write_atomically(path: Path, text: str) -> None:
-    """Replace ``path`` with ``text`` in one rename, keeping its permissions."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        mode = path.stat().st_mode & 0o7777
-    except FileNotFoundError:
-        mode = 0o644
-    fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(temporary, mode)
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+CONFIG_FILE = Naming(
+    error=SetupError,
+    what="configuration file",
+    instead="make it a regular file you can write (or move it away), then run setup again",
+)
+
+
+def config_path(folder: Path, *parts: str) -> Path:
+    """A configuration file in the project folder, refused when a folder on its way is a
+    symbolic link that leads out of it.
+
+    A cloned repository may commit ``.cursor`` as a link to ``~/.cursor``:
+    setup would then rewrite the user's own configuration, not the project's.
+    A link to a file is followed (its file is rewritten, the link stays):
+    that is how a configuration kept in a dotfiles repository is shared.
+    """
+    path = folder.joinpath(*parts)
+    home = os.path.realpath(folder)
+    reached = os.path.realpath(path.parent)
+    if reached != home and not reached.startswith(home.rstrip("/") + "/"):
+        raise SetupError(
+            f"{path.parent} is a symbolic link that leads out of the project folder {folder}"
+            f" (to {reached}): setup would change {Path(reached, path.name)} there, not the"
+            f" project's; replace the link with a folder of the project, then run setup again"
+        )
+    return path
 
 
 # JSON files -------------------------------------------------------------------
 
 
 def _read(path: Path) -> str | None:
+    """The text of a configuration file, None when there is none; only a regular file is read
+    (a FIFO would block)."""
     try:
-        return path.read_text(encoding="utf-8")
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError:
         return None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise SetupError(f"{path} cannot be read ({exc}): fix it or move it away") from None
+    except OSError as exc:
+        raise SetupError(
+            f"{path} cannot be read ({exc.strerror}): fix it or move it away"
+        ) from None
+    with os.fdopen(fd, "rb") as stream:
+        found = os.fstat(fd).st_mode
+        if not stat.S_ISREG(found):
+            raise SetupError(
+                f"{path} is {file_kind(found)}, not a regular file: {CONFIG_FILE.instead}"
+            )
+        try:
+            return stream.read().decode("utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise SetupError(f"{path} cannot be read ({exc}): fix it or move it away") from None
 
 
 def _json_object(path: Path, text: str | None) -> dict[str, Any]:
@@ -263,47 +298,85 @@ def _table(data: dict[str, Any], key: str, path: Path) -> dict[str, Any]:
 def _set_server(servers: dict[str, Any], entry: dict[str, Any]) -> None:
     current = servers.get(SERVER_NAME)
     if isinstance(current, dict):
-        current.update(entry)
+        merge_into(current, entry)
     else:
         servers[SERVER_NAME] = entry
+
+
+def merge_into(current: dict[str, Any], wanted: dict[str, Any]) -> None:
+    """Set ``wanted``'s keys in ``current``, merging nested tables key by key.
+
+    The user's own keys in explomemo's entry (an ``env`` variable of theirs,
+    a ``timeout``, a TOML comment) stay; a key already holding the wanted
+    value is not assigned again, so a TOML table keeps its layout.
+    """
+    for key, value in wanted.items():
+        mine = current.get(key)
+        if isinstance(value, dict) and isinstance(mine, dict):
+            merge_into(mine, value)
+        elif mine != value:
+            current[key] = value
 
 
 # Claude Code ------------------------------------------------------------------
 
 
-def _claude_hooks(target: Target, path: Path) -> FileChange:
-    def change(settings: dict[str, Any]) -> None:
-        hooks = _table(settings, "hooks", path)
-        for event, matcher, name, timeout in CLAUDE_HOOKS:
-            groups = hooks.setdefault(event, [])
-            if not isinstance(groups, list):
-                raise SetupError(
-                    f"hooks.{event} in {path} is not a list: fix it; it was left as is"
-                )
-            wanted = {"type": "command", "command": target.hook_command(name), "timeout": timeout}
-            mine = _own_hook(groups, name)
-            if mine is not None:
-                mine.update(wanted)
-                continue
-            group: dict[str, Any] = {"hooks": [wanted]}
-            if matcher is not None:
-                group = {"matcher": matcher, **group}
-            groups.append(group)
-
-    return _merge_json(path, change)
+def _add_hooks(target: Target, settings: dict[str, Any], path: Path) -> None:
+    """Add (or update) explomemo's three hooks in the settings object of ``path``."""
+    hooks = _table(settings, "hooks", path)
+    for event, matcher, name, timeout in CLAUDE_HOOKS:
+        groups = hooks.setdefault(event, [])
+        if not isinstance(groups, list):
+            raise SetupError(f"hooks.{event} in {path} is not a list: fix it; it was left as is")
+        wanted = {"type": "command", "command": target.hook_command(name), "timeout": timeout}
+        mine = next((e for g in _groups_entries(groups) for e in g[1] if _is_own(e, name)), None)
+        if mine is not None:
+            mine.update(wanted)
+            continue
+        group: dict[str, Any] = {"hooks": [wanted]}
+        if matcher is not None:
+            group = {"matcher": matcher, **group}
+        groups.append(group)
 
 
-def _own_hook(groups: list[Any], name: str) -> dict[str, Any] | None:
-    """explomemo's hook for ``name`` among a hook event's groups, if one is there."""
-    for group in groups:
-        entries = group.get("hooks") if isinstance(group, dict) else None
-        for entry in entries if isinstance(entries, list) else []:
-            command = entry.get("command") if isinstance(entry, dict) else None
-            if isinstance(command, str) and SERVER_NAME in command:
-                words = command.split()
-                if "hook" in words and name in words[words.index("hook") + 1 :]:
-                    return entry  # type: ignore[no-any-return]
-    return None
+def _drop_hooks(settings: dict[str, Any]) -> None:
+    """Take explomemo's hooks out of a settings object (an earlier setup's, in the shared
+    settings.json), with the groups and events they leave empty; the rest stays."""
+    hooks = settings.get("hooks")
+    if not isinstance(hooks, dict):
+        return
+    for event, _, name, _ in CLAUDE_HOOKS:
+        groups = hooks.get(event)
+        if not isinstance(groups, list):
+            continue
+        for group, entries in _groups_entries(groups):
+            kept = [entry for entry in entries if not _is_own(entry, name)]
+            if len(kept) < len(entries):
+                group["hooks"] = kept
+                if not kept:
+                    groups.remove(group)
+                if not groups:
+                    del hooks[event]
+    if not hooks:
+        del settings["hooks"]
+
+
+def _groups_entries(groups: list[Any]) -> list[tuple[dict[str, Any], list[Any]]]:
+    """Each hook group of an event with its list of hooks (misshapen groups are skipped)."""
+    return [
+        (group, group["hooks"])
+        for group in groups
+        if isinstance(group, dict) and isinstance(group.get("hooks"), list)
+    ]
+
+
+def _is_own(entry: Any, name: str) -> bool:
+    """Whether a hook entry is explomemo's hook ``name`` (``… explomemo … hook NAME …``)."""
+    command = entry.get("command") if isinstance(entry, dict) else None
+    if not isinstance(command, str) or SERVER_NAME not in command:
+        return False
+    words = command.split()
+    return "hook" in words and name in words[words.index("hook") + 1 :]
 
 
 def _claude_config() -> Path:
@@ -314,8 +387,8 @@ def _claude_config() -> Path:
 def _claude_local_server(folder: Path) -> dict[str, Any] | None:
     """The server Claude Code has registered for ``folder`` in local scope, if any."""
     try:
-        config = json.loads(_claude_config().read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        config = json.loads(_read(_claude_config()) or "null")
+    except (SetupError, ValueError):
         return None
     projects = config.get("projects") if isinstance(config, dict) else None
     if not isinstance(projects, dict):
@@ -329,44 +402,53 @@ def _claude_local_server(folder: Path) -> dict[str, Any] | None:
 
 
 def plan_claude_code(target: Target) -> Plan:
-    """Hooks in .claude/settings.json; the server through ``claude`` or in .mcp.json."""
+    """Hooks in .claude/settings.local.json; the server through ``claude`` or in .mcp.json.
+
+    The hooks hold this machine's paths (explomemo's executable, the
+    database), so they go into the settings Claude Code keeps per person, not
+    the shared settings.json a team commits; an earlier setup's hooks there
+    are taken out.
+    """
     folder = target.folder
-    plan = Plan(files=[_claude_hooks(target, folder / ".claude" / "settings.json")])
+    local = config_path(folder, ".claude", "settings.local.json")
+    mcp_json = config_path(folder, ".mcp.json")
     server = target.server()
     claude = shutil.which("claude")
-    if claude is not None:
-        current = _claude_local_server(folder)
-        wanted = {"type": "stdio", **server}
-        if current is None or any(current.get(k) != v for k, v in wanted.items()):
-            if current is not None:
-                plan.commands.append([claude, "mcp", "remove", "--scope", "local", SERVER_NAME])
-            env = [f"{k}={v}" for k, v in server["env"].items()]
-            plan.commands.append(
-                [claude, "mcp", "add", "--scope", "local", SERVER_NAME]
-                + [part for pair in env for part in ("-e", pair)]
-                + ["--", server["command"], *server["args"]]
-            )
-        return plan
+
+    def local_settings(settings: dict[str, Any]) -> None:
+        _add_hooks(target, settings, local)
+        if claude is None:
+            approved = settings.setdefault("enabledMcpjsonServers", [])
+            if not isinstance(approved, list):
+                raise SetupError(
+                    f"enabledMcpjsonServers in {local} is not a list: fix it; it was left as it is"
+                )
+            if SERVER_NAME not in approved:
+                approved.append(SERVER_NAME)
 
     def add_server(config: dict[str, Any]) -> None:
-        _set_server(_table(config, "mcpServers", folder / ".mcp.json"), {"type": "stdio", **server})
+        _set_server(_table(config, "mcpServers", mcp_json), {"type": "stdio", **server})
 
-    def approve(settings: dict[str, Any]) -> None:
-        approved = settings.setdefault("enabledMcpjsonServers", [])
-        if not isinstance(approved, list):
-            raise SetupError(
-                f"enabledMcpjsonServers in {folder / '.claude' / 'settings.local.json'} is not"
-                " a list: fix it; it was left as it is"
-            )
-        if SERVER_NAME not in approved:
-            approved.append(SERVER_NAME)
-
-    plan.files.append(_merge_json(folder / ".mcp.json", add_server))
-    plan.files.append(_merge_json(folder / ".claude" / "settings.local.json", approve))
+    plan = Plan(files=[_merge_json(local, local_settings)])
+    shared = _merge_json(config_path(folder, ".claude", "settings.json"), _drop_hooks)
+    if shared.before is not None:
+        plan.files.append(shared)
+    if claude is not None:
+        current = _claude_local_server(folder)
+        wanted = copy.deepcopy(current) if current is not None else {}
+        merge_into(wanted, {"type": "stdio", **server})
+        if wanted != current:
+            if current is not None:
+                plan.commands.append([claude, "mcp", "remove", "--scope", "local", SERVER_NAME])
+            add = [claude, "mcp", "add-json", "--scope", "local", SERVER_NAME]
+            plan.commands.append([*add, json.dumps(wanted, ensure_ascii=False)])
+        return plan
+    plan.files.append(_merge_json(mcp_json, add_server))
     plan.notes.append(
         "The claude command is not on PATH, so the server went into .mcp.json, approved in"
         " .claude/settings.local.json: Claude Code uses it once this folder is trusted (start"
-        " claude here once and accept)."
+        " claude here once and accept). .mcp.json now holds this machine's paths: commit it"
+        " only if every teammate's are the same."
     )
     return plan
 
@@ -376,7 +458,7 @@ def plan_claude_code(target: Target) -> Plan:
 
 def plan_cursor(target: Target) -> Plan:
     """The server in .cursor/mcp.json."""
-    path = target.folder / ".cursor" / "mcp.json"
+    path = config_path(target.folder, ".cursor", "mcp.json")
 
     def add_server(config: dict[str, Any]) -> None:
         _set_server(_table(config, "mcpServers", path), target.server())
@@ -390,10 +472,9 @@ def plan_cursor(target: Target) -> Plan:
 def plan_codex(target: Target) -> Plan:
     """The server in .codex/config.toml."""
     import tomlkit
-    import tomlkit.items
     from tomlkit.exceptions import TOMLKitError
 
-    path = target.folder / ".codex" / "config.toml"
+    path = config_path(target.folder, ".codex", "config.toml")
     before = _read(path)
     try:
         document = tomlkit.parse(before or "")
@@ -408,14 +489,15 @@ def plan_codex(target: Target) -> Plan:
     if not isinstance(servers, dict):
         raise SetupError(f"mcp_servers in {path} is not a table: fix it; it was left as it is")
     server = target.server()
+    env = tomlkit.table()
+    env.update(server["env"])
+    wanted = {"command": server["command"], "args": server["args"], "env": env}
     current = servers.get(SERVER_NAME)
-    if not isinstance(current, tomlkit.items.Table) or current.unwrap() != server:
+    if isinstance(current, dict):
+        merge_into(current, wanted)
+    else:
         entry = tomlkit.table()
-        entry["command"] = server["command"]
-        entry["args"] = server["args"]
-        env = tomlkit.table()
-        env.update(server["env"])
-        entry["env"] = env
+        entry.update(wanted)
         servers[SERVER_NAME] = entry
     return Plan(
         files=[FileChange(path, before, tomlkit.dumps(document))],

@@ -34,3 +34,16 @@ class ExportFileError(ExplomemoError):
 
 class ModelError(ExplomemoError):
     """The embedding model named by the environment cannot be loaded."""
+
+
+class SetupError(ExplomemoError):
+    """A client's configuration cannot be merged (not valid JSON or TOML, misshapen, or
+    reached through a link that leads out of the project folder)."""
+
+
+class HookInputError(ExplomemoError):
+    """The JSON a Claude Code hook read on stdin is not what Claude Code sends."""
+
+
+class TranscriptError(ExplomemoError):
+    """The transcript a Stop hook is given cannot be read (missing, not a regular file)."""

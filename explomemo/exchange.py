@@ -11,24 +11,22 @@ Exports of earlier versions (with ``root``, without blob ids) are still read.
 
 from __future__ import annotations
 
-import contextlib
 import io
 import json
 import os
 import posixpath
 import re
-import secrets
 import stat
 import sys
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from explomemo import inputs
+from explomemo.atomic import Naming, replace_file
 from explomemo.errors import ExportFileError, InputError, PathError
-from explomemo.files import MAX_ROOT_CHARS, check_text_path, file_kind, resolve_root
+from explomemo.files import MAX_ROOT_CHARS, check_text_path, resolve_root
 from explomemo.memos import MemoCache, stale_entries
 from explomemo.models import (
     CheckedFile,
@@ -90,89 +88,14 @@ def write_export(target: Path | None, text: str) -> None:
                 " raise the file size limit where it goes, or write it with -o FILE"
             ) from exc
         return
-    final, mode = _export_target(target)
-    try:
-        final.parent.mkdir(parents=True, exist_ok=True)
-        # O_EXCL under a random name: no other export, and no link planted
-        # there, is ever written through.
-        staging = final.with_name(f".{final.name}.{secrets.token_hex(6)}.tmp")
-        fd = os.open(staging, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
-    except OSError as exc:
-        raise ExportFileError(
-            f"cannot write export file {target} ({exc.strerror}): pick a writable path with -o"
-        ) from exc
-    try:
-        try:
-            if mode is not None:
-                os.fchmod(fd, mode.permissions)
-                with contextlib.suppress(PermissionError):
-                    os.fchown(fd, mode.uid, mode.gid)
-            _write_all(fd, text.encode("utf-8"))
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(staging, final)
-    except OSError as exc:
-        staging.unlink(missing_ok=True)
-        raise ExportFileError(
-            f"cannot write export file {target} ({exc.strerror}): it was left as it was;"
-            " free space or raise the file size limit, or pick another path with -o"
-        ) from exc
+    replace_file(target, text.encode("utf-8"), _EXPORT_FILE)
 
 
-@dataclass(frozen=True)
-class _Owner:
-    permissions: int
-    uid: int
-    gid: int
-
-
-def _export_target(target: Path) -> tuple[Path, _Owner | None]:
-    """The regular file an export to ``target`` replaces (links followed), and its owner
-    and permissions when it exists."""
-    if _through_proc(str(target)):
-        # /dev/stdout and its kind name a descriptor, not a place for a file:
-        # a file renamed there would replace what the shell redirected to.
-        raise ExportFileError(
-            f"export file {target} leads to a process's open file through /proc (as"
-            " /dev/stdout does): use -o - for standard output, or pass the file's own path"
-        )
-    try:
-        found = os.stat(target)
-    except FileNotFoundError:
-        if os.path.lexists(target):
-            raise ExportFileError(
-                f"export file {target} is a symbolic link to a file that does not exist:"
-                " pass the path of the file itself with -o"
-            ) from None
-        return Path(os.path.realpath(target)), None
-    except OSError as exc:
-        raise ExportFileError(
-            f"cannot write export file {target} ({exc.strerror}): pick a writable path with -o"
-        ) from exc
-    if not stat.S_ISREG(found.st_mode):
-        raise ExportFileError(
-            f"export file {target} is {file_kind(found.st_mode)}, not a regular file: pass the"
-            " path of a file with -o, or -o - for standard output"
-        )
-    return Path(os.path.realpath(target)), _Owner(
-        stat.S_IMODE(found.st_mode), found.st_uid, found.st_gid
-    )
-
-
-def _through_proc(path: str) -> bool:
-    """Whether ``path`` or a symbolic link on its way leads into /proc."""
-    current = os.path.abspath(path)
-    for _ in range(40):
-        folder = os.path.realpath(os.path.dirname(current))
-        if folder == "/proc" or folder.startswith("/proc/"):
-            return True
-        current = os.path.join(folder, os.path.basename(current))
-        try:
-            current = os.path.join(folder, os.readlink(current))
-        except OSError:
-            return False
-    return False
+_EXPORT_FILE = Naming(
+    error=ExportFileError,
+    what="export file",
+    instead="pass the path of a regular file you can write with -o, or -o - for standard output",
+)
 
 
 def _write_stdout(text: str) -> None:
@@ -186,11 +109,7 @@ def _write_stdout(text: str) -> None:
         return
     # Straight to the descriptor: nothing is left in a buffer that a failed
     # flush at exit would complain about again.
-    _write_all(fd, text.encode("utf-8"))
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
+    view = memoryview(text.encode("utf-8"))
     while view:
         view = view[os.write(fd, view) :]
 
@@ -384,13 +303,22 @@ def _normal_path(path: str) -> str:
 
 
 def stale_from_export(
-    memos: Iterable[ExportedMemo], root: str | None, progress: Progress | None = None
+    memos: Iterable[ExportedMemo],
+    root: str | None,
+    progress: Progress | None = None,
+    *,
+    project: str | None = None,
 ) -> StaleReport:
-    """Check exported memos against ``root`` (default: the current directory), no database."""
+    """Check exported memos (of ``project`` only, when given) against ``root`` (default: the
+    current directory), no database."""
+    if project is not None:
+        inputs.check_text("project", project, inputs.MAX_PROJECT)
     where = resolve_root(root)
     rows: list[MemoRow] = []
     files: dict[int, list[FileRow]] = {}
     for memo in memos:
+        if project is not None and memo.project != project:
+            continue
         rows.append(
             MemoRow(
                 memo.id, memo.project, memo.question, memo.conclusion, where.path, memo.recorded_at

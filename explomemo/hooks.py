@@ -32,6 +32,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from explomemo.errors import HookInputError
+from explomemo.printable import message
 from explomemo.projects import resolve_project
 from explomemo.store import FileRow, MemoRow, Store
 
@@ -49,10 +51,6 @@ MIN_FILES_READ = 3
 MAX_FILES_NAMED = 20
 #: A question is cut to this many characters in the index.
 QUESTION_CHARS = 160
-
-
-class HookInputError(Exception):
-    """The JSON on stdin is not what Claude Code sends."""
 
 
 Answer = dict[str, Any] | None
@@ -75,7 +73,8 @@ def run_hook(
         payload = _payload(source.read())
         answer = _HANDLERS[event](payload, db, project)
     except Exception as exc:  # whatever it is, the client must go on
-        err.write(f"explomemo hook {event}: {_one_line(exc)}\n".encode(errors="replace"))
+        line = message(f"explomemo hook {event}: {_one_line(exc)}")
+        err.write(f"{line}\n".encode(errors="replace"))
         err.flush()
         return 0
     if answer is not None:

@@ -12,8 +12,10 @@ both sides:
   in the prompt.
 
 Its score is the smaller of the two. A code identifier of the prompt
-(``raise_for_status``, ``StreamConsumed``) found in at most two memos is
-strong evidence on its own: a memo holding it scores its prompt coverage.
+(``raise_for_status``, ``StreamConsumed``, ``_urlparse.py``; found as recall
+finds them, :mod:`explomemo.identifiers`) that at most two memos of the
+project hold is strong evidence on its own: a memo holding it scores its
+prompt coverage.
 Only memos scoring :data:`CUTOFF` or more are returned. Task words (fix, add,
 test, rename…) are not content: they say what to do, not what it is about.
 
@@ -29,6 +31,8 @@ import math
 import re
 import sqlite3
 
+from explomemo import words
+from explomemo.identifiers import identifiers
 from explomemo.store import MemoRow, Store
 
 #: Score a memo needs to be put before the agent.
@@ -40,35 +44,13 @@ MAX_WORDS = 24
 #: Memos that BM25 hands over as candidates.
 CANDIDATES = 60
 
-STOP_WORDS = frozenset(
-    """
-    a about above after again against all also am an and any are aren as at be because been
-    before being below between both but by can cannot could did didn do does doesn doing don
-    down during each else ever every few for from further get gets got had has have having he
-    her here hers him his how i if in into is isn it its itself just let lets like may me
-    might more most must my no nor not now of off on once only or other ought our ours out
-    over own same shall she should so some such than that the their theirs them then there
-    these they this those through to too under until up upon us very was wasn we were what
-    whats when where which while who whom whose why will with within without would you your
-    yours thing things stuff way ways happen happens happening work works done make makes
-    code file files find tell show explain please want need needs help use using try see
-    fix fixes fixed fixing failing fail fails add adds adding write run update rename refactor
-    delete remove format review translate bump change test tests testing
-    """.split()
-)
+#: Identifiers of a prompt that count.
+MAX_NAMES = 16
+
+#: Not content in a prompt: stop words, and what a request asks to do.
+STOP_WORDS = words.STOP_WORDS | words.TASK_WORDS
 
 _WORD = re.compile(r"[^\W_]+")
-_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_CODE_SHAPED = re.compile(r"[A-Za-z0-9]_[A-Za-z0-9]|[a-z][A-Z]|[A-Z]{2}[a-z]")
-_SUFFIXES = ("ing", "ies", "ied", "ed", "es", "s", "y", "e")
-
-
-def stem(word: str) -> str:
-    """A crude stem, enough to see "redirects" and "redirect" as one word."""
-    for suffix in _SUFFIXES:
-        if len(word) > len(suffix) + 2 and word.endswith(suffix):
-            return word[: -len(suffix)]
-    return word
 
 
 def content_words(text: str) -> dict[str, str]:
@@ -76,18 +58,13 @@ def content_words(text: str) -> dict[str, str]:
     found: dict[str, str] = {}
     for word in _WORD.findall(text.lower()):
         if word not in STOP_WORDS and len(word) > 1:
-            found.setdefault(stem(word), word)
+            found.setdefault(words.stem(word), word)
     return found
 
 
 def all_stems(text: str) -> set[str]:
     """The stems of every word of ``text``."""
-    return {stem(w) for w in _WORD.findall(text.lower())}
-
-
-def identifiers(text: str) -> set[str]:
-    """The code-shaped names in ``text`` (snake_case, camelCase, CapWords with capitals)."""
-    return {w for w in _IDENTIFIER.findall(text) if _CODE_SHAPED.search(w)}
+    return {words.stem(w) for w in _WORD.findall(text.lower())}
 
 
 class _Rarity:
@@ -125,18 +102,18 @@ def answering(
     store: Store, conn: sqlite3.Connection, project: str, prompt: str
 ) -> list[tuple[MemoRow, float]]:
     """The project's memos that answer ``prompt``, best first, each with its score."""
-    words = dict(list(content_words(prompt).items())[:MAX_WORDS])
+    content = dict(list(content_words(prompt).items())[:MAX_WORDS])
     rarity = _Rarity(store, conn)
-    known = [word for word in words.values() if rarity.count(word)]
+    known = [word for word in content.values() if rarity.count(word)]
     if not known:
         return []
-    weights = {s: rarity.of(word) for s, word in words.items()}
+    weights = {s: rarity.of(word) for s, word in content.items()}
     ranked = store.word_matches(conn, project, " OR ".join(map(_phrase, known)), CANDIDATES)
-    ids = [memo_id for memo_id, _ in ranked]
+    named = _naming_rarely(store, conn, project, prompt)
+    ids = [memo_id for memo_id, _ in ranked] + sorted(named.difference(i for i, _ in ranked))
     memos = {m.id: m for m in store.memos(conn, ids=ids)}
     paths = store.files_of(conn, ids)
     prompt_stems = all_stems(prompt)
-    prompt_names = identifiers(prompt)
     found: list[tuple[MemoRow, float]] = []
     for memo_id in ids:
         memo = memos.get(memo_id)
@@ -148,17 +125,19 @@ def answering(
             continue  # the score is at most the prompt coverage
         question = {s: rarity.of(word) for s, word in content_words(memo.question).items()}
         score = min(prompt_side, _coverage(question, prompt_stems))
-        if score < CUTOFF:
-            shared = prompt_names & identifiers(text)
-            if any(_memos_naming(store, conn, name) <= IDENTIFIER_MEMOS for name in shared):
-                score = prompt_side
+        if score < CUTOFF and memo_id in named:
+            score = prompt_side
         if score >= CUTOFF:
             found.append((memo, score))
     found.sort(key=lambda pair: (-pair[1], pair[0].id))
     return found
 
 
-def _memos_naming(store: Store, conn: sqlite3.Connection, name: str) -> int:
-    """How many memos hold ``name`` (as FTS5 sees it: its parts in a row)."""
-    parts = [p for p in _WORD.findall(name) if p]
-    return store.word_frequency(conn, _phrase(" ".join(parts))) if parts else 0
+def _naming_rarely(store: Store, conn: sqlite3.Connection, project: str, prompt: str) -> set[int]:
+    """The memos of ``project`` holding an identifier the prompt names that at most
+    :data:`IDENTIFIER_MEMOS` of its memos hold (the identifiers recall matches)."""
+    names = sorted(identifiers(prompt))[:MAX_NAMES]
+    if not names:
+        return set()
+    holders = store.identifier_holders(conn, project, names, IDENTIFIER_MEMOS)
+    return {i for ids in holders.values() if len(ids) <= IDENTIFIER_MEMOS for i in ids}

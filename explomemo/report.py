@@ -28,8 +28,6 @@ from explomemo.printable import block, no_workflow_commands, one_line
 if TYPE_CHECKING:
     from rich.progress import Progress, TaskID
 
-STALE_FORMATS = ("table", "json", "github", "markdown")
-
 
 def _render(renderable: Any, width: int | None = None) -> str:
     from rich.console import Console
@@ -188,7 +186,8 @@ def stale_markdown(
 def format_stale(
     report: StaleReport, fmt: str, changes: Mapping[int, Sequence[CheckedFile]] | None = None
 ) -> str:
-    """The stale report in one of STALE_FORMATS (``changes``: diffs, for github and markdown)."""
+    """The stale report as ``table``, ``json``, ``github`` or ``markdown`` (the choices of
+    ``explomemo stale --format``; ``changes``: diffs, for github and markdown)."""
     if fmt == "github":
         return stale_github(report, changes)
     if fmt == "markdown":

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Literal
 
 from explomemo.identifiers import identifiers
 from explomemo.store import Store
+from explomemo.words import STOP_WORDS, stem
 
 if TYPE_CHECKING:
     import numpy as np
@@ -74,21 +75,6 @@ WORDS_MATCH = 0.15
 BM25_SCALE = 8.0
 #: How many candidates each side hands to the fusion.
 CANDIDATES = 60
-
-STOP_WORDS = frozenset(
-    """
-    a about above after again against all also am an and any are aren as at be because been
-    before being below between both but by can cannot could did didn do does doesn doing don
-    down during each else ever every few for from further get gets got had has have having he
-    her here hers him his how i if in into is isn it its itself just let lets like may me
-    might more most must my no nor not now of off on once only or other ought our ours out
-    over own same shall she should so some such than that the their theirs them then there
-    these they this those through to too under until up upon us very was wasn we were what
-    whats when where which while who whom whose why will with within without would you your
-    yours thing things stuff way ways happen happens happening work works done make makes
-    code file files find tell show explain
-    """.split()
-)
 
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
 
@@ -402,7 +388,7 @@ class WordSearch:
         # ("retries" in max_retries), starts with its stem. One pattern for all
         # stems scans each text once; longest first, so a stem that is a
         # prefix of another is still seen through the longer one.
-        stems = {w: _stem(w) for w in words}
+        stems = {w: stem(w) for w in words}
         alternatives = sorted(set(stems.values()), key=lambda stem: (-len(stem), stem))
         pattern = re.compile(r"(?<![^\W_])(" + "|".join(map(re.escape, alternatives)) + ")")
         scores: dict[int, float] = {}
@@ -467,15 +453,6 @@ def _identifier_scores(
         for memo_id in holders:
             scores[memo_id] = max(scores.get(memo_id, 0.0), rarity)
     return scores, frozenset(pinned)
-
-
-def _stem(word: str) -> str:
-    # A crude stemmer for containment, close enough to FTS5's Porter stemming
-    # on the endings that matter: "retries"/"retry", "wired"/"wire".
-    for suffix in ("ing", "ies", "ied", "ed", "es", "s", "y", "e"):
-        if len(word) > len(suffix) + 2 and word.endswith(suffix):
-            return word[: -len(suffix)]
-    return word
 
 
 def _any_of(words: list[str]) -> str:

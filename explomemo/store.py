@@ -224,29 +224,14 @@ class Store:
                 " pass a writable --db or EXPLOMEMO_DB"
             ) from exc
         _private_file(db_path)
-        try:
-            conn = sqlite3.connect(
-                db_path,
-                timeout=BUSY_TIMEOUT_MS / 1000,
-                isolation_level=None,
-                check_same_thread=False,
-            )
-        except sqlite3.Error as exc:
-            raise describe_sqlite_error(db_path, exc) from exc
-        store = cls(db_path, conn)
-        try:
+        store = cls._connected(db_path, BUSY_TIMEOUT_MS)
+        with store._closed_on_failure(BUSY_TIMEOUT_MS):
             store._check_identity()
             store._identity = store._file_identity()
             _owner_only(db_path)
             store._configure()
             store._migrate()
-            store._reader = store._open_reader()
-        except sqlite3.Error as exc:
-            store.close()
-            raise describe_sqlite_error(db_path, exc) from exc
-        except BaseException:
-            store.close()
-            raise
+            store._reader = _connect(db_path, BUSY_TIMEOUT_MS, query_only=True)
         return store
 
     @classmethod
@@ -260,18 +245,9 @@ class Store:
         db_path = Path(path) if path is not None else default_db_path()
         if not db_path.is_file():
             raise StoreError(f"no database at {db_path} yet: nothing has been recorded there")
-        try:
-            conn = sqlite3.connect(
-                db_path,
-                timeout=busy_timeout_ms / 1000,
-                isolation_level=None,
-                check_same_thread=False,
-            )
-        except sqlite3.Error as exc:
-            raise describe_sqlite_error(db_path, exc) from exc
-        store = cls(db_path, conn)
-        try:
-            conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
+        store = cls._connected(db_path, busy_timeout_ms)
+        with store._closed_on_failure(busy_timeout_ms):
+            store.conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
             store.busy_timeout_ms = busy_timeout_ms
             store._check_identity(busy_timeout_ms)
             store._identity = store._file_identity()
@@ -282,29 +258,29 @@ class Store:
                     f" ({', '.join(missing)}): run any explomemo command on it once"
                     " (explomemo list) to upgrade it"
                 )
-            conn.execute("PRAGMA foreign_keys = ON")
-            store._reader = store._open_reader(busy_timeout_ms)
-        except sqlite3.Error as exc:
-            store.close()
-            raise describe_sqlite_error(db_path, exc, busy_timeout_ms) from exc
-        except BaseException:
-            store.close()
-            raise
+            store.conn.execute("PRAGMA foreign_keys = ON")
+            store._reader = _connect(db_path, busy_timeout_ms, query_only=True)
         return store
 
-    def _open_reader(self, busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> sqlite3.Connection:
-        reader = sqlite3.connect(
-            self.path,
-            timeout=busy_timeout_ms / 1000,
-            isolation_level=None,
-            check_same_thread=False,
-        )
+    @classmethod
+    def _connected(cls, db_path: Path, busy_timeout_ms: int) -> Store:
+        """A store on a new write connection to ``db_path`` (nothing read yet)."""
         try:
-            reader.execute("PRAGMA query_only = ON")
+            return cls(db_path, _connect(db_path, busy_timeout_ms))
+        except sqlite3.Error as exc:
+            raise describe_sqlite_error(db_path, exc, busy_timeout_ms) from exc
+
+    @contextmanager
+    def _closed_on_failure(self, busy_timeout_ms: int) -> Iterator[None]:
+        """Close the store when opening it fails; a SQLite error becomes a StoreError."""
+        try:
+            yield
+        except sqlite3.Error as exc:
+            self.close()
+            raise describe_sqlite_error(self.path, exc, busy_timeout_ms) from exc
         except BaseException:
-            reader.close()
+            self.close()
             raise
-        return reader
 
     def close(self) -> None:
         """Close the connections (emptying the log into the file opened, if it was replaced)."""
@@ -456,15 +432,17 @@ class Store:
 
         With ``wait=False`` (a cache's write, which may be skipped) it does not
         wait for another thread of this process, and waits for another process
-        only :data:`CACHE_BUSY_TIMEOUT_MS`: a StoreError or sqlite3.Error says
-        it did not happen.
+        only :data:`CACHE_BUSY_TIMEOUT_MS`, or the store's own busy timeout when
+        that is shorter (a hook's 50 ms): a StoreError or sqlite3.Error says it
+        did not happen.
         """
         if not self.lock.acquire(blocking=wait):
             raise StoreError(f"database {self.path} is being written by another thread")
         try:
             self._check_file()
             if not wait:
-                self.conn.execute(f"PRAGMA busy_timeout = {CACHE_BUSY_TIMEOUT_MS}")
+                cache_wait = min(CACHE_BUSY_TIMEOUT_MS, self.busy_timeout_ms)
+                self.conn.execute(f"PRAGMA busy_timeout = {cache_wait}")
             try:
                 self.conn.execute("BEGIN IMMEDIATE")
             finally:
@@ -948,6 +926,21 @@ def _private_folders(folder: Path) -> None:
     for path in reversed(missing):
         with contextlib.suppress(FileExistsError):  # another process made it meanwhile
             path.mkdir(mode=0o700)
+
+
+def _connect(path: Path, busy_timeout_ms: int, query_only: bool = False) -> sqlite3.Connection:
+    """A connection usable from any thread (under the store's locks), in autocommit mode:
+    transactions are begun explicitly."""
+    conn = sqlite3.connect(
+        path, timeout=busy_timeout_ms / 1000, isolation_level=None, check_same_thread=False
+    )
+    if query_only:
+        try:
+            conn.execute("PRAGMA query_only = ON")
+        except BaseException:
+            conn.close()
+            raise
+    return conn
 
 
 def _private_file(path: Path) -> None:

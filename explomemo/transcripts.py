@@ -22,16 +22,14 @@ import stat
 from collections.abc import Iterable
 from typing import Any
 
+from explomemo.errors import TranscriptError
+
 #: How much of the end of a transcript is read.
 TAIL_BYTES = 8 * 1024 * 1024
 #: The tool whose calls count as reading a file.
 READ_TOOL = "Read"
 #: A tool name ending so records a memo, whatever name the server was registered under.
 RECORD_SUFFIX = "__memory_exploration_record"
-
-
-class TranscriptError(Exception):
-    """The transcript cannot be read (missing, not a regular file, unreadable)."""
 
 
 def tail_entries(path: str) -> list[dict[str, Any]]:

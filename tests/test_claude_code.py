@@ -175,7 +175,7 @@ def test_hooks_bring_memos_into_a_real_claude_session(
     env = environment(home, tmp_path / "memos.db", f"{claude.parent}:{os.environ['PATH']}")
     setup = run([EXPLOMEMO, "setup", "claude-code"], shop.path, env)
     assert setup.returncode == 0, setup.stderr
-    assert "ran: " in setup.stdout and "mcp add --scope local explomemo" in setup.stdout
+    assert "ran: " in setup.stdout and "mcp add-json --scope local explomemo" in setup.stdout
 
     listing = run([str(claude), "mcp", "list"], shop.path, env)
     assert f"explomemo: {EXPLOMEMO} serve - ✔ Connected" in listing.stdout, listing.stdout

@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 from conftest import Repo
 
-from explomemo.hooks import INDEX_BYTES, PROMPT_BYTES, run_hook
+from explomemo import validity
+from explomemo.hooks import BUSY_TIMEOUT_MS, INDEX_BYTES, PROMPT_BYTES, run_hook
 from explomemo.memos import FixedModel, MemoCache
 
 MEMOS = [
@@ -156,6 +157,42 @@ def test_prompt_marks_a_stale_memo_with_what_changed(project: Repo, db_path: Pat
     assert "[memo 2, stale (changed: src/tokens.py; missing: src/auth.py)]" in text
 
 
+@pytest.mark.parametrize(
+    "prompt",
+    [
+        "why does Settings __init__ validate every key?",
+        "why does load_config validate every key?",
+    ],
+)
+def test_prompt_finds_identifiers_as_recall_does_per_project(
+    project: Repo, db_path: Path, prompt: str
+) -> None:
+    """The memo's question shares no word with the prompt: only a distinctive identifier
+    (``__init__``, which the hook's own rule missed; ``load_config``, which three memos
+    of another project hold too) brings it."""
+    project.write("src/settings.py", "KEYS = ()\n")
+    project.commit("settings")
+    with MemoCache.open(db_path, FixedModel(None)) as cache:
+        cache.record(
+            question="How is the configuration loaded at start-up?",
+            conclusion="src/settings.py: load_config() reads config.toml; __init__ of Settings"
+            " validates every key.",
+            files=["src/settings.py"],
+            root=str(project.path),
+        )
+        for i in range(3):
+            cache.record(
+                question=f"What does loader {i} do?",
+                conclusion=f"load_config() and __init__ of loader {i} validate every key.",
+                files=["src/settings.py"],
+                project="other",
+                root=str(project.path),
+            )
+    answer, err = hook("prompt", {"cwd": str(project.path), "prompt": prompt}, db_path)
+    assert err == ""
+    assert "] How is the configuration loaded at start-up?" in context(answer, "UserPromptSubmit")
+
+
 def test_prompt_context_stays_within_its_budget(tmp_path: Path, db_path: Path) -> None:
     repo = Repo(tmp_path / "verbose")
     repo.write("a.py", "A = 1\n")
@@ -271,6 +308,13 @@ def test_malformed_input_is_one_line_and_nothing_added(
     assert fragment in err
 
 
+def test_the_error_line_escapes_control_characters(tmp_path: Path) -> None:
+    db = tmp_path / "no\x1b]52;c;SGVsbG8=\x07" / "x.db"
+    answer, err = hook("session-start", {"cwd": str(tmp_path)}, db)
+    assert answer is None and err.count("\n") == 1
+    assert "no\\x1b]52;c;SGVsbG8=\\x07" in err and "\x1b" not in err and "\x07" not in err
+
+
 def test_a_missing_database_is_one_line_and_is_not_created(tmp_path: Path) -> None:
     db = tmp_path / "none" / "x.db"
     answer, err = hook("prompt", {"cwd": str(tmp_path), "prompt": "where is auth"}, db)
@@ -293,6 +337,41 @@ def test_a_locked_database_is_one_line_without_waiting(
     finally:
         holder.close()
     assert answer is None and "locked" in err and err.count("\n") == 1
+
+
+@pytest.mark.timeout(20)
+@pytest.mark.parametrize("event", ["session-start", "prompt"])
+def test_a_write_lock_is_waited_for_at_most_the_hooks_busy_timeout(
+    project: Repo, db_path: Path, event: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another process writing (a shared WAL lock, not an exclusive one): the hook still
+    reads, reaches the stat-cache write, and no statement of it waits longer than 50 ms."""
+    monkeypatch.setattr(validity, "RACY_NS", -1)  # the stat cache is written at once
+    statements: list[str] = []
+    timeouts: list[float] = []
+    real_connect = sqlite3.connect
+
+    def connect(*args: Any, **kwargs: Any) -> sqlite3.Connection:
+        timeouts.append(kwargs.get("timeout", 5.0))
+        conn = real_connect(*args, **kwargs)
+        conn.set_trace_callback(statements.append)
+        return conn
+
+    holder = real_connect(db_path, isolation_level=None)
+    try:
+        holder.execute("DELETE FROM file_stats")
+        holder.execute("BEGIN IMMEDIATE")
+        monkeypatch.setattr(sqlite3, "connect", connect)
+        payload = {"cwd": str(project.path), "prompt": "where are JWT tokens validated?"}
+        answer, err = hook(event, payload, db_path)
+    finally:
+        monkeypatch.setattr(sqlite3, "connect", real_connect)
+        holder.close()
+    assert answer is not None and err == ""
+    assert "BEGIN IMMEDIATE" in statements  # the stat-cache write was tried
+    waits = [int(s.split("=")[1]) for s in statements if s.startswith("PRAGMA busy_timeout")]
+    assert waits and max(waits) <= BUSY_TIMEOUT_MS
+    assert max(timeouts) <= BUSY_TIMEOUT_MS / 1000
 
 
 def test_the_command_exits_0_even_on_a_bad_command_line(db_path: Path) -> None:

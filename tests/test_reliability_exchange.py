@@ -549,3 +549,25 @@ def test_windows_line_ends_are_read(tmp_path: Path, capsys: pytest.CaptureFixtur
     run = run_cli(capsys, ["stale", "--from", str(export), "--format", "json"])
     assert run.code == 0, run.err
     assert json.loads(run.out)["checked"] == 2
+
+
+def test_stale_from_an_export_checks_one_project_in_the_library(tmp_path: Path) -> None:
+    from explomemo.exchange import export_memos, read_export, stale_from_export
+
+    root = tmp_path / "root"
+    root.mkdir()
+    (root / "a.py").write_text("a\n")
+    with open_cache(tmp_path / "m.db") as cache:
+        for project in ("p", "q"):
+            cache.record(
+                question="q", conclusion="c", project=project, files=["a.py"], root=str(root)
+            )
+        export = tmp_path / "memos.jsonl"
+        export.write_text("".join(line + "\n" for line in export_memos(cache)))
+    (root / "a.py").write_text("changed\n")
+    memos = read_export(export)
+    assert stale_from_export(memos, str(root)).checked == 2
+    report = stale_from_export(memos, str(root), project="q")
+    assert report.checked == 1 and [entry.project for entry in report.stale] == ["q"]
+    with pytest.raises(InputError, match="project"):
+        stale_from_export(memos, str(root), project=" ")

@@ -253,6 +253,21 @@ def _open_fds() -> int:
     return len(os.listdir("/proc/self/fd"))
 
 
+def _fds_into(folder: Path) -> set[tuple[str, str]]:
+    """This process's open descriptors on ``folder`` or on pipes (helper processes), by
+    number and target. Only these: a thread left by another test may open or close a
+    file of its own meanwhile, which a bare count would take for a leak."""
+    found = set()
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith((f"{folder}/", "pipe:")) or target == str(folder):
+            found.add((fd, target))
+    return found
+
+
 @pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs /proc")
 def test_opener_closes_every_folder(tree: dict[str, Path]) -> None:
     root = resolve_root(str(tree["root"]))
@@ -347,7 +362,7 @@ def test_parallel_reads_match_one_thread(
     ]
     results = {}
     counted = {}
-    before = _open_fds()
+    before = _fds_into(tmp_path)
     for mode, (workers, parallel_from, helpers_from) in READ_MODES.items():
         monkeypatch.setattr(validity, "PARALLEL_MEAN_BYTES", parallel_from)
         monkeypatch.setattr(validity, "HELPERS_MIN_BYTES", helpers_from)
@@ -376,7 +391,7 @@ def test_parallel_reads_match_one_thread(
     for i, size in enumerate(sizes):
         data = bytes((i + j) % 251 for j in range(size))
         assert found[rels[i]] == xxhash.xxh3_128_hexdigest(data)
-    assert _open_fds() == before
+    assert _fds_into(tmp_path) == before
 
 
 @pytest.mark.timeout(60)
