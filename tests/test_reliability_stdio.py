@@ -15,6 +15,7 @@ import sqlite3
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from contextlib import closing
 from pathlib import Path
 
@@ -307,10 +308,6 @@ def test_reads_answer_while_the_snapshot_writer_waits_for_another_process(
         ).id
         assert taken.wait(30)
         (project / "a.py").write_text("A = 2\n")
-        holder = subprocess.Popen(
-            [PYTHON, "-c", LOCK_HOLDER, str(db)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            text=True,
-        )  # fmt: skip
         described: list[list[CheckedFile]] = []
 
         def read() -> None:
@@ -320,19 +317,7 @@ def test_reads_answer_while_the_snapshot_writer_waits_for_another_process(
             report = cache.stale_report(project="p")
             described.append(cache.stale_changes(report)[memo])
 
-        reader = threading.Thread(target=read)
-        try:
-            assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
-            go.set()  # the writer now waits for the lock (30 s busy timeout)
-            reader.start()
-            reader.join(25)
-            answered_while_locked = not reader.is_alive()
-        finally:
-            assert holder.stdin is not None
-            holder.stdin.write("release\n")
-            holder.stdin.close()
-            holder.wait(timeout=60)
-            reader.join(60)
+        answered_while_locked = _done_while_locked(db, go, read)
         assert answered_while_locked, "a read waited for the snapshot writer's write"
         assert len(described) == 3
         for files in described:
@@ -355,6 +340,28 @@ def _held_writer(monkeypatch: pytest.MonkeyPatch) -> tuple[threading.Event, thre
 
     monkeypatch.setattr(snapshots, "compress", held_compress)
     return taken, go
+
+
+def _done_while_locked(db: Path, go: threading.Event, work: Callable[[], None]) -> bool:
+    """Whether ``work`` (on a thread) ends while another process holds the database's lock,
+    taken before ``go`` is set (and released after at most 25 s)."""
+    holder = subprocess.Popen(
+        [PYTHON, "-c", LOCK_HOLDER, str(db)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+    worker = threading.Thread(target=work)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
+        go.set()
+        worker.start()
+        worker.join(25)
+        return not worker.is_alive()
+    finally:
+        assert holder.stdin is not None
+        holder.stdin.write("release\n")
+        holder.stdin.close()
+        holder.wait(timeout=60)
+        worker.join(120)
 
 
 def _blob_ids(db: Path) -> list[tuple[str, str | None]]:
@@ -391,24 +398,8 @@ def test_close_drops_snapshots_a_lock_keeps_out_and_keeps_the_blob_ids(
             question=f"where is F{n}?", conclusion="here", files=[f"f{n}.py"], root=str(project)
         )
     assert taken.wait(30)
-    holder = subprocess.Popen(
-        [PYTHON, "-c", LOCK_HOLDER, str(db)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-        text=True,
-    )  # fmt: skip
-    closer = threading.Thread(target=cache.close)
-    try:
-        assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
-        go.set()  # each of the three writes now waits for the lock (30 s busy timeout)
-        closer.start()
-        closer.join(25)
-        closed_while_locked = not closer.is_alive()
-    finally:
-        assert holder.stdin is not None
-        holder.stdin.write("release\n")
-        holder.stdin.close()
-        holder.wait(timeout=60)
-        closer.join(120)
-    assert closed_while_locked, "close waited for the snapshot writer's writes"
+    # Each of the three writes waits for the lock (30 s busy timeout).
+    assert _done_while_locked(db, go, cache.close), "close waited for the snapshot writer"
     # What was not written is not snapshotted, and nothing else is lost.
     assert all(blob is not None for _, blob in _blob_ids(db))
     with closing(sqlite3.connect(db)) as conn:
