@@ -162,9 +162,11 @@ class SnapshotWriter:
                 self._busy = True
             try:
                 self._store_job(job, time.monotonic() + self._store.busy_timeout_ms / 1000)
-            except StoreError as exc:
+            except Exception as exc:
                 # Those contents keep no snapshot: their diffs come from git.
-                logger.warning("could not store snapshots: %s", exc)
+                # Any failure, so the thread lives on for the next records
+                # (a record waits for it when too much is pending).
+                logger.warning("could not store snapshots: %s", " ".join(str(exc).split()))
             finally:
                 with self._changed:
                     self._busy = False

@@ -405,3 +405,32 @@ def test_close_drops_snapshots_a_lock_keeps_out_and_keeps_the_blob_ids(
     with closing(sqlite3.connect(db)) as conn:
         assert conn.execute("SELECT count(*) FROM snapshots").fetchone() == (0,)
     assert "could not store snapshots" not in caplog.text
+
+
+def test_a_failed_snapshot_leaves_the_writer_alive(
+    tmp_path: Path, project: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    compress = snapshots.compress
+    failures = [RuntimeError("zlib ran out\nof memory")]
+
+    def failing_once(data: bytes) -> tuple[str, bytes]:
+        if failures:
+            raise failures.pop()
+        return compress(data)
+
+    monkeypatch.setattr(snapshots, "compress", failing_once)
+    db = tmp_path / "m.db"
+    with MemoCache.open(db, FixedModel(None), snapshots=True) as cache:
+        cache.record(
+            question="where is A?", conclusion="in a.py", files=["a.py"], root=str(project)
+        )
+        assert cache.wait_for_snapshots(30)
+        (project / "b.py").write_text("B = 1\n")
+        cache.record(
+            question="where is B?", conclusion="in b.py", files=["b.py"], root=str(project)
+        )
+        assert cache.wait_for_snapshots(30)
+    warnings = [r.getMessage() for r in caplog.records if r.name == "explomemo"]
+    assert warnings == ["could not store snapshots: zlib ran out of memory"]
+    with closing(sqlite3.connect(db)) as conn:
+        assert conn.execute("SELECT count(*) FROM snapshots").fetchone() == (1,)
