@@ -140,6 +140,12 @@ def _stale(args: argparse.Namespace) -> int:
     from explomemo.report import StderrProgress, format_stale
 
     with_diffs = args.format in ("github", "markdown")
+    limits = None
+    if args.format == "github":
+        from explomemo.diffs import NO_LIMITS
+
+        # No diff is printed, and each annotation needs its whole diff's first changed line.
+        limits = NO_LIMITS
     changes = None
     with StderrProgress("checking files") as progress:
         if args.from_file is not None:
@@ -148,13 +154,13 @@ def _stale(args: argparse.Namespace) -> int:
             memos = read_export(args.from_file)
             report = stale_from_export(memos, args.root, progress, project=args.project)
             if with_diffs:
-                changes = export_changes(memos, report, args.root)
+                changes = export_changes(memos, report, args.root, limits)
         else:
             with _cache(args.db, with_model=False) as cache:
                 cache.validator.progress = progress
                 report = cache.stale_report(project=args.project, root=args.root)
                 if with_diffs:
-                    changes = cache.stale_changes(report, args.root)
+                    changes = cache.stale_changes(report, args.root, limits)
     _echo(format_stale(report, args.format, changes))
     return EXIT_STALE if args.check and report.stale else EXIT_OK
 

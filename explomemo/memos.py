@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
 
@@ -278,6 +278,11 @@ class MemoCache:
         writer = self._snapshots.made
         return writer is None or writer.wait(timeout)
 
+    def _pending_snapshots(self) -> Callable[[Iterable[str]], Mapping[str, bytes]] | None:
+        """What the snapshot writer holds and has not stored yet (nothing, if it never started)."""
+        writer = self._snapshots.made
+        return None if writer is None else writer.pending
+
     # Record --------------------------------------------------------------
 
     def record(
@@ -350,7 +355,9 @@ class MemoCache:
             files=[RecordedFile(path=f.path, sha256=f.sha256, size=f.size) for f in recorded],
         )
         # Last: the writer's thread then works while the answer goes out, not before.
-        self._snapshots.get().submit(contents)
+        self._snapshots.get().submit(
+            contents, {f.sha256: f.git_blob for f in recorded if f.git_blob}
+        )
         return result
 
     def _relative_files(self, root: Root, files: list[str]) -> dict[str, str]:
@@ -528,23 +535,21 @@ class MemoCache:
         from explomemo.diffs import AGENT_LIMITS, ChangeFinder
         from explomemo.validity import state_of
 
-        self.wait_for_snapshots()
-        finder = ChangeFinder(self.store, limits or AGENT_LIMITS)
+        finder = ChangeFinder(self.store, limits or AGENT_LIMITS, self._pending_snapshots())
         return [
             finder.check(root, [(f, state_of(changes, f)) for f in files]) for files in memo_files
         ]
 
     def stale_changes(
-        self, report: StaleReport, root: str | None = None
+        self, report: StaleReport, root: str | None = None, limits: Limits | None = None
     ) -> dict[int, list[CheckedFile]]:
         """The files of each stale memo of ``report`` with their diffs and moves, by memo id.
 
-        ``root`` as given to :meth:`stale_report`; all the diffs share an
-        agent answer's budget (see :mod:`explomemo.diffs`).
+        ``root`` as given to :meth:`stale_report`; all the diffs share one
+        budget, ``limits`` (default: an agent answer's, see :mod:`explomemo.diffs`).
         """
-        from explomemo.diffs import ChangeFinder, stale_changes
+        from explomemo.diffs import AGENT_LIMITS, ChangeFinder, stale_changes
 
-        self.wait_for_snapshots()
         fixed = resolve_root(root) if root is not None else None
         ids = [entry.id for entry in report.stale]
         with self.store.errors(), self.store.read() as conn:
@@ -555,7 +560,8 @@ class MemoCache:
             if fixed is None and memo.root not in roots:
                 roots[memo.root] = _recorded_root(memo.root)
         by_id = {i: fixed if fixed is not None else roots.get(memos[i].root) for i in memos}
-        return stale_changes(ChangeFinder(self.store), report.stale, files, by_id)
+        finder = ChangeFinder(self.store, limits or AGENT_LIMITS, self._pending_snapshots())
+        return stale_changes(finder, report.stale, files, by_id)
 
     def _observe(self, root: Root | None, files: Iterable[FileRow]) -> dict[str, Seen]:
         """The files that may not hold their recorded content (see :meth:`Validator.observe`).
