@@ -140,6 +140,12 @@ def _stale(args: argparse.Namespace) -> int:
     from explomemo.report import StderrProgress, format_stale
 
     with_diffs = args.format in ("github", "markdown")
+    limits = None
+    if args.format == "github":
+        from explomemo.diffs import NO_LIMITS
+
+        # No diff is printed, and each annotation needs its whole diff's first changed line.
+        limits = NO_LIMITS
     changes = None
     with StderrProgress("checking files") as progress:
         if args.from_file is not None:
@@ -148,13 +154,13 @@ def _stale(args: argparse.Namespace) -> int:
             memos = read_export(args.from_file)
             report = stale_from_export(memos, args.root, progress, project=args.project)
             if with_diffs:
-                changes = export_changes(memos, report, args.root)
+                changes = export_changes(memos, report, args.root, limits)
         else:
             with _cache(args.db, with_model=False) as cache:
                 cache.validator.progress = progress
                 report = cache.stale_report(project=args.project, root=args.root)
                 if with_diffs:
-                    changes = cache.stale_changes(report, args.root)
+                    changes = cache.stale_changes(report, args.root, limits)
     _echo(format_stale(report, args.format, changes))
     return EXIT_STALE if args.check and report.stale else EXIT_OK
 
@@ -261,49 +267,17 @@ def _memo_id(value: str) -> int:
         raise argparse.ArgumentTypeError(f"{value!r} is not a memo id (a whole number)") from None
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The whole command line."""
-    parser = _Parser(
-        prog="explomemo",
-        description="Remember what was learned about a codebase, keyed by the SHA-256 of every"
-        " file read.",
-    )
-    parser.add_argument("--version", action="version", version=f"explomemo {__version__}")
-    parser.add_argument(
-        "--db",
-        type=_path,
-        help="Database file (default: $EXPLOMEMO_DB, or explomemo.db in the user data directory).",
-    )
-    # prog given: working it out imports shutil and sizes the terminal.
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND", prog="explomemo")
-
-    def command(
-        name: str, run: Callable[[argparse.Namespace], int], text: str
-    ) -> argparse.ArgumentParser:
-        sub = commands.add_parser(name, help=text, description=text)
-        sub.set_defaults(run=run)
-        return sub
-
-    def project_option(sub: argparse.ArgumentParser, text: str = PROJECT_HELP) -> None:
-        sub.add_argument("--project", help=text)
-
-    def root_option(sub: argparse.ArgumentParser, text: str) -> None:
-        sub.add_argument("--root", help=text)
-
-    cwd_root = "Absolute project directory (default: the current directory)."
-
-    command("serve", _serve, "Run the MCP server on stdio.")
-
-    sub = command("record", _record, "Record a conclusion with the SHA-256 of FILES.")
-    project_option(sub)
-    root_option(sub, cwd_root)
+def _record_arguments(sub: argparse.ArgumentParser) -> None:
+    _project_option(sub)
+    _root_option(sub, CWD_ROOT)
     sub.add_argument("--question", required=True, help="The structural question answered.")
     sub.add_argument("--conclusion", required=True, help="The answer, as concluded.")
     sub.add_argument("files", nargs="+", metavar="FILE", help="Every file read to conclude.")
 
-    sub = command("recall", _recall, "Find memos relevant to QUERY, each fresh or stale.")
-    project_option(sub)
-    root_option(sub, cwd_root)
+
+def _recall_arguments(sub: argparse.ArgumentParser) -> None:
+    _project_option(sub)
+    _root_option(sub, CWD_ROOT)
     sub.add_argument("--limit", type=_limit, default=5, help="1 to 20 (default: 5).")
     stale_choice = sub.add_mutually_exclusive_group()
     stale_choice.add_argument(
@@ -319,9 +293,10 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_argument("--json", action="store_true", help="Print the result JSON.")
     sub.add_argument("query", metavar="QUERY")
 
-    sub = command("stale", _stale, "Report memos whose files changed or vanished.")
-    project_option(sub, "Only this project's memos (default: every project).")
-    root_option(
+
+def _stale_arguments(sub: argparse.ArgumentParser) -> None:
+    _project_option(sub, "Only this project's memos (default: every project).")
+    _root_option(
         sub,
         "Check every memo against this directory (default: each memo's recorded root;"
         " with --from, the current directory).",
@@ -336,30 +311,29 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_argument("--format", choices=STALE_FORMATS, default="table", help="(default: table)")
     sub.add_argument("--check", action="store_true", help="Exit 1 when any memo is stale.")
 
-    sub = command("list", _list, "List memos without re-hashing their files.")
-    project_option(sub, "Only this project's memos (default: every project).")
+
+def _list_arguments(sub: argparse.ArgumentParser) -> None:
+    _project_option(sub, "Only this project's memos (default: every project).")
     sub.add_argument("--json", action="store_true", help="Print JSON.")
 
-    sub = command(
-        "show", _show, "Show one memo in full, with the state of each file and what changed."
-    )
+
+def _show_arguments(sub: argparse.ArgumentParser) -> None:
     sub.add_argument("id", type=_memo_id, metavar="ID")
-    root_option(sub, "Check files against this directory (default: the recorded root).")
+    _root_option(sub, "Check files against this directory (default: the recorded root).")
     sub.add_argument("--json", action="store_true", help="Print JSON.")
 
-    sub = command(
-        "diff",
-        _diff,
-        "Show what changed in each file of a memo since it was recorded (colour on a terminal).",
-    )
-    sub.add_argument("id", type=_memo_id, metavar="ID")
-    root_option(sub, "Compare with this directory (default: the recorded root).")
 
-    sub = command("forget", _forget, "Delete one memo (of whichever project holds it).")
+def _diff_arguments(sub: argparse.ArgumentParser) -> None:
+    sub.add_argument("id", type=_memo_id, metavar="ID")
+    _root_option(sub, "Compare with this directory (default: the recorded root).")
+
+
+def _forget_arguments(sub: argparse.ArgumentParser) -> None:
     sub.add_argument("id", type=_memo_id, metavar="ID")
 
-    sub = command("export", _export, "Write memos as JSON Lines, sorted by project then id.")
-    project_option(sub, "Only this project's memos (default: every project).")
+
+def _export_arguments(sub: argparse.ArgumentParser) -> None:
+    _project_option(sub, "Only this project's memos (default: every project).")
     sub.add_argument(
         "-o",
         "--output",
@@ -369,30 +343,25 @@ def build_parser() -> argparse.ArgumentParser:
         " - is stdout.",
     )
 
-    sub = command("import", _import, "Merge an export: the newer memo of a question is kept.")
+
+def _import_arguments(sub: argparse.ArgumentParser) -> None:
     sub.add_argument("file", type=_path, metavar="FILE")
-    root_option(
+    _root_option(
         sub,
         "The imported memos' root (default: the root an old export names, else the current"
         " directory).",
     )
 
-    sub = command(
-        "hook",
-        _hook,
-        "A Claude Code hook: reads the hook's JSON on stdin, answers on stdout.",
-    )
-    sub.add_argument("event", choices=HOOK_EVENTS, metavar="|".join(HOOK_EVENTS))
-    project_option(sub)
 
-    sub = command(
-        "setup",
-        _setup,
-        "Register the MCP server (and, for Claude Code, the hooks) with a client.",
-    )
+def _hook_arguments(sub: argparse.ArgumentParser) -> None:
+    sub.add_argument("event", choices=HOOK_EVENTS, metavar="|".join(HOOK_EVENTS))
+    _project_option(sub)
+
+
+def _setup_arguments(sub: argparse.ArgumentParser) -> None:
     sub.add_argument("client", choices=CLIENTS, metavar="|".join(CLIENTS))
-    project_option(sub)
-    root_option(
+    _project_option(sub)
+    _root_option(
         sub,
         "The project folder to set up (default: the top of the current git work tree,"
         " else the current directory).",
@@ -400,6 +369,93 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_argument(
         "--dry-run", action="store_true", help="Show the change as a diff; write nothing."
     )
+
+
+def _project_option(sub: argparse.ArgumentParser, text: str = PROJECT_HELP) -> None:
+    sub.add_argument("--project", help=text)
+
+
+def _root_option(sub: argparse.ArgumentParser, text: str) -> None:
+    sub.add_argument("--root", help=text)
+
+
+CWD_ROOT = "Absolute project directory (default: the current directory)."
+
+#: Each command: what runs it, its help, and what adds its arguments.
+COMMANDS: dict[
+    str,
+    tuple[Callable[[argparse.Namespace], int], str, Callable[[argparse.ArgumentParser], None]],
+] = {
+    "serve": (_serve, "Run the MCP server on stdio.", lambda sub: None),
+    "record": (_record, "Record a conclusion with the SHA-256 of FILES.", _record_arguments),
+    "recall": (
+        _recall,
+        "Find memos relevant to QUERY, each fresh or stale.",
+        _recall_arguments,
+    ),
+    "stale": (_stale, "Report memos whose files changed or vanished.", _stale_arguments),
+    "list": (_list, "List memos without re-hashing their files.", _list_arguments),
+    "show": (
+        _show,
+        "Show one memo in full, with the state of each file and what changed.",
+        _show_arguments,
+    ),
+    "diff": (
+        _diff,
+        "Show what changed in each file of a memo since it was recorded (colour on a terminal).",
+        _diff_arguments,
+    ),
+    "forget": (_forget, "Delete one memo (of whichever project holds it).", _forget_arguments),
+    "export": (
+        _export,
+        "Write memos as JSON Lines, sorted by project then id.",
+        _export_arguments,
+    ),
+    "import": (
+        _import,
+        "Merge an export: the newer memo of a question is kept.",
+        _import_arguments,
+    ),
+    "hook": (
+        _hook,
+        "A Claude Code hook: reads the hook's JSON on stdin, answers on stdout.",
+        _hook_arguments,
+    ),
+    "setup": (
+        _setup,
+        "Register the MCP server (and, for Claude Code, the hooks) with a client.",
+        _setup_arguments,
+    ),
+}
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The whole command line; with ``only`` (a command), just that command's parser.
+
+    argparse builds a parser for each command (and looks up translations of
+    its texts on disk each time): all of them cost a short command a tenth
+    of its start-up. Parsing a command's words gives the same result with
+    only its parser, so :func:`main` builds the rest only for help, errors
+    about the command word, and ``--version``.
+    """
+    parser = _Parser(
+        prog="explomemo",
+        description="Remember what was learned about a codebase, keyed by the SHA-256 of every"
+        " file read.",
+    )
+    parser.add_argument("--version", action="version", version=f"explomemo {__version__}")
+    parser.add_argument(
+        "--db",
+        type=_path,
+        help="Database file (default: $EXPLOMEMO_DB, or explomemo.db in the user data directory).",
+    )
+    # prog given: working it out imports shutil and sizes the terminal.
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", prog="explomemo")
+    for name, (run, text, arguments) in COMMANDS.items():
+        if only is None or name == only:
+            sub = commands.add_parser(name, help=text, description=text)
+            sub.set_defaults(run=run)
+            arguments(sub)
     return parser
 
 
@@ -417,8 +473,10 @@ def _command_of(argv: Sequence[str]) -> str | None:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the exit code (0 ok, 1 stale found by --check, 2 error)."""
     args_list = list(sys.argv[1:] if argv is None else argv)
+    command = _command_of(args_list)
+    lean = command in COMMANDS and not {"-h", "--help", "--version"} & set(args_list)
     try:
-        args = build_parser().parse_args(args_list)
+        args = build_parser(command if lean else None).parse_args(args_list)
         if args.command is None:
             build_parser().print_help()
             return EXIT_OK

@@ -18,13 +18,15 @@ from __future__ import annotations
 import difflib
 import hashlib
 import os
-from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+import sqlite3
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 
+from explomemo.errors import StoreError
 from explomemo.files import Refused, Root, open_regular
 from explomemo.gitrepo import GitRepo
 from explomemo.hashing import git_blob_id, hash_fd
-from explomemo.models import CheckedFile, DiffSource, FileStateName, StaleEntry
+from explomemo.models import CheckedFile, DiffSource, FileStateName, StaleEntry, replace
 from explomemo.snapshots import SNAPSHOT_MAX_BYTES, restore
 from explomemo.store import FileRow, Store
 
@@ -182,13 +184,16 @@ class _Found:
 class ChangeFinder:
     """Describes the changed and missing files of one answer (a recall, a show, a report).
 
-    Snapshots come from ``store`` (None: an export checked without a
-    database); git is asked only when a content has no snapshot or a file
-    is missing, at most once per root for the index.
+    Snapshots come from ``pending`` (the contents this process recorded
+    whose snapshots are not stored yet, by SHA-256), then from ``store``
+    (None: an export checked without a database); git is asked only when a
+    content has no snapshot or a file is missing, at most once per root for
+    the index.
     """
 
     store: Store | None
     limits: Limits = AGENT_LIMITS
+    pending: Callable[[Iterable[str]], Mapping[str, bytes]] | None = None
     _repos: dict[str, GitRepo | None] = field(default_factory=dict, init=False)
     _tracked: dict[str, dict[str, list[str]]] = field(default_factory=dict, init=False)
     _budget: int | None = field(default=None, init=False)
@@ -263,47 +268,67 @@ class ChangeFinder:
             for row in [*changed, *(r for r in missing if r.git_blob is None)]
             if row.size <= DIFF_MAX_BYTES
         ]
+        # Asked before the database: a content stored meanwhile is there.
+        held = dict(self.pending([r.sha256 for r in wanted])) if self.pending and wanted else {}
+        wanted = [r for r in wanted if r.sha256 not in held]
         if self.store is not None and wanted:
             with self.store.errors(), self.store.read() as conn:
                 stored = {r.sha256: self.store.snapshot(conn, r.sha256) for r in wanted}
             for sha256, snapshot in stored.items():
                 data = None if snapshot is None else restore(*snapshot, sha256)
                 if data is not None:
-                    found[sha256] = _Found(
-                        "snapshot", data, found[sha256].blob or git_blob_id(data)
-                    )
+                    held[sha256] = data
+        for sha256, data in held.items():
+            found[sha256] = _Found("snapshot", data, found[sha256].blob or git_blob_id(data))
         lacking = [
             r for r in changed if r.size <= DIFF_MAX_BYTES and found[r.sha256].content is None
         ]
-        repo = self._git() if lacking else None
-        if repo is None:
-            return found
-        by_id = repo.blobs(r.git_blob for r in lacking if r.git_blob)
-        for row in lacking:
-            data = by_id.get(row.git_blob or "")
-            if data is not None and hashlib.sha256(data).hexdigest() == row.sha256:
-                found[row.sha256] = _Found("git", data, row.git_blob)
-            elif row.git_blob is None and found[row.sha256].content is None:
-                searched = repo.find_content(row.path, row.sha256, row.size)
-                if searched is not None:
-                    found[row.sha256] = _Found("git", searched[1], searched[0])
+        unknown = [r for r in missing if found[r.sha256].blob is None]
+        repo = self._git() if lacking or unknown else None
+        if repo is not None:
+            by_id = repo.blobs(r.git_blob for r in lacking if r.git_blob)
+            for row in lacking:
+                data = by_id.get(row.git_blob or "")
+                if data is not None and hashlib.sha256(data).hexdigest() == row.sha256:
+                    found[row.sha256] = _Found("git", data, row.git_blob)
+            # Only a search of git history finds a content recorded without a
+            # blob id: one search for all of them, and none for a diff once
+            # the answer's diffs are spent (it would show none of it).
+            search = [*unknown]
+            if self._budget != 0:
+                search += [r for r in lacking if r.git_blob is None]
+            wanted_there = [(r.path, r.sha256, r.size) for r in search]
+            for sha256, (blob, data) in repo.find_contents(wanted_there).items():
+                found[sha256] = _Found("git", data, blob)
+        self._keep_blobs([*changed, *missing], found)
         return found
+
+    def _keep_blobs(self, rows: Sequence[FileRow], found: Mapping[str, _Found]) -> None:
+        """Store the blob ids found for contents recorded without one, so no later answer
+        searches git history for them; skipped when the database is busy."""
+        blobs = {
+            row.sha256: blob
+            for row in rows
+            if row.git_blob is None and (blob := found[row.sha256].blob) is not None
+        }
+        if self.store is None or not blobs:
+            return
+        try:
+            # A read must not wait for writes: this one is a cache's.
+            with self.store.errors(), self.store.write(wait=False) as conn:
+                self.store.set_git_blobs(conn, blobs.items())
+        except (StoreError, sqlite3.Error):
+            pass
 
     def _moved_to(self, row: FileRow, recorded: _Found) -> str | None:
         """A tracked path in root holding the recorded content now, from git's index."""
         repo = self._git()
-        if repo is None or self.root is None:
-            return None
-        blob = recorded.blob
-        if blob is None:
-            searched = repo.find_content(row.path, row.sha256, row.size)
-            blob = None if searched is None else searched[0]
-        if blob is None:
+        if repo is None or self.root is None or recorded.blob is None:
             return None
         tracked = self._tracked.get(self.root.real)
         if tracked is None:
             tracked = self._tracked[self.root.real] = repo.tracked()
-        for path in tracked.get(blob, []):
+        for path in tracked.get(recorded.blob, []):
             if path != row.path and self._holds(path, row):
                 return path
         return None

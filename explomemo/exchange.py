@@ -21,7 +21,7 @@ import sys
 from collections.abc import Iterable, Iterator
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from explomemo import inputs
 from explomemo.atomic import Naming, replace_file
@@ -40,11 +40,13 @@ from explomemo.printable import json_text
 from explomemo.store import MAX_ID, FileRow, MemoRow
 from explomemo.validity import Progress, Validator, expect
 
+if TYPE_CHECKING:
+    from explomemo.diffs import Limits
+
 
 def export_memos(cache: MemoCache, project: str | None = None) -> Iterator[str]:
     """The export's lines (without newlines), sorted by project then id."""
     store = cache.store
-    cache.wait_for_snapshots()
     with store.errors(), store.read() as conn:
         memos = store.memos(conn, project=project)
         files = store.all_files(conn, project)
@@ -334,15 +336,22 @@ def stale_from_export(
 
 
 def export_changes(
-    memos: Iterable[ExportedMemo], report: StaleReport, root: str | None
+    memos: Iterable[ExportedMemo],
+    report: StaleReport,
+    root: str | None,
+    limits: Limits | None = None,
 ) -> dict[int, list[CheckedFile]]:
     """The files of each stale memo of ``report`` (from :func:`stale_from_export`) with their
-    diffs from git history and their moves, by memo id: no database, so no snapshots."""
-    from explomemo.diffs import ChangeFinder, stale_changes
+    diffs from git history and their moves, by memo id: no database, so no snapshots.
+
+    ``limits`` as for :meth:`~explomemo.memos.MemoCache.stale_changes`.
+    """
+    from explomemo.diffs import AGENT_LIMITS, ChangeFinder, stale_changes
 
     where = resolve_root(root)
     files = {memo.id: _file_rows(memo) for memo in memos}
-    return stale_changes(ChangeFinder(None), report.stale, files, dict.fromkeys(files, where))
+    finder = ChangeFinder(None, limits or AGENT_LIMITS)
+    return stale_changes(finder, report.stale, files, dict.fromkeys(files, where))
 
 
 def _file_rows(memo: ExportedMemo) -> list[FileRow]:
@@ -355,7 +364,8 @@ def import_memos(
     """Merge exported memos: for the same project and question, the newer memo is kept.
 
     Ties keep the memo already in the database. Everything lands in one
-    transaction. Imported memos gain vectors the next time a model is used.
+    transaction. Imported memos gain vectors the next time a model is used. A blob id
+    known for a content (from the export or the database) is given to every row of it.
     A memo's root is ``root`` when given, else the one an old export carries,
     else the current directory (an export holds no root). Snapshots of the
     memos an import replaces go with them when nothing else rests on them.
@@ -391,4 +401,7 @@ def import_memos(
                 added += 1
             else:
                 replaced += 1
+        # A blob id known for a content, from the export or the database, is
+        # given to every row of that content.
+        store.share_git_blobs(conn, (f.sha256 for memo in memo_list for f in memo.files))
     return ImportResult(read=len(memo_list), added=added, replaced=replaced, kept=kept)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from explomemo.errors import PathError
 
@@ -29,8 +29,7 @@ _OPEN_FLAGS = (
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
 
 
-@dataclass(frozen=True)
-class Root:
+class Root(NamedTuple):
     """A project root: the absolute path as given and its real path."""
 
     path: str

@@ -177,16 +177,22 @@ class GitRepo:
             paths.sort()
         return found
 
-    def find_content(self, path: str, sha256: str, size: int) -> tuple[str, bytes] | None:
-        """(blob id, content) of a content recorded at ``path`` without a blob id.
+    def find_contents(self, wanted: Sequence[tuple[str, str, int]]) -> dict[str, tuple[str, bytes]]:
+        """(blob id, content) of each content recorded without a blob id, by SHA-256.
 
-        Searched among the blobs ``path`` held in the last :data:`HISTORY_DEPTH`
-        commits of any branch and in the index: those of the recorded size
-        are read, and the one with the recorded SHA-256 is it.
+        ``wanted`` holds (path, SHA-256, size). Searched among the blobs the
+        paths held in the index and in the last :data:`HISTORY_DEPTH` commits
+        per path (one ``git log`` for all the paths) of any branch: those of a
+        recorded size are read, and the ones with a recorded SHA-256 are they.
+        Four git commands however many paths.
         """
+        if not wanted:
+            return {}
+        paths = sorted({path for path, _, _ in wanted})
         candidates: list[str] = []
-        staged = self._run(["ls-files", "--stage", "-z", "--", path]) or b""
-        candidates += [m.decode() for m in _BLOB_ID.findall(staged.split(b"\t")[0])]
+        staged = self._run(["ls-files", "--stage", "-z", "--", *paths]) or b""
+        for entry in staged.split(b"\0"):
+            candidates += [m.decode() for m in _BLOB_ID.findall(entry.split(b"\t")[0])]
         log = self._run(
             [
                 "log",
@@ -197,9 +203,9 @@ class GitRepo:
                 "--no-renames",
                 "--no-textconv",
                 "--no-ext-diff",
-                f"-n{HISTORY_DEPTH}",
+                f"-n{HISTORY_DEPTH * len(paths)}",
                 "--",
-                path,
+                *paths,
             ]
         )
         for line in (log or b"").splitlines():
@@ -207,11 +213,15 @@ class GitRepo:
                 fields = line.split(b"\t", 1)[0].split()
                 candidates += [f.decode() for f in fields[2:4] if _BLOB_ID.fullmatch(f)]
         ordered = [c for c in dict.fromkeys(candidates) if c != _NO_BLOB]
-        sized = [i for i, n in self.sizes(ordered).items() if n == size]
+        sizes = {size for _, _, size in wanted}
+        sha256s = {sha256 for _, sha256, _ in wanted}
+        found: dict[str, tuple[str, bytes]] = {}
+        sized = [i for i, n in self.sizes(ordered).items() if n in sizes]
         for blob_id, data in self.blobs(sized).items():
-            if hashlib.sha256(data).hexdigest() == sha256:
-                return blob_id, data
-        return None
+            digest = hashlib.sha256(data).hexdigest()
+            if digest in sha256s:
+                found[digest] = (blob_id, data)
+        return found
 
 
 def _parse_batch(out: bytes) -> dict[str, bytes]:

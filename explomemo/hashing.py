@@ -14,8 +14,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import xxhash
 
@@ -25,14 +24,12 @@ if TYPE_CHECKING:
 CHUNK = 1 << 20
 
 
-@dataclass
 class ReadCounters:
     """How many files were read for hashing and how many bytes, since the last reset."""
 
-    files: int = 0
-    bytes: int = 0
-
-    def __post_init__(self) -> None:
+    def __init__(self) -> None:
+        self.files = 0
+        self.bytes = 0
         self._lock = threading.Lock()
 
     def add(self, files: int, nbytes: int) -> None:
@@ -51,8 +48,7 @@ class ReadCounters:
 COUNTERS = ReadCounters()
 
 
-@dataclass(frozen=True)
-class Digest:
+class Digest(NamedTuple):
     """What a file held when it was read."""
 
     size: int
@@ -60,8 +56,8 @@ class Digest:
     sha256: str | None
     #: The bytes themselves, when asked for and the file is no larger than asked.
     content: bytes | None = None
-    #: The git blob id, when asked for and the bytes are not kept (the caller
-    #: computes it from them, off the request path: :func:`git_blob_id`).
+    #: The git blob id, when asked for (None for a file larger than the bytes
+    #: kept whose size moved while it was read).
     git_blob: str | None = None
 
 
@@ -102,11 +98,11 @@ def hash_fd(
     :func:`xxh3_fd`).
 
     With ``keep`` (and ``sha256``), the same read also gives what a memo needs
-    to show a change later: the bytes of a file of at most ``keep`` bytes (a
-    copy made while they are in the buffer anyway), or the git blob id of a
-    larger one (SHA-1 over the same pieces; its header needs the size first,
-    so a file whose size moved from ``expected_size`` while it was read gets
-    none).
+    to show a change later: its git blob id (SHA-1 over the same pieces; its
+    header needs the size first, so a file whose size moved from
+    ``expected_size`` while it was read gets one only when its bytes are
+    kept) and the bytes of a file of at most ``keep`` bytes (a copy made
+    while they are in the buffer anyway).
     """
     return _digest(fd, sha256, limit, expected_size, keep)
 
@@ -154,10 +150,10 @@ def _digest(
         if not n or (n < want and n == expected_size):
             piece = view[:n]
             content = blob = None
-            if keep and n <= keep:
-                content = bytes(piece)
-            elif keep:
+            if keep:
                 blob = git_blob_id(piece)
+                if n <= keep:
+                    content = bytes(piece)
             digest = Digest(
                 n,
                 xxhash.xxh3_128_hexdigest(piece),
@@ -186,13 +182,14 @@ def _digest_from(
     """Digest a file whose first read put ``n`` of the ``want`` bytes asked for in ``view``."""
     fast = xxhash.xxh3_128()
     slow = _sha256() if sha256 else None
-    # A file expected to fit in ``keep`` is copied piece by piece; a larger
-    # one gets its blob id here, from the same pieces.
+    # A file expected to fit in ``keep`` is copied piece by piece; its blob
+    # id comes from the same pieces.
     kept: list[bytes] | None = [] if keep else None
     blob = None
-    if keep and expected_size is not None and expected_size > keep:
-        kept = None
+    if keep and expected_size is not None:
         blob = _sha1(_blob_header(expected_size))
+        if expected_size > keep:
+            kept = None
     size = 0
     while n:
         piece = view if n == CHUNK else view[:n]
@@ -212,12 +209,16 @@ def _digest_from(
             break
         want = CHUNK if limit is None else min(CHUNK, limit + 1 - size)
         n = _readv(fd, [view if want == CHUNK else view[:want]])
+    content = None if kept is None else b"".join(kept)
+    blob_id = blob.hexdigest() if blob is not None and size == expected_size else None
+    if blob_id is None and content is not None:
+        blob_id = git_blob_id(content)
     return Digest(
         size,
         fast.hexdigest(),
         None if slow is None else slow.hexdigest(),
-        None if kept is None else b"".join(kept),
-        blob.hexdigest() if blob is not None and size == expected_size else None,
+        content,
+        blob_id,
     )
 
 

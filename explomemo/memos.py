@@ -11,11 +11,9 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
-from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
 
 from explomemo import inputs
 from explomemo.errors import NotFoundError, PathError
@@ -33,21 +31,23 @@ from explomemo.models import (
     StaleMemo,
     StaleReport,
     StaleResult,
+    replace,
 )
 from explomemo.projects import resolve_project
-from explomemo.search import WordSearch
-from explomemo.snapshots import SNAPSHOT_MAX_BYTES, SnapshotWriter
-from explomemo.snapshots import enabled as snapshots_enabled
 from explomemo.store import MAX_ID, FileRow, MemoRow, StatRow, Store
-from explomemo.validity import Expected, Seen, Validator, digest_entry, expect, state_of
-from explomemo.vectors import MemoTexts, MemoVectors, Vectors, query_vector
 
+# Word search, vectors, snapshots and the validity engine are imported where
+# they are used: ``list`` needs none of them, ``stale`` and ``show`` only the
+# validity engine, and each costs a short command's start-up.
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from pathlib import Path
 
     from explomemo.diffs import Limits
     from explomemo.embeddings import Embedder
-    from explomemo.search import VectorHits
+    from explomemo.search import VectorHits, WordSearch
+    from explomemo.snapshots import SnapshotWriter
+    from explomemo.validity import Expected, Seen, Validator
+    from explomemo.vectors import MemoVectors, Vectors
 
 #: At similar relevance a fresh memo ranks above a stale one: this much score.
 STALE_PENALTY = 0.05
@@ -78,11 +78,11 @@ class ModelSource(Protocol):
         ...
 
 
-@dataclass
 class FixedModel:
     """A ModelSource for an embedder already in hand (or None: words only)."""
 
-    embedder: Embedder | None
+    def __init__(self, embedder: Embedder | None) -> None:
+        self.embedder = embedder
 
     @property
     def enabled(self) -> bool:
@@ -112,17 +112,17 @@ def now_iso() -> str:
 _EXPECTED_ROOTS = 4
 
 
-@dataclass
 class ProjectFiles:
     """A project's memos and recorded files as of one memo version, kept between requests."""
 
-    version: int
-    memos: dict[int, MemoRow] = field(default_factory=dict)
-    files: dict[int, list[FileRow]] = field(default_factory=dict)
-    #: Each recorded path with the memos resting on it.
-    by_path: dict[str, list[int]] = field(default_factory=dict)
-    #: What a check under each root (by real path) expects, built once per version.
-    _expected: dict[str, list[Expected]] = field(default_factory=dict)
+    def __init__(self, version: int) -> None:
+        self.version = version
+        self.memos: dict[int, MemoRow] = {}
+        self.files: dict[int, list[FileRow]] = {}
+        #: Each recorded path with the memos resting on it.
+        self.by_path: dict[str, list[int]] = {}
+        #: What a check under each root (by real path) expects, built once per version.
+        self._expected: dict[str, list[Expected]] = {}
 
     def add(self, memo: MemoRow, files: Sequence[FileRow]) -> None:
         """Take in one memo (new, or replacing the one with its id)."""
@@ -139,6 +139,8 @@ class ProjectFiles:
         # is built here lands in the dict that add() discarded, never in its
         # new one. (list() of a dict's values holds the GIL: an add in another
         # thread cannot change the dict under it.)
+        from explomemo.validity import expect
+
         cache = self._expected
         found = cache.get(root.real)
         if found is None:
@@ -154,6 +156,29 @@ class ProjectFiles:
         return [self.memos[i] for i in sorted(ids) if i in self.memos]
 
 
+T = TypeVar("T")
+
+
+class _Part(Generic[T]):
+    """A part of a MemoCache made (and its module imported) when first used, once."""
+
+    def __init__(self, make: Callable[[], T]) -> None:
+        self._make = make
+        self._lock = threading.Lock()
+        #: The part, once made.
+        self.made: T | None = None
+
+    def get(self) -> T:
+        """The part, made now if it was not yet."""
+        made = self.made
+        if made is None:
+            with self._lock:
+                if self.made is None:
+                    self.made = self._make()
+                made = self.made
+        return made
+
+
 class MemoCache:
     """The exploration-memo cache over one database."""
 
@@ -162,18 +187,47 @@ class MemoCache:
     ) -> None:
         self.store = store
         self.model: ModelSource = model if model is not None else FixedModel(None)
-        self.validator = Validator(store)
+        self._validator = _Part(self._new_validator)
         # Blob ids and snapshots of recorded contents are stored here, off the
         # request path; ``snapshots`` None follows EXPLOMEMO_SNAPSHOTS.
-        self._snapshots = SnapshotWriter(
-            store, snapshots_enabled(os.environ) if snapshots is None else snapshots
-        )
-        self.vectors = Vectors(store)
+        self._snapshots = _Part(lambda: self._new_snapshot_writer(snapshots))
+        self._vectors = _Part(self._new_vectors)
         # Rebuilt only when the database's memo version moved (any process's
         # record, forget, import or new vectors).
         self._projects: dict[str, ProjectFiles] = {}
         self._cache_lock = threading.Lock()
-        self._words = WordSearch()
+        self._words = _Part(self._new_word_search)
+
+    def _new_validator(self) -> Validator:
+        from explomemo.validity import Validator
+
+        return Validator(self.store)
+
+    def _new_snapshot_writer(self, keep: bool | None) -> SnapshotWriter:
+        from explomemo.snapshots import SnapshotWriter, enabled
+
+        return SnapshotWriter(self.store, enabled(os.environ) if keep is None else keep)
+
+    def _new_vectors(self) -> Vectors:
+        from explomemo.vectors import Vectors
+
+        return Vectors(self.store)
+
+    @staticmethod
+    def _new_word_search() -> WordSearch:
+        from explomemo.search import WordSearch
+
+        return WordSearch()
+
+    @property
+    def validator(self) -> Validator:
+        """The validity engine: its stat cache stays warm for as long as the cache lives."""
+        return self._validator.get()
+
+    @property
+    def vectors(self) -> Vectors:
+        """The memos' vectors: their upkeep off the request path, and the in-memory indexes."""
+        return self._vectors.get()
 
     @classmethod
     def open(
@@ -198,9 +252,9 @@ class MemoCache:
     def close(self) -> None:
         """Store the vectors being computed (see :meth:`Vectors.close`), then release the
         database and threads."""
-        self.vectors.close()
-        self._snapshots.close()
-        self.validator.close()
+        for part in (self._vectors, self._snapshots, self._validator):
+            if part.made is not None:
+                part.made.close()
         self.store.close()
 
     def fill_when_loaded(self) -> None:
@@ -221,7 +275,13 @@ class MemoCache:
 
     def wait_for_snapshots(self, timeout: float | None = None) -> bool:
         """Wait until the blob ids and snapshots of this process's records are stored."""
-        return self._snapshots.wait(timeout)
+        writer = self._snapshots.made
+        return writer is None or writer.wait(timeout)
+
+    def _pending_snapshots(self) -> Callable[[Iterable[str]], Mapping[str, bytes]] | None:
+        """What the snapshot writer holds and has not stored yet (nothing, if it never started)."""
+        writer = self._snapshots.made
+        return None if writer is None else writer.pending
 
     # Record --------------------------------------------------------------
 
@@ -251,6 +311,8 @@ class MemoCache:
         recorded = [row for row, _, _ in hashed]
         contents = {row.sha256: data for row, _, data in hashed if data is not None}
         embedder = self.model.ready()
+        from explomemo.vectors import MemoTexts
+
         texts = MemoTexts.of(question, conclusion, [f.path for f in recorded])
         stored: MemoVectors | None = None
         if embedder is not None:
@@ -293,7 +355,9 @@ class MemoCache:
             files=[RecordedFile(path=f.path, sha256=f.sha256, size=f.size) for f in recorded],
         )
         # Last: the writer's thread then works while the answer goes out, not before.
-        self._snapshots.submit(contents)
+        self._snapshots.get().submit(
+            contents, {f.sha256: f.git_blob for f in recorded if f.git_blob}
+        )
         return result
 
     def _relative_files(self, root: Root, files: list[str]) -> dict[str, str]:
@@ -314,6 +378,9 @@ class MemoCache:
         self, root: Root, rel: str, given: str
     ) -> tuple[FileRow, StatRow, bytes | None]:
         """The file's row, its stat-cache entry, and its bytes when small enough for a snapshot."""
+        from explomemo.snapshots import SNAPSHOT_MAX_BYTES
+        from explomemo.validity import digest_entry
+
         try:
             fd = open_regular(root, rel)
         except Refused as exc:
@@ -389,6 +456,7 @@ class MemoCache:
         fresh ones rank first. Only the files of those memos are re-checked.
         """
         from explomemo.search import CANDIDATES, fuse
+        from explomemo.vectors import query_vector
 
         inputs.check_text("query", query, inputs.MAX_QUERY)
         inputs.check_limit(limit)
@@ -403,9 +471,9 @@ class MemoCache:
                 self.vectors.drop_index(project)
             asked = query_vector(embedder, query)
             vector_hits = self.vectors.index(embedder, project, len(asked)).top(asked, CANDIDATES)
-        self._words.index_identifiers(self.store)
+        self._words.get().index_identifiers(self.store)
         with self.store.errors(), self.store.read() as conn:
-            words = self._words.scores(
+            words = self._words.get().scores(
                 self.store,
                 conn,
                 project,
@@ -464,25 +532,28 @@ class MemoCache:
         to what an agent gets (see :mod:`explomemo.diffs`), and the diffs of
         all the memos share one budget.
         """
+        if not changes:
+            # Every file unchanged: nothing to describe (and the diff
+            # machinery, a tenth of ``show``'s start-up, is not imported).
+            return [_checked(files, changes) for files in memo_files]
         from explomemo.diffs import AGENT_LIMITS, ChangeFinder
+        from explomemo.validity import state_of
 
-        self._snapshots.wait()
-        finder = ChangeFinder(self.store, limits or AGENT_LIMITS)
+        finder = ChangeFinder(self.store, limits or AGENT_LIMITS, self._pending_snapshots())
         return [
             finder.check(root, [(f, state_of(changes, f)) for f in files]) for files in memo_files
         ]
 
     def stale_changes(
-        self, report: StaleReport, root: str | None = None
+        self, report: StaleReport, root: str | None = None, limits: Limits | None = None
     ) -> dict[int, list[CheckedFile]]:
         """The files of each stale memo of ``report`` with their diffs and moves, by memo id.
 
-        ``root`` as given to :meth:`stale_report`; all the diffs share an
-        agent answer's budget (see :mod:`explomemo.diffs`).
+        ``root`` as given to :meth:`stale_report`; all the diffs share one
+        budget, ``limits`` (default: an agent answer's, see :mod:`explomemo.diffs`).
         """
-        from explomemo.diffs import ChangeFinder, stale_changes
+        from explomemo.diffs import AGENT_LIMITS, ChangeFinder, stale_changes
 
-        self._snapshots.wait()
         fixed = resolve_root(root) if root is not None else None
         ids = [entry.id for entry in report.stale]
         with self.store.errors(), self.store.read() as conn:
@@ -493,7 +564,8 @@ class MemoCache:
             if fixed is None and memo.root not in roots:
                 roots[memo.root] = _recorded_root(memo.root)
         by_id = {i: fixed if fixed is not None else roots.get(memos[i].root) for i in memos}
-        return stale_changes(ChangeFinder(self.store), report.stale, files, by_id)
+        finder = ChangeFinder(self.store, limits or AGENT_LIMITS, self._pending_snapshots())
+        return stale_changes(finder, report.stale, files, by_id)
 
     def _observe(self, root: Root | None, files: Iterable[FileRow]) -> dict[str, Seen]:
         """The files that may not hold their recorded content (see :meth:`Validator.observe`).
@@ -502,6 +574,8 @@ class MemoCache:
         """
         if root is None:
             return {f.path: None for f in files}
+        from explomemo.validity import expect
+
         return self.validator.observe(root, expect(root, files))
 
     # Stale ---------------------------------------------------------------
@@ -631,6 +705,8 @@ def _recorded_root(path: str) -> Root | None:
 
 
 def _checked(files: Sequence[FileRow], changes: dict[str, Seen]) -> list[CheckedFile]:
+    from explomemo.validity import state_of
+
     return [
         CheckedFile(path=f.path, sha256=f.sha256, size=f.size, state=state_of(changes, f))
         for f in files
@@ -643,6 +719,8 @@ def stale_entries(
     """The stale ones among ``memos`` (with their changed and missing files), given
     the paths that may not hold their recorded content (``changes``, from
     :meth:`Validator.observe`)."""
+    from explomemo.validity import state_of
+
     stale: list[StaleEntry] = []
     for memo in memos:
         changed: list[str] = []

@@ -1,29 +1,56 @@
-"""The result shapes of the contract (see ``docs/reference.md``), as plain dataclasses.
+"""The result shapes of the contract (see ``docs/reference.md``), as small frozen classes.
 
-They are shared by the library, the server and the CLI. Plain dataclasses, not
-Pydantic models: the CLI's ``stale``, ``list``, ``show`` and ``hook`` print them
-without importing Pydantic (building Pydantic models cost a short command most
-of its start-up). The MCP server turns them into its output schemas; a field's
-``description`` metadata is the description a client sees there.
+They are shared by the library, the server and the CLI. Each is a
+:class:`Shape`: built by keyword only, frozen, compared and hashed by value,
+like a frozen ``kw_only`` dataclass, but made without the dataclasses module.
+The CLI's ``stale``, ``list``, ``show`` and ``hook`` print them and must start
+fast: importing dataclasses (and inspect with it) and generating the methods
+of sixteen dataclasses cost those commands about 1.4 times ``python -c pass``
+of start-up, a shape costs nothing to build. Not Pydantic models either
+(building those cost a short command most of its start-up). The MCP server
+turns them into its output schemas (see :func:`fields`); a field's
+``description`` is the description a client sees there.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal, TypeVar, dataclass_transform
 
 from explomemo.printable import json_text
 
 FileStateName = Literal["unchanged", "changed", "missing"]
 DiffSource = Literal["snapshot", "git", "unavailable", "too_large"]
 
+_REQUIRED: Any = object()
+
+
+class Field:
+    """One field of a shape: its name, default, description, and when it is shown."""
+
+    __slots__ = ("default", "description", "name", "shown")
+
+    def __init__(
+        self,
+        default: Any = _REQUIRED,
+        description: str | None = None,
+        shown: Callable[[Any], bool] | None = None,
+    ) -> None:
+        self.name = ""
+        self.default = default
+        self.description = description
+        self.shown = shown
+
+    @property
+    def required(self) -> bool:
+        """True when the field has no default."""
+        return self.default is _REQUIRED
+
 
 def described(text: str) -> Any:
-    """A dataclass field whose description reaches the MCP output schema."""
-    return field(metadata={"description": text})
+    """A field whose description reaches the MCP output schema."""
+    return Field(description=text)
 
 
 def shown_when(shown: Callable[[Any], bool], text: str) -> Any:
@@ -32,18 +59,100 @@ def shown_when(shown: Callable[[Any], bool], text: str) -> Any:
     Agents pay for every byte: a field that means nothing for most objects
     (a diff on an unchanged file) is left out of them rather than written as null.
     """
-    return field(default=None, metadata={"description": text, "shown": shown})
+    return Field(default=None, description=text, shown=shown)
+
+
+@dataclass_transform(kw_only_default=True, frozen_default=True)
+class Shape:
+    """Base of the result shapes: its annotated class attributes are its fields, in order
+    (a subclass's after its base's), each with its default when it has one."""
+
+    __shape_fields__: ClassVar[tuple[Field, ...]] = ()
+    __shape_defaults__: ClassVar[dict[str, Any]] = {}
+    __shape_required__: ClassVar[frozenset[str]] = frozenset()
+
+    def __init_subclass__(cls, **options: Any) -> None:
+        super().__init_subclass__(**options)
+        found = {item.name: item for item in cls.__shape_fields__}
+        # The class's own annotations (as strings); not inspect.get_annotations:
+        # importing inspect is what this module avoids.
+        own = cls.__dict__.get("__annotations__", {})  # noqa: RUF063
+        for name in own:
+            value = cls.__dict__.get(name, _REQUIRED)
+            item = value if isinstance(value, Field) else Field(default=value)
+            item.name = name
+            found[name] = item
+            # As a dataclass does: the class attribute is the default, if any.
+            if item.required:
+                if name in cls.__dict__:
+                    delattr(cls, name)
+            else:
+                setattr(cls, name, item.default)
+        cls.__shape_fields__ = tuple(found.values())
+        cls.__shape_defaults__ = {i.name: i.default for i in found.values() if not i.required}
+        cls.__shape_required__ = frozenset(i.name for i in found.values() if i.required)
+
+    def __init__(self, **values: Any) -> None:
+        missing = self.__shape_required__ - values.keys()
+        if missing:
+            raise TypeError(
+                f"{type(self).__qualname__}() missing required keyword argument {min(missing)!r}"
+            )
+        unknown = values.keys() - self.__shape_required__ - self.__shape_defaults__.keys()
+        if unknown:
+            raise TypeError(
+                f"{type(self).__qualname__}() got an unexpected keyword argument {min(unknown)!r}"
+            )
+        self.__dict__.update(self.__shape_defaults__, **values)
+
+    def _values(self) -> tuple[Any, ...]:
+        return tuple(getattr(self, item.name) for item in self.__shape_fields__)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"cannot assign to field {name!r}")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"cannot delete field {name!r}")
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        assert isinstance(other, Shape)
+        return self._values() == other._values()
+
+    def __hash__(self) -> int:
+        return hash(self._values())
+
+    def __repr__(self) -> str:
+        shown = ", ".join(
+            f"{item.name}={getattr(self, item.name)!r}" for item in self.__shape_fields__
+        )
+        return f"{type(self).__qualname__}({shown})"
+
+
+S = TypeVar("S", bound=Shape)
+
+
+def fields(shape: Shape | type[Shape]) -> tuple[Field, ...]:
+    """The fields of a shape (class or instance), in order."""
+    return shape.__shape_fields__
+
+
+def replace(shape: S, /, **changes: Any) -> S:
+    """A copy of ``shape`` with the given fields changed."""
+    values = {item.name: getattr(shape, item.name) for item in shape.__shape_fields__}
+    values.update(changes)
+    return type(shape)(**values)
 
 
 def to_dict(result: Any) -> Any:
     """A result (or a list of them) as plain JSON-ready data, in field order."""
     if isinstance(result, list):
         return [to_dict(item) for item in result]
-    if dataclasses.is_dataclass(result) and not isinstance(result, type):
+    if isinstance(result, Shape):
         found: dict[str, Any] = {}
-        for item in dataclasses.fields(result):
-            shown = item.metadata.get("shown")
-            if shown is not None and not shown(result):
+        for item in result.__shape_fields__:
+            if item.shown is not None and not item.shown(result):
                 continue
             found[item.name] = to_dict(getattr(result, item.name))
         return found
@@ -56,8 +165,7 @@ def to_json(result: Any, indent: int | None = 2) -> str:
     return json_text(json.dumps(to_dict(result), indent=indent, ensure_ascii=False))
 
 
-@dataclass(frozen=True, kw_only=True)
-class RecordedFile:
+class RecordedFile(Shape):
     """A file a memo rests on, as it was when recorded."""
 
     path: str = described("Path relative to root, with / separators.")
@@ -73,7 +181,6 @@ def _is_missing(checked: CheckedFile) -> bool:
     return checked.state == "missing"
 
 
-@dataclass(frozen=True, kw_only=True)
 class CheckedFile(RecordedFile):
     """A recorded file with its state now (a changed one with its diff, a missing one moved_to)."""
 
@@ -93,8 +200,7 @@ class CheckedFile(RecordedFile):
     )
 
 
-@dataclass(frozen=True, kw_only=True)
-class RecordResult:
+class RecordResult(Shape):
     """Result of memory_exploration_record."""
 
     recorded: bool = True
@@ -108,8 +214,7 @@ class RecordResult:
     files: list[RecordedFile]
 
 
-@dataclass(frozen=True, kw_only=True)
-class Match:
+class Match(Shape):
     """One recalled memo."""
 
     id: int
@@ -122,8 +227,7 @@ class Match:
     files: list[CheckedFile]
 
 
-@dataclass(frozen=True, kw_only=True)
-class RecallResult:
+class RecallResult(Shape):
     """Result of memory_exploration_recall."""
 
     project: str
@@ -133,8 +237,7 @@ class RecallResult:
     matches: list[Match]
 
 
-@dataclass(frozen=True, kw_only=True)
-class StaleMemo:
+class StaleMemo(Shape):
     """A memo with at least one changed or missing file."""
 
     id: int
@@ -143,8 +246,7 @@ class StaleMemo:
     missing: list[str]
 
 
-@dataclass(frozen=True, kw_only=True)
-class StaleResult:
+class StaleResult(Shape):
     """Result of memory_exploration_stale."""
 
     project: str
@@ -153,8 +255,7 @@ class StaleResult:
     stale: list[StaleMemo]
 
 
-@dataclass(frozen=True, kw_only=True)
-class ForgetResult:
+class ForgetResult(Shape):
     """Result of memory_exploration_forget."""
 
     forgotten: bool = True
@@ -162,23 +263,20 @@ class ForgetResult:
     project: str = described("The project the memo belonged to.")
 
 
-@dataclass(frozen=True, kw_only=True)
 class StaleEntry(StaleMemo):
     """A stale memo in the CLI's report, which may span projects."""
 
     project: str
 
 
-@dataclass(frozen=True, kw_only=True)
-class StaleReport:
+class StaleReport(Shape):
     """What ``explomemo stale`` found: how many memos were checked, and the stale ones."""
 
     checked: int
     stale: list[StaleEntry]
 
 
-@dataclass(frozen=True, kw_only=True)
-class MemoSummary:
+class MemoSummary(Shape):
     """A memo as ``explomemo list`` shows it (no re-hashing)."""
 
     id: int
@@ -189,8 +287,7 @@ class MemoSummary:
     files: int
 
 
-@dataclass(frozen=True, kw_only=True)
-class MemoDetail:
+class MemoDetail(Shape):
     """One memo in full, with its files' states (``explomemo show``)."""
 
     id: int
@@ -203,8 +300,7 @@ class MemoDetail:
     files: list[CheckedFile]
 
 
-@dataclass(frozen=True, kw_only=True)
-class ExportedFile:
+class ExportedFile(Shape):
     """A file line of an export."""
 
     path: str
@@ -217,8 +313,7 @@ class ExportedFile:
     )
 
 
-@dataclass(frozen=True, kw_only=True)
-class ExportedMemo:
+class ExportedMemo(Shape):
     """One line of ``explomemo export``: a memo with everything needed to check it.
 
     An export holds no absolute root; ``root`` is read from exports written by
@@ -234,8 +329,7 @@ class ExportedMemo:
     files: list[ExportedFile]
 
 
-@dataclass(frozen=True, kw_only=True)
-class ImportResult:
+class ImportResult(Shape):
     """What ``explomemo import`` did."""
 
     read: int

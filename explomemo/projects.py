@@ -35,12 +35,18 @@ def resolve_project(project: str | None, root: str) -> str:
 
 
 def default_project(root: str) -> str:
-    """``$EXPLOMEMO_PROJECT``, else the main work tree's folder name, else ``root``'s name."""
+    """``$EXPLOMEMO_PROJECT``, else the main work tree's folder name, else ``root``'s name.
+
+    Names come from real paths: a root reached through a symbolic link (as a
+    server's ``$PWD`` or a hook's ``cwd`` may be) is the project of the
+    folder the link leads to.
+    """
     from_env = os.environ.get(ENV, "")
     if from_env.strip():
         return inputs.check_text(ENV, from_env, inputs.MAX_PROJECT)
-    main = main_work_tree(root)
-    name = _folder_name(main if main is not None else root)
+    real = os.path.realpath(root)
+    main = main_work_tree(real)
+    name = _folder_name(os.path.realpath(main) if main is not None else real)
     if not name:
         raise InputError(
             f"no project name can be derived from root {root!r}: pass project, or set {ENV}"

@@ -2,18 +2,18 @@
 
 Pure functions from result models to text, and a progress bar that appears
 on a terminal's stderr only when a check takes longer than a moment. Rich is
-imported only where a table or a bar is drawn.
+imported only where a bar is drawn, or a table :mod:`explomemo.tables` leaves
+to it.
 """
 
 from __future__ import annotations
 
-import io
 import re
 import sys
 import time
 from collections.abc import Mapping, Sequence
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from explomemo.models import (
     CheckedFile,
@@ -24,59 +24,37 @@ from explomemo.models import (
     to_json,
 )
 from explomemo.printable import block, no_workflow_commands, one_line
+from explomemo.tables import draw
 
 if TYPE_CHECKING:
     from rich.progress import Progress, TaskID
 
 
-def _render(renderable: Any, width: int | None = None) -> str:
-    from rich.console import Console
-
-    buffer = io.StringIO()
-    console = Console(
-        file=buffer,
-        width=width or 100,
-        force_terminal=False,
-        color_system=None,
-        highlight=False,
-        soft_wrap=False,
-    )
-    console.print(renderable)
-    return buffer.getvalue().rstrip("\n")
-
-
-def _cell(text: str) -> Any:
-    """A table cell showing ``text`` as it is: escaped, and never read as Rich markup."""
-    from rich.text import Text
-
-    return Text(one_line(text))
+#: Width of the tables, in terminal cells.
+TABLE_WIDTH = 120
 
 
 def stale_table(report: StaleReport) -> str:
     """The stale report as a plain-text table, with a summary line."""
     if not report.stale:
         return f"All {report.checked} memos are fresh."
-    from rich.table import Table
-
-    table = Table(box=None, pad_edge=False, show_edge=False)
-    for column in ("id", "project", "question", "changed", "missing"):
-        table.add_column(column, overflow="fold")
-    for entry in report.stale:
-        table.add_row(
+    rows = [
+        [
             str(entry.id),
-            _cell(entry.project),
-            _cell(entry.question),
+            one_line(entry.project),
+            one_line(entry.question),
             _paths_cell(entry.changed),
             _paths_cell(entry.missing),
-        )
+        ]
+        for entry in report.stale
+    ]
+    table = draw(("id", "project", "question", "changed", "missing"), rows, TABLE_WIDTH)
     summary = f"{len(report.stale)} of {report.checked} memos are stale."
-    return no_workflow_commands(_render(table, width=120) + "\n" + summary)
+    return no_workflow_commands(table + "\n" + summary)
 
 
-def _paths_cell(paths: Sequence[str]) -> Any:
-    from rich.text import Text
-
-    return Text("\n".join(one_line(path) for path in paths))
+def _paths_cell(paths: Sequence[str]) -> str:
+    return "\n".join(one_line(path) for path in paths)
 
 
 def stale_json(report: StaleReport) -> str:
@@ -316,14 +294,12 @@ def list_table(memos: Sequence[MemoSummary]) -> str:
     """Memos as a plain-text table."""
     if not memos:
         return "No memos."
-    from rich.table import Table
-
-    table = Table(box=None, pad_edge=False, show_edge=False)
-    for column in ("id", "project", "question", "files", "recorded_at"):
-        table.add_column(column, overflow="fold")
-    for m in memos:
-        table.add_row(str(m.id), _cell(m.project), _cell(m.question), str(m.files), m.recorded_at)
-    return no_workflow_commands(_render(table, width=120))
+    rows = [
+        [str(m.id), one_line(m.project), one_line(m.question), str(m.files), m.recorded_at]
+        for m in memos
+    ]
+    table = draw(("id", "project", "question", "files", "recorded_at"), rows, TABLE_WIDTH)
+    return no_workflow_commands(table)
 
 
 def show_text(memo: MemoDetail) -> str:

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
+import pydantic_core
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
@@ -29,7 +30,15 @@ from explomemo import inputs
 from explomemo.embeddings import ModelLoader
 from explomemo.errors import ExplomemoError
 from explomemo.memos import MemoCache
-from explomemo.models import ForgetResult, RecallResult, RecordResult, StaleResult, to_dict
+from explomemo.models import (
+    ForgetResult,
+    RecallResult,
+    RecordResult,
+    Shape,
+    StaleResult,
+    fields,
+    to_dict,
+)
 from explomemo.snapshots import enabled as snapshots_enabled
 
 INSTRUCTIONS = (
@@ -162,10 +171,16 @@ def create_server(
         ctx: Context[Any],
         project: Project = None,
         root: RootParam = None,
-    ) -> RecordResult:
-        return _call(
-            lambda: state(ctx).record(
-                question=question, conclusion=conclusion, files=files, project=project, root=root
+    ) -> Annotated[CallToolResult, schema_type(RecordResult)]:
+        return _as_the_sdk_writes(
+            _call(
+                lambda: state(ctx).record(
+                    question=question,
+                    conclusion=conclusion,
+                    files=files,
+                    project=project,
+                    root=root,
+                )
             )
         )
 
@@ -194,7 +209,7 @@ def create_server(
         include_stale: Annotated[
             bool, Field(description="Also return stale memos (marked stale).")
         ] = True,
-    ) -> Annotated[CallToolResult, RecallResult]:
+    ) -> Annotated[CallToolResult, schema_type(RecallResult)]:
         return _structured(
             _call(
                 lambda: state(ctx).recall(
@@ -214,8 +229,10 @@ def create_server(
             title="List stale memos", read_only_hint=True, open_world_hint=False
         ),
     )
-    def stale(ctx: Context[Any], project: Project = None, root: RootParam = None) -> StaleResult:
-        return _call(lambda: state(ctx).stale(project=project, root=root))
+    def stale(
+        ctx: Context[Any], project: Project = None, root: RootParam = None
+    ) -> Annotated[CallToolResult, schema_type(StaleResult)]:
+        return _as_the_sdk_writes(_call(lambda: state(ctx).stale(project=project, root=root)))
 
     @server.tool(
         name="memory_exploration_forget",
@@ -232,8 +249,8 @@ def create_server(
         id: Annotated[int, Field(description="The memo's id, as recall or stale gave it.")],
         ctx: Context[Any],
         project: Project = None,
-    ) -> ForgetResult:
-        return _call(lambda: state(ctx).forget(memo_id=id, project=project))
+    ) -> Annotated[CallToolResult, schema_type(ForgetResult)]:
+        return _as_the_sdk_writes(_call(lambda: state(ctx).forget(memo_id=id, project=project)))
 
     results = {
         "memory_exploration_record": RecordResult,
@@ -253,8 +270,43 @@ def create_server(
             # nested models inlined they resolve no $ref per item (a third of a
             # recall's time in the SDK's own client, measured at 10k memos).
             _inline_refs(tool.output_schema)
-            _add_descriptions(tool.output_schema, results[tool.name])
+            _add_descriptions(tool.output_schema, schema_type(results[tool.name]))
     return server
+
+
+_SCHEMA_TYPES: dict[type[Shape], type[Any]] = {}
+
+
+def schema_type(shape: type[Shape]) -> type[Any]:
+    """The dataclass a shape's output schema is made from: the same fields, types,
+    defaults and descriptions (Pydantic reads dataclasses; shapes are not, to keep the
+    CLI's start-up short: see :mod:`explomemo.models`)."""
+    found = _SCHEMA_TYPES.get(shape)
+    if found is None:
+        hints = typing.get_type_hints(shape)
+        specs: list[tuple[str, Any, Any]] = []
+        for item in fields(shape):
+            metadata = {} if item.description is None else {"description": item.description}
+            spec = (
+                dataclasses.field(metadata=metadata)
+                if item.required
+                else dataclasses.field(default=item.default, metadata=metadata)
+            )
+            specs.append((item.name, _schema_hint(hints[item.name]), spec))
+        found = dataclasses.make_dataclass(
+            shape.__name__, specs, namespace={"__doc__": shape.__doc__}, frozen=True, kw_only=True
+        )
+        _SCHEMA_TYPES[shape] = found
+    return found
+
+
+def _schema_hint(hint: Any) -> Any:
+    if typing.get_origin(hint) is list:
+        (inner,) = typing.get_args(hint)
+        return list[_schema_hint(inner)]  # type: ignore[misc]
+    if isinstance(hint, type) and issubclass(hint, Shape):
+        return schema_type(hint)
+    return hint
 
 
 def _add_descriptions(schema: dict[str, Any], result: type[Any]) -> None:
@@ -339,7 +391,7 @@ def _drop_titles(schema: Any) -> None:
 T = TypeVar("T")
 
 
-def _structured(result: Any) -> CallToolResult:
+def _structured(result: Shape) -> CallToolResult:
     """A result whose fields that mean nothing for an item are left out, not written as null.
 
     The SDK would write every field of the dataclass; a recall's unchanged
@@ -348,6 +400,14 @@ def _structured(result: Any) -> CallToolResult:
     """
     data = to_dict(result)
     text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=data)
+
+
+def _as_the_sdk_writes(result: Shape) -> CallToolResult:
+    """A result as the SDK writes a returned dataclass: every field, and the JSON indented
+    by two as the text content."""
+    data = to_dict(result)
+    text = pydantic_core.to_json(data, fallback=str, indent=2).decode()
     return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=data)
 
 

@@ -392,37 +392,43 @@ class Validator:
                 stop.set()  # the other workers stop after their batch
                 raise
 
-        # Imported here: concurrent.futures (and logging with it) costs a
-        # command that reads nothing a tenth of its start-up.
-        from concurrent.futures import ThreadPoolExecutor, wait
-
-        futures: list[Future[None]] = []
         try:
-            if workers > 1:
-                with self._lock:
-                    if self._pool is None and not self._closed:
-                        self._pool = ThreadPoolExecutor(
-                            max(1, self._workers - 1), thread_name_prefix="explomemo-hash"
-                        )
-                    pool = self._pool
-                try:
-                    for worker in range(1, workers):
-                        if pool is not None:
-                            futures.append(pool.submit(work, worker))
-                except RuntimeError:
-                    pass  # closed meanwhile: the workers started take every batch
-            try:
+            if workers == 1:
                 work(0)
-            finally:
-                # Never return (or raise) while another worker still writes into results.
-                wait(futures)
+            else:
+                self._work_on_threads(work, workers)
         finally:
             self._give_back_helpers(processes)
-        for future in futures:
-            future.result()  # another worker's exception is this call's
         if progress is not None:
             progress(total, total)
         return results
+
+    def _work_on_threads(self, work: Callable[[int], None], workers: int) -> None:
+        """Run ``work(0)`` here and ``work(1)`` … ``work(workers - 1)`` on the pool's threads."""
+        # Imported here: concurrent.futures (and logging with it) costs a
+        # command that reads on one thread a tenth of its start-up.
+        from concurrent.futures import ThreadPoolExecutor, wait
+
+        futures: list[Future[None]] = []
+        with self._lock:
+            if self._pool is None and not self._closed:
+                self._pool = ThreadPoolExecutor(
+                    max(1, self._workers - 1), thread_name_prefix="explomemo-hash"
+                )
+            pool = self._pool
+        try:
+            for worker in range(1, workers):
+                if pool is not None:
+                    futures.append(pool.submit(work, worker))
+        except RuntimeError:
+            pass  # closed meanwhile: the workers started take every batch
+        try:
+            work(0)
+        finally:
+            # Never return (or raise) while another worker still writes into results.
+            wait(futures)
+        for future in futures:
+            future.result()  # another worker's exception is this call's
 
     def _take_helpers(self, count: int) -> list[Helper]:
         """Up to ``count`` helper processes for one read: idle ones, or new ones.

@@ -218,7 +218,7 @@ class Vectors:
             except Exception as exc:
                 # The memo stays without vectors; the next index build of its
                 # project embeds it (fill), so nothing is lost.
-                logger.warning("could not embed memo %d: %s", job.memo_id, exc)
+                logger.warning("could not embed memo %d: %s", job.memo_id, _one_line(exc))
                 self.drop_index(job.project)
             finally:
                 with self._pending_changed:
@@ -230,8 +230,11 @@ class Vectors:
         recorded meanwhile (a recall waits for those, not for the whole fill)."""
         try:
             more = not self._closing and self._fill_batch(job.embedder, FILL_BATCH) > 0
-        except ExplomemoError as exc:
-            logger.warning("could not embed memos recorded without a model: %s", exc)
+        except Exception as exc:
+            # Any failure (onnxruntime raises its own errors) leaves the rest
+            # of the fill to the next index build of each project; the thread
+            # lives on for the memos recorded next.
+            logger.warning("could not embed memos recorded without a model: %s", _one_line(exc))
             return
         if more:
             self._jobs.put(job)
@@ -266,23 +269,25 @@ class Vectors:
 
     # Fills -----------------------------------------------------------------
 
-    def fill(self, embedder: Embedder, batch: int = FILL_BATCH) -> int:
-        """Give both vectors of ``embedder``'s model to every memo without them; returns how many.
+    def fill(self, embedder: Embedder, batch: int = FILL_BATCH, project: str | None = None) -> int:
+        """Give both vectors of ``embedder``'s model to every memo (of ``project``, or all)
+        without them; returns how many.
 
         Stops between batches once closing (what it computed is stored).
         """
         done = 0
         while not self._closing:
-            filled = self._fill_batch(embedder, batch)
+            filled = self._fill_batch(embedder, batch, project)
             if not filled:
                 break
             done += filled
         return done
 
-    def _fill_batch(self, embedder: Embedder, batch: int) -> int:
-        """Give vectors to up to ``batch`` memos without them; returns how many it embedded."""
+    def _fill_batch(self, embedder: Embedder, batch: int, project: str | None = None) -> int:
+        """Give vectors to up to ``batch`` memos (of ``project``, or all) without them;
+        returns how many it embedded."""
         with self.store.errors(), self.store.read() as conn:
-            ids = self.store.memos_needing_embedding(conn, embedder.model_id, batch)
+            ids = self.store.memos_needing_embedding(conn, embedder.model_id, batch, project)
             texts = self._current_texts(conn, ids)
         computed = self._embed(embedder, [t for pair in texts.values() for t in _pair(pair)])
         with self.store.errors(), self.store.write() as conn:
@@ -318,7 +323,7 @@ class Vectors:
     # Indexes ---------------------------------------------------------------
 
     def index(self, embedder: Embedder, project: str, dim: int) -> VectorIndex:
-        """The project's vectors of the embedder's model, embedding memos that lack them."""
+        """The project's vectors of the embedder's model, embedding its memos that lack them."""
         from explomemo.search import build_vector_index
 
         with self.store.errors():
@@ -333,7 +338,9 @@ class Vectors:
             with self.store.read() as conn:
                 index = build_vector_index(conn, project, embedder.model_id, dim, version)
             if index.lacking:
-                self.fill(embedder)
+                # This project's only: the others are embedded when they are
+                # searched, or by a server's fill on the vector thread.
+                self.fill(embedder, project=project)
                 version = self.store.memo_version()
                 with self.store.read() as conn:
                     index = build_vector_index(conn, project, embedder.model_id, dim, version)
@@ -382,6 +389,12 @@ class Vectors:
                     del self._indexes[project]
             else:
                 del self._indexes[project]
+
+
+def _one_line(exc: Exception) -> str:
+    """An error as one log line: its message's lines joined, after its type unless it is ours."""
+    text = " ".join(str(exc).split())
+    return text if isinstance(exc, ExplomemoError) else f"{type(exc).__name__}: {text}"
 
 
 def _pair(texts: MemoTexts) -> tuple[str, str]:

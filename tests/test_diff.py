@@ -15,6 +15,7 @@ import sqlite3
 import stat
 import subprocess
 import sys
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -260,6 +261,31 @@ def test_both_truncation_limits_say_so(repo: Repo, db_path: Path) -> None:
     assert "more lines cut" not in full and full.count("\n+LINE ") == 6 * 400
 
 
+def test_github_annotations_point_at_a_line_past_the_answer_budget(
+    repo: Repo, db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Six memos whose diffs (about 8,000 characters each) overrun an answer's budget.
+    names = [f"f{i}.txt" for i in range(6)]
+    for name in names:
+        repo.write(name, "".join(f"line {n:04d} of {name}\n" for n in range(400)))
+    repo.commit("files")
+    for name in names:
+        record(db_path, repo, f"What is in {name}?", name)
+    export = repo.path / "memos.jsonl"
+    invoke(db_path, "export", "-o", str(export))
+    first_changed = {name: 5 + 7 * i for i, name in enumerate(names)}
+    for name, first in first_changed.items():
+        lines = [f"line {n:04d} of {name}\n" for n in range(400)]
+        repo.write(name, "".join(lines[: first - 1] + [x.upper() for x in lines[first - 1 :]]))
+    monkeypatch.chdir(repo.path)
+    for args in (["stale"], ["stale", "--from", str(export)]):
+        out = invoke(db_path, *args, "--format", "github").stdout
+        warnings = [line for line in out.splitlines() if line.startswith("::warning")]
+        assert [w.split(",title=")[0] for w in warnings] == [
+            f"::warning file={name},line={first}" for name, first in first_changed.items()
+        ], args
+
+
 def test_snapshots_go_with_the_last_memo_resting_on_them(
     repo: Repo, db_path: Path, tmp_path: Path
 ) -> None:
@@ -399,8 +425,64 @@ def test_old_database_is_migrated_and_finds_its_content_in_git(repo: Repo, db_pa
     assert files["notes.txt"]["diff_source"] == "unavailable"
     conn = sqlite3.connect(db_path)
     assert conn.execute("PRAGMA user_version").fetchone()[0] >= 4
-    assert conn.execute("SELECT count(*) FROM memo_files WHERE git_blob IS NULL").fetchone() == (2,)
+    # The blob id git gave is kept; the untracked file's is still unknown.
+    assert conn.execute("SELECT path, git_blob FROM memo_files ORDER BY path").fetchall() == [
+        ("notes.txt", None),
+        ("src/tokens.py", _blob_id(b"def verify(req):\n    return req.headers['Authorization']\n")),
+    ]
     conn.close()
+
+
+def _blob_id(data: bytes) -> str:
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+
+
+def test_a_memo_without_blob_ids_searches_git_once_and_not_past_the_budget(
+    repo: Repo, db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from explomemo.gitrepo import GitRepo
+    from explomemo.memos import MemoCache
+
+    big = [f"f{i}.txt" for i in range(6)]
+    old = [f"old{i}.txt" for i in range(3)]
+    for name in [*big, *old]:
+        repo.write(name, "".join(f"line {n:04d} of {name}\n" for n in range(400)))
+    repo.commit("files")
+    recorded = {name: (repo.path / name).read_bytes() for name in old}
+    # The first memo's diffs (about 8,000 characters a file) spend an answer's budget.
+    record(db_path, repo, "Many changes", *big)
+    memo = record(db_path, repo, "Old memo", *old, EXPLOMEMO_SNAPSHOTS="off")
+    with closing(sqlite3.connect(db_path)) as conn, conn:
+        # As a memo recorded before blob ids: no blob id, no snapshot.
+        conn.execute("UPDATE memo_files SET git_blob = NULL WHERE memo_id = ?", (memo,))
+    for name in [*big, *old]:
+        repo.write(name, "".join(f"LINE {n:04d} of {name}\n" for n in range(400)))
+    commands: list[str] = []
+    run = GitRepo._run
+
+    def counted(self: GitRepo, args: list[str], given: bytes | None = None) -> bytes | None:
+        commands.append(args[0])
+        return run(self, args, given)
+
+    monkeypatch.setattr(GitRepo, "_run", counted)
+    with MemoCache.open(db_path) as cache:
+        report = cache.stale_report(project="demo")
+        changes = cache.stale_changes(report)
+    assert [f.diff_source for f in changes[memo]] == ["unavailable"] * 3
+    assert "log" not in commands
+    # Alone in an answer: one search of git history for its three files.
+    files = show(db_path, memo)
+    assert [files[name]["diff_source"] for name in old] == ["git"] * 3
+    assert commands.count("log") == 1 and commands.count("ls-files") == 1
+    with closing(sqlite3.connect(db_path)) as conn:
+        assert conn.execute(
+            "SELECT path, git_blob FROM memo_files WHERE memo_id = ? ORDER BY path", (memo,)
+        ).fetchall() == [(name, _blob_id(recorded[name])) for name in old]
+    # The blob ids found are kept: the next answer reads the contents by id.
+    commands.clear()
+    files = show(db_path, memo)
+    assert [files[name]["diff_source"] for name in old] == ["git"] * 3
+    assert commands == ["rev-parse", "cat-file"]
 
 
 def test_old_export_is_imported(repo: Repo, db_path: Path, tmp_path: Path) -> None:
@@ -434,11 +516,13 @@ def test_old_export_is_imported(repo: Repo, db_path: Path, tmp_path: Path) -> No
     detail = json.loads(invoke(db_path, "show", "7", "--json").stdout)
     assert detail["root"] == str(repo.path)
     assert (detail["files"][0]["diff"], detail["files"][0]["diff_source"]) == (TOKENS_DIFF, "git")
+    # The blob id git gave its diff is kept, and exported.
     assert json.loads(invoke(db_path, "export").stdout)["files"][0] == {
         "path": "src/tokens.py",
         "sha256": sha(data),
         "xxh3": xxhash.xxh3_128_hexdigest(data),
         "size": len(data),
+        "git_blob": _blob_id(data),
     }
     bad = tmp_path / "bad.jsonl"
     line = json.loads(old.read_text())
@@ -447,6 +531,51 @@ def test_old_export_is_imported(repo: Repo, db_path: Path, tmp_path: Path) -> No
     refused = invoke_cli(["--db", str(db_path), "import", str(bad)])
     assert refused.exit_code == 2
     assert "files[0].git_blob is not 40 lowercase hex digits" in refused.stderr
+
+
+def test_an_import_shares_blob_ids_with_every_row_of_a_content(
+    repo: Repo, db_path: Path, tmp_path: Path
+) -> None:
+    build(repo)
+    tokens, db = (repo.path / "src" / "tokens.py").read_bytes(), b"POOL_SIZE = 5\n"
+    record(db_path, repo, QUESTION, "src/tokens.py")
+    old = record(db_path, repo, "Where is the pool sized?", "src/db.py")
+    with closing(sqlite3.connect(db_path)) as conn, conn:
+        conn.execute("UPDATE memo_files SET git_blob = NULL WHERE memo_id = ?", (old,))
+
+    def line(question: str, path: str, data: bytes, **blob: str) -> str:
+        file = {
+            "path": path,
+            "sha256": sha(data),
+            "xxh3": xxhash.xxh3_128_hexdigest(data),
+            "size": len(data),
+            **blob,
+        }
+        memo = {
+            "id": 40 + len(question),
+            "project": "demo",
+            "question": question,
+            "conclusion": "imported",
+            "recorded_at": "2026-01-01T00:00:00Z",
+            "files": [file],
+        }
+        return json.dumps(memo) + "\n"
+
+    export = tmp_path / "in.jsonl"
+    # One line without the blob id the database knows; one with the blob id a row lacks.
+    export.write_text(
+        line("Who verifies tokens?", "src/tokens.py", tokens)
+        + line("What is the pool size?", "src/db.py", db, git_blob=_blob_id(db))
+    )
+    invoke(db_path, "import", str(export))
+    with closing(sqlite3.connect(db_path)) as conn:
+        rows = conn.execute("SELECT path, git_blob FROM memo_files ORDER BY path, memo_id")
+        assert rows.fetchall() == [
+            ("src/db.py", _blob_id(db)),
+            ("src/db.py", _blob_id(db)),
+            ("src/tokens.py", _blob_id(tokens)),
+            ("src/tokens.py", _blob_id(tokens)),
+        ]
 
 
 def test_diff_is_coloured_on_a_terminal_only(repo: Repo, db_path: Path) -> None:

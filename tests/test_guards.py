@@ -8,6 +8,7 @@ that bug back in the source and watching the test fail; the mutation run
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
 import os
 import shutil
@@ -31,7 +32,7 @@ from explomemo import hashing, validity
 from explomemo.errors import PathError
 from explomemo.exchange import export_memos, import_memos, read_export, stale_from_export
 from explomemo.memos import MemoCache
-from explomemo.models import ExportedMemo, ImportResult
+from explomemo.models import ImportResult, replace
 
 RECORD = "memory_exploration_record"
 RECALL = "memory_exploration_recall"
@@ -454,13 +455,13 @@ def test_questions_differing_only_as_strasse_and_strasse_with_eszett_are_one(
     assert [(m.id, m.question) for m in words_cache.list(project="p")] == [
         (first.id, "where is  straße parsed? ")
     ]
-    older = ExportedMemo.model_validate_json(next(export_memos(words_cache)))
-    older = older.model_copy(
-        update={
-            "id": 99,
-            "question": "WHERE IS STRASSE PARSED?",
-            "recorded_at": "2000-01-01T00:00:00Z",
-        }
+    exported = tmp_path / "memos.jsonl"
+    exported.write_text(next(export_memos(words_cache)) + "\n")
+    older = replace(
+        read_export(exported)[0],
+        id=99,
+        question="WHERE IS STRASSE PARSED?",
+        recorded_at="2000-01-01T00:00:00Z",
     )
     assert import_memos(words_cache, [older]) == ImportResult(read=1, added=0, replaced=0, kept=1)
     assert [m.id for m in words_cache.list(project="p")] == [first.id]
@@ -780,12 +781,8 @@ def test_import_keeps_free_ids_renumbers_taken_ones_and_round_trips_byte_identic
         assert list(export_memos(target)) == lines
         assert import_memos(target, memos) == ImportResult(read=3, added=0, replaced=0, kept=3)
         assert list(export_memos(target)) == lines
-        newer = memos[1].model_copy(
-            update={"conclusion": "revised", "recorded_at": "2099-01-01T00:00:00Z"}
-        )
-        older = memos[2].model_copy(
-            update={"conclusion": "outdated", "recorded_at": "2000-01-01T00:00:00Z"}
-        )
+        newer = replace(memos[1], conclusion="revised", recorded_at="2099-01-01T00:00:00Z")
+        older = replace(memos[2], conclusion="outdated", recorded_at="2000-01-01T00:00:00Z")
         assert import_memos(target, [newer, older]) == ImportResult(
             read=2, added=0, replaced=1, kept=1
         )
@@ -802,8 +799,8 @@ def test_import_keeps_free_ids_renumbers_taken_ones_and_round_trips_byte_identic
             taken.record(
                 question=question, conclusion="z", files=["a.py"], project="z", root=str(one_file)
             )
-        taken.forget(project=None, memo_id=1)
-        taken.forget(project=None, memo_id=2)
+        taken.forget(project="z", memo_id=1)
+        taken.forget(project="z", memo_id=2)
         assert import_memos(taken, memos) == ImportResult(read=3, added=3, replaced=0, kept=0)
         assert {(m.id, m.project, m.question) for m in taken.list()} == {
             (1, "b", "How is B started?"),
@@ -1105,7 +1102,7 @@ def spies(monkeypatch: pytest.MonkeyPatch) -> ReadSpies:
             found.off_main.append(args[1])
         return real_row(*args)
 
-    monkeypatch.setattr(validity, "ThreadPoolExecutor", Pool)
+    monkeypatch.setattr(concurrent.futures, "ThreadPoolExecutor", Pool)
     monkeypatch.setattr(validity, "Helper", CountedHelper)
     monkeypatch.setattr(validity, "read_row", read_row)
     return found

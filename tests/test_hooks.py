@@ -79,6 +79,26 @@ def test_session_start_indexes_fresh_memos_and_counts_stale(project: Repo, db_pa
     assert len(text.encode()) <= INDEX_BYTES
 
 
+def test_a_folder_reached_through_a_link_is_the_project_it_leads_to(
+    project: Repo, tmp_path: Path, db_path: Path
+) -> None:
+    linked = tmp_path / "linked-shop"
+    linked.symlink_to(project.path)
+    text = context(hook("session-start", {"cwd": str(linked)}, db_path)[0], "SessionStart")
+    assert "project 'shop' has 3 memos (3 fresh, 0 stale)" in text
+    # Recorded through the link, it is the same project's memo.
+    with MemoCache.open(db_path, FixedModel(None)) as cache:
+        recorded = cache.record(
+            question="Where is the client built?",
+            conclusion="src/client.py",
+            files=["src/client.py"],
+            root=str(linked),
+        )
+    assert recorded.project == "shop"
+    text = context(hook("session-start", {"cwd": str(project.path)}, db_path)[0], "SessionStart")
+    assert "project 'shop' has 4 memos (4 fresh, 0 stale)" in text
+
+
 def test_session_start_adds_nothing_for_a_project_without_memos(
     project: Repo, db_path: Path
 ) -> None:

@@ -7,6 +7,7 @@ import math
 import sqlite3
 import threading
 import time
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -526,3 +527,74 @@ def test_close_leaves_vectors_past_its_budget_to_the_next_fill(
     with MemoCache.open(db_path, FixedModel(FakeEmbedder(lambda text: _axis(0)))) as again:
         assert again.recall(query="question", project="svc", root=str(app)).semantic_index
     assert [model for _, model, _ in _stored_vectors(db_path)] == ["fake-model"] * 20
+
+
+def test_a_failed_fill_leaves_the_vector_thread_alive(
+    app: Path, db_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    with MemoCache.open(db_path, FixedModel(None)) as first:
+        record_all(first, app)
+
+    class FailsOnce(FakeEmbedder):
+        """A model whose first run raises what onnxruntime raises: not one of our errors."""
+
+        def embed(self, texts: Any) -> Any:
+            if not self.embedded:
+                self.embedded.append("")
+                raise RuntimeError("onnxruntime: transient failure\nsecond line")
+            return super().embed(texts)
+
+    model = FailsOnce(lambda text: _axis(0) if "pool" in text else _axis(1))
+    with MemoCache.open(db_path, FixedModel(model)) as cache:
+        cache.fill_when_loaded()
+        # Queued behind the fill that fails: its vectors still come, and a
+        # recall does not wait for a thread that is gone.
+        cache.record(
+            question="Where are sessions stored?",
+            conclusion="app/db.py keeps them in Redis.",
+            files=["app/db.py"],
+            project="svc",
+            root=str(app),
+        )
+        assert cache.wait_for_vectors("svc", 10)
+        warnings = [r.getMessage() for r in caplog.records if r.name == "explomemo"]
+        assert warnings == [
+            "could not embed memos recorded without a model:"
+            " RuntimeError: onnxruntime: transient failure second line"
+        ]
+        assert any(t.name == "explomemo-vectors" for t in threading.enumerate())
+        assert _stored_vectors(db_path)[-1][1] == "fake-model"
+
+
+def test_a_recall_embeds_only_its_own_projects_memos(app: Path, db_path: Path) -> None:
+    model = FakeEmbedder(lambda text: _axis(0) if "pool" in text else _axis(1))
+    with MemoCache.open(db_path, FixedModel(model)) as cache:
+        for project in ("svc", "other"):
+            for question, conclusion, files in MEMOS.values():
+                cache.record(
+                    question=f"{question} ({project})",
+                    conclusion=conclusion,
+                    files=files,
+                    project=project,
+                    root=str(app),
+                )
+        assert cache.wait_for_vectors("svc", 30) and cache.wait_for_vectors("other", 30)
+    with closing(sqlite3.connect(db_path)) as conn, conn:
+        # As migration 0003 leaves every memo: no question vector yet (and none
+        # in the embedding cache either).
+        conn.execute("UPDATE memos SET question_embedding = NULL")
+        conn.execute("DELETE FROM embedding_cache")
+    model = FakeEmbedder(lambda text: _axis(0) if "pool" in text else _axis(1))
+    with MemoCache.open(db_path, FixedModel(model)) as cache:
+        result = cache.recall(query="pool size", project="svc", root=str(app))
+        assert result.matches[0].matched_by == "both"
+    # The two texts of each of svc's memos (memo texts hold a line break; the
+    # query may come from the query cache): nothing of the other project.
+    memo_texts = [text for text in model.embedded if "\n" in text]
+    assert len(memo_texts) == 2 * len(MEMOS)
+    assert all("(svc)" in text for text in memo_texts)
+    with closing(sqlite3.connect(db_path)) as conn:
+        lacking = conn.execute(
+            "SELECT project, count(*) FROM memos WHERE question_embedding IS NULL GROUP BY project"
+        ).fetchall()
+    assert lacking == [("other", len(MEMOS))]

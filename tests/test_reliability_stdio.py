@@ -8,10 +8,15 @@ another process.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import sqlite3
 import subprocess
+import threading
 import time
+from collections.abc import Callable
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -26,6 +31,10 @@ from reliability_helpers import (
     sha256_bytes,
     tool_reply,
 )
+
+from explomemo import snapshots
+from explomemo.memos import FixedModel, MemoCache
+from explomemo.models import CheckedFile
 
 RECORD = "memory_exploration_record"
 RECALL = "memory_exploration_recall"
@@ -278,3 +287,150 @@ def test_reads_answer_while_a_record_waits_for_another_process(
         recorded = tool_reply(server.answer(record))
         assert not recorded.is_error and recorded.data["files"][0]["sha256"]
     assert counts(db)["memos"] == 2
+
+
+def test_reads_answer_while_the_snapshot_writer_waits_for_another_process(
+    tmp_path: Path, project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A recall, show and stale report right after a record show its diff from the
+    content the snapshot writer still holds, while its write waits for a lock."""
+    taken, go = _held_writer(monkeypatch)
+    db = tmp_path / "m.db"
+    # Not a git work tree: the recorded content can come from nowhere but the writer.
+    assert not (project / ".git").exists()
+    with MemoCache.open(db, FixedModel(None), snapshots=True) as cache:
+        memo = cache.record(
+            question="how is the tokenizer wired?",
+            conclusion="the tokenizer lives in a.py",
+            files=["a.py"],
+            project="p",
+            root=str(project),
+        ).id
+        assert taken.wait(30)
+        (project / "a.py").write_text("A = 2\n")
+        described: list[list[CheckedFile]] = []
+
+        def read() -> None:
+            recall = cache.recall(query="tokenizer wiring", project="p", root=str(project))
+            described.append(recall.matches[0].files)
+            described.append(cache.show(memo).files)
+            report = cache.stale_report(project="p")
+            described.append(cache.stale_changes(report)[memo])
+
+        answered_while_locked = _done_while_locked(db, go, read)
+        assert answered_while_locked, "a read waited for the snapshot writer's write"
+        assert len(described) == 3
+        for files in described:
+            (checked,) = files
+            assert (checked.state, checked.diff_source) == ("changed", "snapshot")
+            assert checked.diff is not None and "-A = 1\n+A = 2\n" in checked.diff
+    with closing(sqlite3.connect(db)) as conn:
+        assert conn.execute("SELECT count(*) FROM snapshots").fetchone() == (1,)
+
+
+def _held_writer(monkeypatch: pytest.MonkeyPatch) -> tuple[threading.Event, threading.Event]:
+    """(taken, go): the snapshot writer sets ``taken`` when it compresses, then waits for ``go``."""
+    taken, go = threading.Event(), threading.Event()
+    compress = snapshots.compress
+
+    def held_compress(data: bytes) -> tuple[str, bytes]:
+        taken.set()
+        assert go.wait(30)
+        return compress(data)
+
+    monkeypatch.setattr(snapshots, "compress", held_compress)
+    return taken, go
+
+
+def _done_while_locked(db: Path, go: threading.Event, work: Callable[[], None]) -> bool:
+    """Whether ``work`` (on a thread) ends while another process holds the database's lock,
+    taken before ``go`` is set (and released after at most 25 s)."""
+    holder = subprocess.Popen(
+        [PYTHON, "-c", LOCK_HOLDER, str(db)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+    worker = threading.Thread(target=work)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
+        go.set()
+        worker.start()
+        worker.join(25)
+        return not worker.is_alive()
+    finally:
+        assert holder.stdin is not None
+        holder.stdin.write("release\n")
+        holder.stdin.close()
+        holder.wait(timeout=60)
+        worker.join(120)
+
+
+def _blob_ids(db: Path) -> list[tuple[str, str | None]]:
+    with closing(sqlite3.connect(db)) as conn:
+        return conn.execute("SELECT path, git_blob FROM memo_files ORDER BY path").fetchall()
+
+
+def test_a_record_stores_its_blob_ids_itself(
+    tmp_path: Path, project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    taken, go = _held_writer(monkeypatch)
+    db = tmp_path / "m.db"
+    with MemoCache.open(db, FixedModel(None), snapshots=True) as cache:
+        cache.record(
+            question="where is A?", conclusion="in a.py", files=["a.py"], root=str(project)
+        )
+        assert taken.wait(30)
+        # The writer has not written anything: the blob id came with the memo.
+        assert _blob_ids(db) == [("a.py", hashlib.sha1(b"blob 6\0A = 1\n").hexdigest())]
+        go.set()
+
+
+@pytest.mark.timeout(120)
+def test_close_drops_snapshots_a_lock_keeps_out_and_keeps_the_blob_ids(
+    tmp_path: Path, project: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr(snapshots, "CLOSE_SECONDS", 0.5)
+    taken, go = _held_writer(monkeypatch)
+    db = tmp_path / "m.db"
+    cache = MemoCache.open(db, FixedModel(None), snapshots=True)
+    for n in range(3):
+        (project / f"f{n}.py").write_text(f"F = {n}\n")
+        cache.record(
+            question=f"where is F{n}?", conclusion="here", files=[f"f{n}.py"], root=str(project)
+        )
+    assert taken.wait(30)
+    # Each of the three writes waits for the lock (30 s busy timeout).
+    assert _done_while_locked(db, go, cache.close), "close waited for the snapshot writer"
+    # What was not written is not snapshotted, and nothing else is lost.
+    assert all(blob is not None for _, blob in _blob_ids(db))
+    with closing(sqlite3.connect(db)) as conn:
+        assert conn.execute("SELECT count(*) FROM snapshots").fetchone() == (0,)
+    assert "could not store snapshots" not in caplog.text
+
+
+def test_a_failed_snapshot_leaves_the_writer_alive(
+    tmp_path: Path, project: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    compress = snapshots.compress
+    failures = [RuntimeError("zlib ran out\nof memory")]
+
+    def failing_once(data: bytes) -> tuple[str, bytes]:
+        if failures:
+            raise failures.pop()
+        return compress(data)
+
+    monkeypatch.setattr(snapshots, "compress", failing_once)
+    db = tmp_path / "m.db"
+    with MemoCache.open(db, FixedModel(None), snapshots=True) as cache:
+        cache.record(
+            question="where is A?", conclusion="in a.py", files=["a.py"], root=str(project)
+        )
+        assert cache.wait_for_snapshots(30)
+        (project / "b.py").write_text("B = 1\n")
+        cache.record(
+            question="where is B?", conclusion="in b.py", files=["b.py"], root=str(project)
+        )
+        assert cache.wait_for_snapshots(30)
+    warnings = [r.getMessage() for r in caplog.records if r.name == "explomemo"]
+    assert warnings == ["could not store snapshots: zlib ran out of memory"]
+    with closing(sqlite3.connect(db)) as conn:
+        assert conn.execute("SELECT count(*) FROM snapshots").fetchone() == (1,)

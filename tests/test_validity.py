@@ -10,7 +10,6 @@ from typing import Any
 import pytest
 import xxhash
 
-from explomemo import memos as memos_module
 from explomemo import validity
 from explomemo.files import resolve_root
 from explomemo.hashing import COUNTERS
@@ -238,14 +237,14 @@ def test_a_record_during_a_check_does_not_leave_it_an_outdated_list(
 
     def expect_while_recording(*args: Any) -> list[validity.Expected]:
         # A record lands while the check builds what it expects.
-        monkeypatch.setattr(memos_module, "expect", real_expect)
+        monkeypatch.setattr(validity, "expect", real_expect)
         words_cache.record(
             question="d", conclusion="c", files=["m0.py", "new.py"], project="p", root=str(old_tree)
         )
         return real_expect(*args)
 
     (old_tree / "new.py").write_text("new\n")
-    monkeypatch.setattr(memos_module, "expect", expect_while_recording)
+    monkeypatch.setattr(validity, "expect", expect_while_recording)
     assert "new.py" not in {e.rel for e in snapshot.expected(root)}  # built before the record
     assert "new.py" in {e.rel for e in snapshot.expected(root)}
     (old_tree / "new.py").unlink()
