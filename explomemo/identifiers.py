@@ -30,6 +30,10 @@ _PLURAL_ACRONYM = re.compile(r"[A-Z]{2,}s")
 _HUMPS = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
 #: A file extension: letters and digits, one to five, starting with a letter.
 _EXTENSION = re.compile(r"[^\W\d_][^\W_]{0,4}")
+#: What may come before a file name's extension.
+_STEM = re.compile(r"[\w\-.]*\w")
+#: What separates the words inside a token.
+_SEPARATORS = re.compile(r"[./\-_]+")
 #: Longest dotted name whose sub-names are all kept (``a.b.c.d`` keeps ``b.c`` too).
 _MAX_DOTTED_PARTS = 6
 
@@ -64,7 +68,7 @@ def name_parts(text: str) -> list[str]:
     """
     parts: dict[str, None] = {}
     for match in _TOKEN.finditer(text):
-        for piece in re.split(r"[./\-_]+", match.group()):
+        for piece in _SEPARATORS.split(match.group()):
             if _HUMP.search(piece) and not _PLURAL_ACRONYM.fullmatch(piece):
                 for part in _HUMPS.findall(piece):
                     parts.setdefault(part.lower(), None)
@@ -100,7 +104,7 @@ def _add_segment(token: str, called: bool, found: set[str]) -> None:
         elif _is_file_name(token):
             found.add(token.casefold())
         return
-    if _NAME.fullmatch(token) and (called or _shaped(token)):
+    if _shaped(token) if not called else _NAME.fullmatch(token):
         found.add(token.casefold())
 
 
@@ -114,12 +118,19 @@ def _add_dotted(parts: list[str], found: set[str]) -> None:
 
 def _shaped(name: str) -> bool:
     """True for a single name that only code would write: an underscore or a hump."""
-    if not _NAME.fullmatch(name) or _PLURAL_ACRONYM.fullmatch(name):
-        return False
-    return (len(name) > 1 and name.strip("_") != "" and "_" in name) or bool(_HUMP.search(name))
+    # Cheapest test first (a record checks every word and path segment): a
+    # name with an underscore is code unless it is only underscores; one
+    # without needs a hump that is not an acronym's plural.
+    if "_" in name:
+        return name.strip("_") != "" and _NAME.fullmatch(name) is not None
+    return (
+        _HUMP.search(name) is not None
+        and _NAME.fullmatch(name) is not None
+        and _PLURAL_ACRONYM.fullmatch(name) is None
+    )
 
 
 def _is_file_name(segment: str) -> bool:
     """A name with an extension that is not a plain dotted name (``my-tool.py``, ``2to3.py``)."""
     stem, dot, extension = segment.rpartition(".")
-    return bool(dot and re.fullmatch(r"[\w\-.]*\w", stem) and _EXTENSION.fullmatch(extension))
+    return bool(dot and _STEM.fullmatch(stem) and _EXTENSION.fullmatch(extension))
