@@ -69,7 +69,7 @@ def name_parts(text: str) -> list[str]:
     parts: dict[str, None] = {}
     for match in _TOKEN.finditer(text):
         for piece in _SEPARATORS.split(match.group()):
-            if _HUMP.search(piece) and not _PLURAL_ACRONYM.fullmatch(piece):
+            if _has_hump(piece) and not _PLURAL_ACRONYM.fullmatch(piece):
                 for part in _HUMPS.findall(piece):
                     parts.setdefault(part.lower(), None)
     return list(parts)
@@ -124,10 +124,18 @@ def _shaped(name: str) -> bool:
     if "_" in name:
         return name.strip("_") != "" and _NAME.fullmatch(name) is not None
     return (
-        _HUMP.search(name) is not None
+        _has_hump(name)
         and _NAME.fullmatch(name) is not None
         and _PLURAL_ACRONYM.fullmatch(name) is None
     )
+
+
+def _has_hump(name: str) -> bool:
+    """True when ``name`` has a hump (a capital after a lower-case letter or digit, or
+    an acronym before a word)."""
+    # A hump needs a capital: text without one (most words) skips the regex,
+    # which tries both of its branches at every character.
+    return not name.islower() and _HUMP.search(name) is not None
 
 
 def _is_file_name(segment: str) -> bool:
