@@ -24,6 +24,8 @@ from collections.abc import Iterable
 #: A run of characters that can make a name, a dotted name or a path.
 _TOKEN = re.compile(r"[\w./\-]+")
 _NAME = re.compile(r"[^\W\d]\w*")
+#: Names joined by single dots (``a.b``, ``os.path.join``).
+_DOTTED = re.compile(r"[^\W\d]\w*(?:\.[^\W\d]\w*)+")
 _HUMP = re.compile(r"[a-z\d][A-Z]|[A-Z]{2}[a-z]")
 #: An acronym's plural ("URLs", "APIs"): prose, though it has a hump.
 _PLURAL_ACRONYM = re.compile(r"[A-Z]{2,}s")
@@ -85,7 +87,10 @@ def memo_identifiers(question: str, conclusion: str, paths: Iterable[str]) -> se
 
 def _add_path(token: str, found: set[str]) -> None:
     segments = [s for s in token.split("/") if s]
-    if not any("." in s or _shaped(s) for s in segments):
+    for segment in segments:
+        if "." in segment or _shaped(segment):
+            break
+    else:
         # "and/or", "client/server": words with a slash.
         return
     if len(segments) > 1:
@@ -97,9 +102,9 @@ def _add_path(token: str, found: set[str]) -> None:
 def _add_segment(token: str, called: bool, found: set[str]) -> None:
     if "." in token:
         parts = token.split(".")
-        if all(_NAME.fullmatch(p) for p in parts):
+        if _DOTTED.fullmatch(token):
             # Not "e.g" or "i.e": some part is longer than a letter.
-            if any(len(p) > 1 for p in parts):
+            if len(token) > 2 * len(parts) - 1:
                 _add_dotted(parts, found)
         elif _is_file_name(token):
             found.add(token.casefold())
