@@ -24,12 +24,18 @@ from collections.abc import Iterable
 #: A run of characters that can make a name, a dotted name or a path.
 _TOKEN = re.compile(r"[\w./\-]+")
 _NAME = re.compile(r"[^\W\d]\w*")
+#: Names joined by single dots (``a.b``, ``os.path.join``).
+_DOTTED = re.compile(r"[^\W\d]\w*(?:\.[^\W\d]\w*)+")
 _HUMP = re.compile(r"[a-z\d][A-Z]|[A-Z]{2}[a-z]")
 #: An acronym's plural ("URLs", "APIs"): prose, though it has a hump.
 _PLURAL_ACRONYM = re.compile(r"[A-Z]{2,}s")
 _HUMPS = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
 #: A file extension: letters and digits, one to five, starting with a letter.
 _EXTENSION = re.compile(r"[^\W\d_][^\W_]{0,4}")
+#: What may come before a file name's extension.
+_STEM = re.compile(r"[\w\-.]*\w")
+#: What separates the words inside a token.
+_SEPARATORS = re.compile(r"[./\-_]+")
 #: Longest dotted name whose sub-names are all kept (``a.b.c.d`` keeps ``b.c`` too).
 _MAX_DOTTED_PARTS = 6
 
@@ -64,8 +70,8 @@ def name_parts(text: str) -> list[str]:
     """
     parts: dict[str, None] = {}
     for match in _TOKEN.finditer(text):
-        for piece in re.split(r"[./\-_]+", match.group()):
-            if _HUMP.search(piece) and not _PLURAL_ACRONYM.fullmatch(piece):
+        for piece in _SEPARATORS.split(match.group()):
+            if _has_hump(piece) and not _PLURAL_ACRONYM.fullmatch(piece):
                 for part in _HUMPS.findall(piece):
                     parts.setdefault(part.lower(), None)
     return list(parts)
@@ -81,7 +87,10 @@ def memo_identifiers(question: str, conclusion: str, paths: Iterable[str]) -> se
 
 def _add_path(token: str, found: set[str]) -> None:
     segments = [s for s in token.split("/") if s]
-    if not any("." in s or _shaped(s) for s in segments):
+    for segment in segments:
+        if "." in segment or _shaped(segment):
+            break
+    else:
         # "and/or", "client/server": words with a slash.
         return
     if len(segments) > 1:
@@ -93,14 +102,14 @@ def _add_path(token: str, found: set[str]) -> None:
 def _add_segment(token: str, called: bool, found: set[str]) -> None:
     if "." in token:
         parts = token.split(".")
-        if all(_NAME.fullmatch(p) for p in parts):
+        if _DOTTED.fullmatch(token):
             # Not "e.g" or "i.e": some part is longer than a letter.
-            if any(len(p) > 1 for p in parts):
+            if len(token) > 2 * len(parts) - 1:
                 _add_dotted(parts, found)
         elif _is_file_name(token):
             found.add(token.casefold())
         return
-    if _NAME.fullmatch(token) and (called or _shaped(token)):
+    if _shaped(token) if not called else _NAME.fullmatch(token):
         found.add(token.casefold())
 
 
@@ -114,12 +123,27 @@ def _add_dotted(parts: list[str], found: set[str]) -> None:
 
 def _shaped(name: str) -> bool:
     """True for a single name that only code would write: an underscore or a hump."""
-    if not _NAME.fullmatch(name) or _PLURAL_ACRONYM.fullmatch(name):
-        return False
-    return (len(name) > 1 and name.strip("_") != "" and "_" in name) or bool(_HUMP.search(name))
+    # Cheapest test first (a record checks every word and path segment): a
+    # name with an underscore is code unless it is only underscores; one
+    # without needs a hump that is not an acronym's plural.
+    if "_" in name:
+        return name.strip("_") != "" and _NAME.fullmatch(name) is not None
+    return (
+        _has_hump(name)
+        and _NAME.fullmatch(name) is not None
+        and _PLURAL_ACRONYM.fullmatch(name) is None
+    )
+
+
+def _has_hump(name: str) -> bool:
+    """True when ``name`` has a hump (a capital after a lower-case letter or digit, or
+    an acronym before a word)."""
+    # A hump needs a capital: text without one (most words) skips the regex,
+    # which tries both of its branches at every character.
+    return not name.islower() and _HUMP.search(name) is not None
 
 
 def _is_file_name(segment: str) -> bool:
     """A name with an extension that is not a plain dotted name (``my-tool.py``, ``2to3.py``)."""
     stem, dot, extension = segment.rpartition(".")
-    return bool(dot and re.fullmatch(r"[\w\-.]*\w", stem) and _EXTENSION.fullmatch(extension))
+    return bool(dot and _STEM.fullmatch(stem) and _EXTENSION.fullmatch(extension))

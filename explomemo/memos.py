@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
 
 from explomemo import inputs
 from explomemo.errors import NotFoundError, PathError
-from explomemo.files import Refused, Root, open_regular, relative_path, resolve_root
+from explomemo.files import Opener, Refused, Root, relative_path, resolve_root
 from explomemo.models import (
     CheckedFile,
     ForgetResult,
@@ -307,7 +307,10 @@ class MemoCache:
         where = resolve_root(root)
         project = resolve_project(project, where.path)
         rels = self._relative_files(where, inputs.check_files(files))
-        hashed = [self._hash_for_record(where, rel, given) for rel, given in rels.items()]
+        # One Opener for the record's files: each folder is opened once (the same
+        # checks as open_regular, without resolving every path again).
+        with Opener(where) as opener:
+            hashed = [self._hash_for_record(opener, rel, given) for rel, given in rels.items()]
         recorded = [row for row, _, _ in hashed]
         contents = {row.sha256: data for row, _, data in hashed if data is not None}
         embedder = self.model.ready()
@@ -321,7 +324,7 @@ class MemoCache:
         entries = {where.absolute(row.path): entry for row, entry, _ in hashed}
         recorded_at = now_iso()
         with self.store.errors(), self.store.write() as conn:
-            before = self.store.memo_version()
+            before = self.store.memo_version(conn)
             existing = self.store.find_by_question(conn, project, key)
             memo_id = self.store.save_memo(
                 conn,
@@ -339,7 +342,7 @@ class MemoCache:
                     conn, memo_id, stored.whole, stored.question, stored.model_id, stored.text_hash
                 )
             self.store.save_stat_rows(conn, entries)
-            after = self.store.memo_version()
+            after = self.store.memo_version(conn)
         self.validator.remember(entries, persist=False)
         memo = MemoRow(memo_id, project, question, conclusion, where.path, recorded_at)
         self.vectors.recorded(
@@ -375,17 +378,18 @@ class MemoCache:
         return rels
 
     def _hash_for_record(
-        self, root: Root, rel: str, given: str
+        self, opener: Opener, rel: str, given: str
     ) -> tuple[FileRow, StatRow, bytes | None]:
         """The file's row, its stat-cache entry, and its bytes when small enough for a snapshot."""
         from explomemo.snapshots import SNAPSHOT_MAX_BYTES
         from explomemo.validity import digest_entry
 
         try:
-            fd = open_regular(root, rel)
+            fd, _ = opener.open(rel)
         except Refused as exc:
             raise PathError(
-                f"file {given!r} {exc.reason}: record only regular files inside root {root.path!r}"
+                f"file {given!r} {exc.reason}: record only regular files inside root"
+                f" {opener.root.path!r}"
             ) from None
         try:
             digest, entry = digest_entry(

@@ -70,7 +70,7 @@ def restore(codec: str, stored: bytes, sha256: str) -> bytes | None:
 class _Job:
     """What one record leaves to the writer: its contents' blob ids, and the bytes to keep."""
 
-    blobs: list[tuple[str, str]]
+    blobs: dict[str, str]
     contents: dict[str, bytes]
 
 
@@ -94,7 +94,7 @@ class SnapshotWriter:
         self._store = store
         self._jobs: list[_Job] = []
         # The job being stored: its contents are still pending until it is.
-        self._current = _Job([], {})
+        self._current = _Job({}, {})
         self._pending_bytes = 0
         self._busy = False
         self._closing = False
@@ -105,14 +105,17 @@ class SnapshotWriter:
     def submit(self, contents: dict[str, bytes], blobs: dict[str, str]) -> None:
         """Store the snapshots of these contents soon, and give their blob ids (by
         SHA-256) to the older rows of each content."""
-        job = _Job(sorted(blobs.items()), contents if self.keep_snapshots else {})
+        # Only what must happen now, on the record's path: the writer's thread
+        # does the rest.
+        job = _Job(blobs, contents if self.keep_snapshots else {})
         if not job.blobs and not job.contents:
             return
         size = _size(job)
         with self._changed:
-            self._changed.wait_for(
-                lambda: self._pending_bytes + size <= _PENDING_MAX_BYTES or not self._jobs
-            )
+            if self._pending_bytes + size > _PENDING_MAX_BYTES:
+                self._changed.wait_for(
+                    lambda: self._pending_bytes + size <= _PENDING_MAX_BYTES or not self._jobs
+                )
             if self._closing:
                 return
             self._jobs.append(job)
@@ -170,7 +173,7 @@ class SnapshotWriter:
             finally:
                 with self._changed:
                     self._busy = False
-                    self._current = _Job([], {})
+                    self._current = _Job({}, {})
                     self._pending_bytes -= _size(job)
                     self._changed.notify_all()
 
@@ -195,7 +198,7 @@ class SnapshotWriter:
                     # Waits for another process only briefly, so a close's
                     # deadline is kept whatever holds the database.
                     with store.write(wait=False) as conn:
-                        store.set_git_blobs(conn, job.blobs)
+                        store.set_git_blobs(conn, sorted(job.blobs.items()))
                         store.save_snapshots(conn, snapshots)
                     return
                 except sqlite3.OperationalError as exc:

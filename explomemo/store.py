@@ -487,10 +487,15 @@ class Store:
                 if reader.in_transaction:
                     reader.execute("COMMIT")
 
-    def memo_version(self) -> int:
-        """A counter that moves whenever any memo or vector changes, in any process."""
-        with self.read() as conn:
-            return int(conn.execute("SELECT version FROM memo_version").fetchone()[0])
+    def memo_version(self, conn: sqlite3.Connection | None = None) -> int:
+        """A counter that moves whenever any memo or vector changes, in any process.
+
+        Read in ``conn``'s transaction when given (a write reading its own version).
+        """
+        if conn is None:
+            with self.read() as conn:
+                return self.memo_version(conn)
+        return int(conn.execute("SELECT version FROM memo_version").fetchone()[0])
 
     @contextmanager
     def errors(self) -> Iterator[None]:
@@ -588,7 +593,11 @@ class Store:
         conn.executemany(
             "INSERT OR IGNORE INTO memo_identifiers (project, identifier, memo_id)"
             " VALUES (?, ?, ?)",
-            [(project, name, memo_id) for name in memo_identifiers(question, conclusion, paths)],
+            # In key order: each row lands beside the one before in the table's b-tree.
+            [
+                (project, name, memo_id)
+                for name in sorted(memo_identifiers(question, conclusion, paths))
+            ],
         )
 
     def index_identifiers(self, conn: sqlite3.Connection, batch: int = _BATCH) -> int:
