@@ -27,7 +27,7 @@ from reliability_helpers import (
     run_cli,
 )
 
-from explomemo import hashing, validity
+from explomemo import hashing, printable, validity
 from explomemo.errors import PathError
 from explomemo.exchange import export_memos, import_memos, read_export, stale_from_export
 from explomemo.memos import MemoCache
@@ -54,6 +54,14 @@ def stale_json(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, dic
     run = run_cli(capsys, [*argv, "--format", "json"])
     assert run.code in (0, 1), run.err
     return run.code, json.loads(run.out)
+
+
+def edited(folder: Path, line: str, **changes: Any) -> ExportedMemo:
+    """The memo of an export line with some fields changed, read back as ``import`` reads it."""
+    path = folder / f"edited-{len(list(folder.glob('edited-*.jsonl')))}.jsonl"
+    path.write_text(json.dumps({**json.loads(line), **changes}) + "\n")
+    (memo,) = read_export(path)
+    return memo
 
 
 def swap_link(link: Path, target: Path | str) -> None:
@@ -454,13 +462,12 @@ def test_questions_differing_only_as_strasse_and_strasse_with_eszett_are_one(
     assert [(m.id, m.question) for m in words_cache.list(project="p")] == [
         (first.id, "where is  straße parsed? ")
     ]
-    older = ExportedMemo.model_validate_json(next(export_memos(words_cache)))
-    older = older.model_copy(
-        update={
-            "id": 99,
-            "question": "WHERE IS STRASSE PARSED?",
-            "recorded_at": "2000-01-01T00:00:00Z",
-        }
+    older = edited(
+        tmp_path,
+        next(export_memos(words_cache)),
+        id=99,
+        question="WHERE IS STRASSE PARSED?",
+        recorded_at="2000-01-01T00:00:00Z",
     )
     assert import_memos(words_cache, [older]) == ImportResult(read=1, added=0, replaced=0, kept=1)
     assert [m.id for m in words_cache.list(project="p")] == [first.id]
@@ -657,9 +664,13 @@ def one_file(tmp_path: Path) -> Path:
 
 
 def _record_a(cache: MemoCache, root: Path) -> int:
-    return cache.record(
+    memo = cache.record(
         question="what is in a?", conclusion="c", files=["a.py"], project="p", root=str(root)
-    ).id
+    )
+    # The snapshot writer's transaction would make the next check's stat-cache
+    # write give way (it never waits): the store would miss the entry.
+    cache.wait_for_snapshots()
+    return memo.id
 
 
 def _reads(cache: MemoCache, root: Path) -> tuple[dict[int, tuple[list[str], list[str]]], int]:
@@ -780,11 +791,9 @@ def test_import_keeps_free_ids_renumbers_taken_ones_and_round_trips_byte_identic
         assert list(export_memos(target)) == lines
         assert import_memos(target, memos) == ImportResult(read=3, added=0, replaced=0, kept=3)
         assert list(export_memos(target)) == lines
-        newer = memos[1].model_copy(
-            update={"conclusion": "revised", "recorded_at": "2099-01-01T00:00:00Z"}
-        )
-        older = memos[2].model_copy(
-            update={"conclusion": "outdated", "recorded_at": "2000-01-01T00:00:00Z"}
+        newer = edited(tmp_path, lines[1], conclusion="revised", recorded_at="2099-01-01T00:00:00Z")
+        older = edited(
+            tmp_path, lines[2], conclusion="outdated", recorded_at="2000-01-01T00:00:00Z"
         )
         assert import_memos(target, [newer, older]) == ImportResult(
             read=2, added=0, replaced=1, kept=1
@@ -802,8 +811,8 @@ def test_import_keeps_free_ids_renumbers_taken_ones_and_round_trips_byte_identic
             taken.record(
                 question=question, conclusion="z", files=["a.py"], project="z", root=str(one_file)
             )
-        taken.forget(project=None, memo_id=1)
-        taken.forget(project=None, memo_id=2)
+        taken.forget(project="z", memo_id=1)
+        taken.forget(project="z", memo_id=2)
         assert import_memos(taken, memos) == ImportResult(read=3, added=3, replaced=0, kept=0)
         assert {(m.id, m.project, m.question) for m in taken.list()} == {
             (1, "b", "How is B started?"),
@@ -1079,8 +1088,11 @@ class ReadSpies:
 
 @pytest.fixture
 def spies(monkeypatch: pytest.MonkeyPatch) -> ReadSpies:
+    import concurrent.futures
     import threading
     from concurrent.futures import ThreadPoolExecutor
+
+    from explomemo import readers
 
     found = ReadSpies([], [], [], [])
 
@@ -1105,9 +1117,12 @@ def spies(monkeypatch: pytest.MonkeyPatch) -> ReadSpies:
             found.off_main.append(args[1])
         return real_row(*args)
 
-    monkeypatch.setattr(validity, "ThreadPoolExecutor", Pool)
-    monkeypatch.setattr(validity, "Helper", CountedHelper)
-    monkeypatch.setattr(validity, "read_row", read_row)
+    # Wherever validity takes them from (at import or when a read starts), the spies.
+    for module in (concurrent.futures, validity):
+        monkeypatch.setattr(module, "ThreadPoolExecutor", Pool, raising=False)
+    for module in (readers, validity):
+        monkeypatch.setattr(module, "Helper", CountedHelper, raising=False)
+        monkeypatch.setattr(module, "read_row", read_row, raising=False)
     return found
 
 
@@ -1909,3 +1924,88 @@ def test_a_validator_reads_on_one_thread_when_the_cores_are_unknown(
     finally:
         validator.close()
     assert (spies.pools, spies.submits, spies.helpers) == ([], [], [])
+
+
+# Control characters: what people's formats escape, and JSON keeps exact -----
+
+#: The characters docs/reference.md ("What people's formats show") says are
+#: never shown raw, written out here on their own: C0, DEL, C1, U+2028/U+2029,
+#: the bidirectional embeddings and overrides (U+202A-U+202E) and isolates
+#: (U+2066-U+2069).
+NEVER_RAW = frozenset(
+    [
+        *range(0x20),
+        0x7F,
+        *range(0x80, 0xA0),
+        0x2028,
+        0x2029,
+        *range(0x202A, 0x202F),
+        *range(0x2066, 0x206A),
+    ]
+)
+#: Every code point near the ones above, and a few far from them.
+NEAR = [*range(0x00, 0x2100), 0x200E, 0x200F, 0x061C, 0xFEFF, 0x1F600]
+
+
+def _escaped(code: int) -> str:
+    named = {0x09: "\\t", 0x0A: "\\n", 0x0D: "\\r"}
+    return named.get(code, f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}")
+
+
+def test_one_line_escapes_each_control_character_and_nothing_else() -> None:
+    """Kills a changed bound of a range of unsafe characters, a changed escape and a
+    character escaped that should not be (LRM, RLM and ALM stay, as does U+00A0)."""
+    for code in NEAR:
+        text = f"a{chr(code)}b"
+        wanted = f"a{_escaped(code)}b" if code in NEVER_RAW else text
+        assert printable.one_line(text) == wanted, hex(code)
+        assert printable.message(text) == wanted, hex(code)
+
+
+def test_block_keeps_new_lines_and_tabs_and_escapes_the_rest() -> None:
+    """Kills ``block`` escaping a new line or a tab, or showing another control raw."""
+    for code in NEAR:
+        text = f"a{chr(code)}b"
+        kept = code not in NEVER_RAW or code in (0x09, 0x0A)
+        assert printable.block(text) == (text if kept else f"a{_escaped(code)}b"), hex(code)
+
+
+def test_json_text_writes_unsafe_characters_as_u_escapes_of_the_same_value() -> None:
+    """Kills ``json_text`` leaving DEL, C1, a separator or a bidi control raw, escaping
+    another character, or writing an escape that reads back as another value."""
+    for code in NEAR:
+        text = f"a{chr(code)}b"
+        shown = printable.json_text(json.dumps(text, ensure_ascii=False))
+        assert json.loads(shown) == text, hex(code)
+        assert not NEVER_RAW & {ord(c) for c in shown}, hex(code)
+        if code >= 0x7F:
+            raw = code not in NEVER_RAW
+            assert (chr(code) in shown) == raw, hex(code)
+            assert (f"\\u{code:04x}" in shown) == (not raw), hex(code)
+
+
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        ("::error::x", "\\::error::x"),
+        ("  ::warning::x", "  \\::warning::x"),
+        ("\t::notice::x", "\t\\::notice::x"),
+        ("ok\n::add-mask::x\nok", "ok\n\\::add-mask::x\nok"),
+        ("a ##[error]b ##[group]c", "a ##\\[error]b ##\\[group]c"),
+        ("::a\n##[b", "\\::a\n##\\[b"),
+        ("a::b", "a::b"),
+        (":x:", ":x:"),
+        ("# [a] ## [b] ##(c)", "# [a] ## [b] ##(c)"),
+        ("", ""),
+    ],
+)
+def test_no_line_becomes_a_workflow_command(text: str, shown: str) -> None:
+    """Kills a line starting with ``::`` (after white space) or holding ``##[`` left as
+    it is, another line changed, or a line's leading white space lost."""
+    assert printable.no_workflow_commands(text) == shown
+
+
+def test_an_error_message_is_one_line_that_is_no_workflow_command() -> None:
+    """Kills ``message`` skipping either step: a new line would start a command."""
+    assert printable.message("bad\n::error::x ##[y]") == "bad\\n::error::x ##\\[y]"
+    assert printable.message("::error::x\r") == "\\::error::x\\r"
