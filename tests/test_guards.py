@@ -11,12 +11,14 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import git
 from reliability_helpers import (
     SECRET,
     assert_one_error_line,
@@ -2009,3 +2011,67 @@ def test_an_error_message_is_one_line_that_is_no_workflow_command() -> None:
     """Kills ``message`` skipping either step: a new line would start a command."""
     assert printable.message("bad\n::error::x ##[y]") == "bad\\n::error::x ##\\[y]"
     assert printable.message("::error::x\r") == "\\::error::x\\r"
+
+
+# git subprocesses: the hostile repository, read in this process -------------
+
+
+def test_git_read_in_process_ignores_the_callers_variables_and_the_repositorys_programs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Kills ``gitrepo`` passing on a ``GIT_*`` variable of the caller's, reading the
+    global or system configuration, or losing a guard of its environment or command
+    line: the hostile repository of ``test_diff_git_safety``, read by the library in
+    this process (where a mutation run sees the calls), shows its diffs from git,
+    runs none of its programs and writes nothing into it."""
+    from test_diff_git_safety import TOKENS_DIFF, fingerprint, hostile_repo
+
+    repo, markers, env = hostile_repo(tmp_path)
+    caller = {k: v for k, v in env.items() if k.startswith(("GIT_", "EXPLOMEMO_"))}
+    # The caller's global configuration would point git at another object store.
+    elsewhere = tmp_path / "elsewhere" / ".git" / "objects"
+    (tmp_path / "gitconfig").write_text(
+        f"[core]\n\tfsmonitor = {tmp_path / 'traps' / 'fsmonitor'}\n"
+    )
+    caller["GIT_CONFIG_GLOBAL"] = str(tmp_path / "gitconfig")
+    caller["GIT_ALTERNATE_OBJECT_DIRECTORIES"] = str(elsewhere)
+    db = tmp_path / "db" / "x.db"
+    untracked = "def f():\n    return 1\n"
+    repo.write("scratch.py", untracked)
+    record = ["--db", str(db), "record", "--project", "demo", "--root", str(repo.path)]
+    with monkeypatch.context() as hostile:
+        for key, value in caller.items():
+            hostile.setenv(key, value)
+        for question, files in [
+            ("How are tokens verified?", ["tokens.py", "old.py", "scratch.py"]),
+            ("Tokens, recorded before blob ids", ["tokens.py"]),
+        ]:
+            run = run_cli(
+                capsys,
+                [*record, "--question", question, "--conclusion", "c", *files],
+            )
+            assert run.code == 0, run.err
+    conn = sqlite3.connect(db)
+    with conn:
+        conn.execute("UPDATE memo_files SET git_blob = NULL WHERE memo_id = 2")
+    conn.close()
+    repo.write("tokens.py", "def verify(req):\n    return req.cookies['session']\n")
+    git(repo.path, "mv", "old.py", "new.py")
+    repo.write("scratch.py", untracked + "# edited\n")
+    for marker in markers.iterdir():
+        marker.unlink()
+    before = fingerprint(repo.path)
+    with monkeypatch.context() as hostile:
+        for key, value in caller.items():
+            hostile.setenv(key, value)
+        shown = run_cli(capsys, ["--db", str(db), "show", "1", "--json"])
+        old = run_cli(capsys, ["--db", str(db), "show", "2", "--json"])
+    assert shown.code == old.code == 0, (shown.err, old.err)
+    files = {f["path"]: f for f in json.loads(shown.out)["files"]}
+    assert (files["tokens.py"]["diff"], files["tokens.py"]["diff_source"]) == (TOKENS_DIFF, "git")
+    assert files["old.py"]["moved_to"] == "new.py"
+    assert files["scratch.py"]["diff_source"] == "unavailable"
+    first = json.loads(old.out)["files"][0]
+    assert (first["diff"], first["diff_source"]) == (TOKENS_DIFF, "git")
+    assert sorted(p.name for p in markers.iterdir()) == []
+    assert fingerprint(repo.path) == before

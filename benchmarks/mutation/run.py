@@ -54,7 +54,7 @@ GUARDING = [
     "printable",
 ]
 #: What the copy holds: the package, its tests, and what the tests read besides.
-COPIED = ["explomemo", "tests", "migrations", "pyproject.toml", "README.md"]
+COPIED = ["explomemo", "tests", "migrations", "docs", "pyproject.toml", "README.md"]
 #: Left out of a run unless --all-tests: the tests marked slow (the hypothesis
 #: state machines, 16 s a run; the crash test; the real races, each racing a
 #: thread for 1.5 s: a kill by chance, not by design) and the files that check
@@ -230,10 +230,11 @@ def run_mutmut(
     (WORK / "setup.cfg").write_text(
         "[mutmut]\n"
         "source_paths = explomemo\n"
-        "only_mutate =\n" + "".join(f"    explomemo/{m}.py\n" for m in modules) + "also_copy =\n"
-        "    migrations\n"
-        "    README.md\n"
-        "    mutmut_fixups.py\n"
+        "only_mutate =\n"
+        + "".join(f"    explomemo/{m}.py\n" for m in modules)
+        + "also_copy =\n"
+        + "".join(f"    {name}\n" for name in COPIED if name not in ("explomemo", "tests"))
+        + "    mutmut_fixups.py\n"
         "pytest_add_cli_args =\n    -p\n    no:cacheprovider\n    -p\n    mutmut_fixups\n"
         "pytest_add_cli_args_test_selection =\n"
         + "".join(f"    {a}\n" for a in selection)
