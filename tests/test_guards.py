@@ -8,10 +8,13 @@ that bug back in the source and watching the test fail; the mutation run
 
 from __future__ import annotations
 
+import hashlib
+import io
 import json
 import os
 import shutil
 import sqlite3
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +35,7 @@ from reliability_helpers import (
 from explomemo import hashing, printable, validity
 from explomemo.errors import PathError
 from explomemo.exchange import export_memos, import_memos, read_export, stale_from_export
+from explomemo.hooks import run_hook
 from explomemo.memos import MemoCache
 from explomemo.models import ExportedMemo, ImportResult
 
@@ -2075,3 +2079,180 @@ def test_git_read_in_process_ignores_the_callers_variables_and_the_repositorys_p
     assert (first["diff"], first["diff_source"]) == (TOKENS_DIFF, "git")
     assert sorted(p.name for p in markers.iterdir()) == []
     assert fingerprint(repo.path) == before
+
+
+# Snapshots: kept or not, restored exactly or not at all ----------------------
+
+
+def _snapshot_rows(db: Path) -> dict[str, str]:
+    """{SHA-256: codec} of every snapshot the database holds."""
+    conn = sqlite3.connect(db)
+    try:
+        return dict(conn.execute("SELECT sha256, codec FROM snapshots"))
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize(
+    ("setting", "kept"),
+    [
+        ("off", False),
+        ("0", False),
+        ("false", False),
+        ("no", False),
+        (" OFF ", False),
+        ("No", False),
+        ("on", True),
+        ("", True),
+        ("1", True),
+        ("offline", True),
+    ],
+)
+def test_explomemo_snapshots_turns_snapshots_off_by_each_of_its_words(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, setting: str, kept: bool
+) -> None:
+    """Kills ``snapshots.enabled`` losing one of off, 0, false and no, its strip or its
+    lower-casing, or taking any other value for off."""
+    root = tmp_path / "proj"
+    root.mkdir()
+    (root / "a.py").write_text("A = 1\n")
+    db = tmp_path / "memos.db"
+    monkeypatch.setenv("EXPLOMEMO_SNAPSHOTS", setting)
+    with open_cache(db) as cache:
+        cache.record(question="q", conclusion="c", files=["a.py"], project="p", root=str(root))
+        cache.wait_for_snapshots()
+    assert bool(_snapshot_rows(db)) is kept
+
+
+def test_a_snapshot_is_restored_exactly_whatever_its_codec_and_never_when_damaged(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kills ``compress`` keeping the larger form or the wrong codec name, ``restore``
+    reading one codec as another, and ``restore`` returning a damaged snapshot (its
+    SHA-256 is checked): an untracked file's diff comes from its snapshot only."""
+    monkeypatch.setenv("EXPLOMEMO_SNAPSHOTS", "on")
+    root = tmp_path / "proj"
+    root.mkdir()
+    noise = os.urandom(4096)
+    text = "".join(f"line {n}\n" for n in range(200))
+    (root / "noise.bin").write_bytes(noise)
+    (root / "text.txt").write_text(text)
+    db = tmp_path / "memos.db"
+    with open_cache(db) as cache:
+        memo = cache.record(
+            question="q",
+            conclusion="c",
+            files=["noise.bin", "text.txt"],
+            project="p",
+            root=str(root),
+        ).id
+        cache.wait_for_snapshots()
+    rows = _snapshot_rows(db)
+    assert sorted(rows.values()) == ["raw", "zlib"]
+    assert rows[hashlib.sha256(noise).hexdigest()] == "raw"
+    (root / "text.txt").write_text(text.replace("line 100\n", "line one hundred\n"))
+    (root / "noise.bin").write_bytes(noise[::-1])
+    with open_cache(db) as cache:
+        files = {f.path: f for f in cache.show(memo).files}
+    assert files["text.txt"].diff_source == "snapshot"
+    assert "-line 100\n+line one hundred\n" in (files["text.txt"].diff or "")
+    assert files["noise.bin"].diff_source == "snapshot"
+    # Damaged, or of a codec no version wrote: no diff rather than a wrong one.
+    conn = sqlite3.connect(db)
+    with conn:
+        for sha256, data in conn.execute("SELECT sha256, data FROM snapshots").fetchall():
+            damaged = data[:-1] + bytes([data[-1] ^ 1])
+            conn.execute("UPDATE snapshots SET data = ? WHERE sha256 = ?", (damaged, sha256))
+    conn.close()
+    with open_cache(db) as cache:
+        assert {f.path: f.diff_source for f in cache.show(memo).files} == {
+            "noise.bin": "unavailable",
+            "text.txt": "unavailable",
+        }
+    conn = sqlite3.connect(db)
+    with conn:
+        conn.execute("UPDATE snapshots SET codec = 'zstd'")
+    conn.close()
+    with open_cache(db) as cache:
+        assert {f.diff_source for f in cache.show(memo).files} == {"unavailable"}
+
+
+# Hook failure handling: whatever fails, one line on stderr and exit 0 --------
+
+
+class FailingStdin(io.BytesIO):
+    """Standard input whose read fails with ``error`` (an I/O error of the pipe)."""
+
+    def __init__(self, error: BaseException) -> None:
+        super().__init__()
+        self.error = error
+
+    def read(self, size: int | None = -1) -> bytes:
+        raise self.error
+
+
+def _hook_error(event: str, error: BaseException) -> bytes:
+    out, err = io.BytesIO(), io.BytesIO()
+    code = run_hook(event, db=None, project=None, stdin=FailingStdin(error), stdout=out, stderr=err)
+    assert (code, out.getvalue()) == (0, b"")
+    return err.getvalue()
+
+
+@pytest.mark.parametrize("event", ["session-start", "prompt", "stop"])
+def test_a_hook_error_is_one_line_of_at_most_400_characters(event: str) -> None:
+    """Kills ``_one_line`` cutting at another length, without its ellipsis, keeping
+    new lines and runs of white space, or losing the error's kind when it has no
+    message."""
+    head = f"explomemo hook {event}: ".encode()
+    assert _hook_error(event, OSError("e" * 400)) == head + b"e" * 400 + b"\n"
+    assert _hook_error(event, OSError("e" * 401)) == head + ("e" * 399 + "…").encode() + b"\n"
+    assert _hook_error(event, OSError(" a \n\tb  c\n")) == head + b"a b c\n"
+    assert _hook_error(event, OSError()) == head + b"OSError\n"
+    assert _hook_error(event, ValueError("")) == head + b"ValueError\n"
+
+
+def test_a_hook_error_that_is_not_utf_8_is_still_written() -> None:
+    """Kills the error line's encoding failing (``errors="replace"`` dropped) on a
+    message holding a file name that is not UTF-8 (a surrogate escape)."""
+    line = _hook_error("prompt", OSError("no database at /tmp/caf\udce9/x.db"))
+    assert line == b"explomemo hook prompt: no database at /tmp/caf?/x.db\n"
+
+
+def test_the_hook_command_reads_stdin_and_answers_on_stdout_in_process(
+    project_with_a_memo: Path,
+    db_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsysbinary: pytest.CaptureFixture[bytes],
+) -> None:
+    """Kills ``run_hook`` taking other streams than the process's own when none is
+    given, or answering with anything but one JSON object and a new line."""
+    from explomemo.cli import main
+
+    payload = {"cwd": str(project_with_a_memo), "prompt": "where are JWT tokens validated?"}
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(json.dumps(payload).encode())))
+    assert main(["--db", str(db_path), "hook", "prompt"]) == 0
+    out, err = capsysbinary.readouterr()
+    assert err == b"" and out.endswith(b"}\n") and out.count(b"\n") == 1
+    answer = json.loads(out)
+    assert "tokens.verify()" in answer["hookSpecificOutput"]["additionalContext"]
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"[]")))
+    assert main(["--db", str(db_path), "hook", "prompt"]) == 0
+    out, err = capsysbinary.readouterr()
+    assert out == b"" and err.startswith(b"explomemo hook prompt: ") and err.count(b"\n") == 1
+
+
+@pytest.fixture
+def project_with_a_memo(tmp_path: Path, db_path: Path) -> Path:
+    """A folder with one memo recorded by words about JWT tokens."""
+    root = tmp_path / "shop"
+    root.mkdir()
+    (root / "tokens.py").write_text("def verify(token): ...\n")
+    with open_cache(db_path) as cache:
+        cache.record(
+            question="Where are JWT tokens validated?",
+            conclusion="tokens.py: tokens.verify() checks the signature.",
+            files=["tokens.py"],
+            project="shop",
+            root=str(root),
+        )
+    return root
