@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import git
+from conftest import Repo, git
 from reliability_helpers import (
     SECRET,
     assert_one_error_line,
@@ -2256,3 +2256,46 @@ def project_with_a_memo(tmp_path: Path, db_path: Path) -> Path:
             root=str(root),
         )
     return root
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="handing a repository to another user takes root")
+def test_a_repository_of_another_user_is_read_only_when_the_users_own_config_trusts_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Kills ``GitRepo.at`` or ``_user_safe_directories`` losing git's ``safe.directory``
+    rule either way: a repository owned by another user gives no diff, until the
+    user's global git configuration lists it; then its history gives the diff."""
+    from explomemo import gitrepo
+
+    repo = Repo(tmp_path / "theirs")
+    repo.write("tokens.py", "def verify(req):\n    return req.headers['Authorization']\n")
+    repo.commit("A")
+    db = tmp_path / "memos.db"
+    monkeypatch.setenv("EXPLOMEMO_SNAPSHOTS", "off")
+    record = ["--db", str(db), "record", "--project", "demo", "--root", str(repo.path)]
+    run = run_cli(capsys, [*record, "--question", "q", "--conclusion", "c", "tokens.py"])
+    assert run.code == 0, run.err
+    repo.write("tokens.py", "def verify(req):\n    return req.cookies['session']\n")
+    for folder, _, names in os.walk(repo.path):
+        for name in [".", *names]:
+            os.chown(os.path.join(folder, name), 12345, 12345, follow_symlinks=False)
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("XDG_CONFIG_HOME", raising=False)
+    # What git's safe.directory entries were, read once per process: not yet.
+    monkeypatch.setattr(gitrepo, "_trusted_folders", None, raising=False)
+
+    def diff_source() -> str:
+        shown = run_cli(capsys, ["--db", str(db), "show", "1", "--json"])
+        assert shown.code == 0, shown.err
+        source: str = json.loads(shown.out)["files"][0]["diff_source"]
+        return source
+
+    (home / ".gitconfig").write_text(f"[safe]\n\tdirectory = {tmp_path / 'elsewhere'}\n")
+    assert diff_source() == "unavailable"
+    monkeypatch.setattr(gitrepo, "_trusted_folders", None, raising=False)
+    (home / ".gitconfig").write_text(
+        f"[safe]\n\tdirectory = {tmp_path / 'elsewhere'}\n\tdirectory = {repo.path}\n"
+    )
+    assert diff_source() == "git"
