@@ -14,6 +14,7 @@ import json
 import os
 import shutil
 import sqlite3
+import subprocess
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -2299,3 +2300,120 @@ def test_a_repository_of_another_user_is_read_only_when_the_users_own_config_tru
         f"[safe]\n\tdirectory = {tmp_path / 'elsewhere'}\n\tdirectory = {repo.path}\n"
     )
     assert diff_source() == "git"
+
+
+def _version(n: int) -> str:
+    """Content number ``n`` of a file: every version has the same size."""
+    return f"VALUE = {n:04d}  # one of several versions of the same size\n"
+
+
+def _without_blob_ids(db: Path) -> None:
+    """Forget every recorded git blob id, as a database of an older version holds none."""
+    conn = sqlite3.connect(db)
+    with conn:
+        conn.execute("UPDATE memo_files SET git_blob = NULL")
+    conn.close()
+
+
+def test_a_content_recorded_without_a_blob_id_is_found_wherever_git_holds_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kills ``GitRepo.find_content`` losing a place to look (the index, history on
+    any branch), misreading ``log --raw`` (abbreviated ids, only the last line, only
+    a commit's new side) or ``sizes`` asking for one id only: contents staged only,
+    in the middle of history, on another branch, and older than the history searched
+    (then the one commit searched names it as its old side) each give their diff."""
+    from explomemo import gitrepo
+
+    monkeypatch.setenv("EXPLOMEMO_SNAPSHOTS", "off")
+    repo = Repo(tmp_path / "repo")
+    db = tmp_path / "memos.db"
+    ids: dict[str, int] = {}
+
+    def remember(name: str, version: int) -> None:
+        repo.write("a.py", _version(version))
+        with open_cache(db) as cache:
+            ids[name] = cache.record(
+                question=f"memo {name}",
+                conclusion="c",
+                files=["a.py"],
+                project="p",
+                root=str(repo.path),
+            ).id
+
+    for version in (1, 2, 3):
+        if version == 2:
+            remember("middle", 2)
+        repo.write("a.py", _version(version))
+        repo.commit(f"v{version}")
+    git(repo.path, "checkout", "-q", "-b", "other")
+    remember("branch", 4)
+    repo.commit("v4")
+    git(repo.path, "checkout", "-q", "main")
+    remember("staged", 5)
+    git(repo.path, "add", "a.py")
+    repo.write("a.py", _version(6))
+    _without_blob_ids(db)
+    # git is asked for the sizes of all the versions at once, in the order of their
+    # ids: the one wanted must not come first, or only one asked for would do.
+    assert min(_blob_id(_version(v)) for v in (1, 2, 3, 4, 5)) != _blob_id(_version(2))
+    with open_cache(db) as cache:
+        for name, version in (("middle", 2), ("branch", 4), ("staged", 5)):
+            (found,) = cache.show(ids[name]).files
+            assert found.diff_source == "git", name
+            assert f"-VALUE = {version:04d}" in (found.diff or ""), name
+            assert "+VALUE = 0006" in (found.diff or ""), name
+    # Only the newest commit searched: it names the version it replaced as its old side.
+    monkeypatch.setattr(gitrepo, "HISTORY_DEPTH", 1)
+    line = Repo(tmp_path / "line")
+    line.write("a.py", _version(1))
+    with open_cache(db) as cache:
+        first = cache.record(
+            question="first", conclusion="c", files=["a.py"], project="p", root=str(line.path)
+        ).id
+    line.commit("v1")
+    line.write("a.py", _version(2))
+    line.commit("v2")
+    line.write("a.py", _version(6))
+    _without_blob_ids(db)
+    with open_cache(db) as cache:
+        (found,) = cache.show(first).files
+    assert (found.diff_source, "-VALUE = 0001" in (found.diff or "")) == ("git", True)
+
+
+def _blob_id(text: str) -> str:
+    return subprocess.run(
+        ["git", "hash-object", "--stdin"], input=text, capture_output=True, text=True, check=True
+    ).stdout.strip()
+
+
+def test_a_hook_input_without_cwd_answers_for_the_working_directory(
+    project_with_a_memo: Path, db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kills ``_root`` losing its default: Claude Code may leave ``cwd`` out, and the
+    hook then answers for the folder it runs in."""
+    monkeypatch.chdir(project_with_a_memo)
+    out, err = io.BytesIO(), io.BytesIO()
+    payload = json.dumps({"prompt": "where are JWT tokens validated?"}).encode()
+    assert (
+        run_hook(
+            "prompt", db=db_path, project=None, stdin=io.BytesIO(payload), stdout=out, stderr=err
+        )
+        == 0
+    )
+    assert err.getvalue() == b""
+    assert (
+        "tokens.verify()" in json.loads(out.getvalue())["hookSpecificOutput"]["additionalContext"]
+    )
+
+
+def test_the_escapes_are_the_same_when_the_module_is_loaded_afresh() -> None:
+    """Kills a wrong escape in ``_shown``, which builds the tables once, on import: a
+    mutation run's tests start after the import, so this one imports it again."""
+    import importlib
+
+    fresh = importlib.reload(printable)
+    for code in NEAR:
+        text = f"a{chr(code)}b"
+        wanted = f"a{_escaped(code)}b" if code in NEVER_RAW else text
+        assert fresh.one_line(text) == wanted, hex(code)
