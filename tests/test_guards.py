@@ -35,7 +35,13 @@ from reliability_helpers import (
 
 from explomemo import hashing, printable, validity
 from explomemo.errors import PathError
-from explomemo.exchange import export_memos, import_memos, read_export, stale_from_export
+from explomemo.exchange import (
+    export_changes,
+    export_memos,
+    import_memos,
+    read_export,
+    stale_from_export,
+)
 from explomemo.hooks import run_hook
 from explomemo.memos import MemoCache
 from explomemo.models import ExportedMemo, ImportResult
@@ -2417,3 +2423,85 @@ def test_the_escapes_are_the_same_when_the_module_is_loaded_afresh() -> None:
         text = f"a{chr(code)}b"
         wanted = f"a{_escaped(code)}b" if code in NEVER_RAW else text
         assert fresh.one_line(text) == wanted, hex(code)
+
+
+@pytest.mark.parametrize("cwd", [".", "shop", "../shop"])
+def test_a_relative_cwd_is_refused_even_when_it_names_a_folder(
+    project_with_a_memo: Path, db_path: Path, monkeypatch: pytest.MonkeyPatch, cwd: str
+) -> None:
+    """Kills ``_root`` taking a relative ``cwd`` that happens to exist from where the
+    hook runs, or refusing it without naming it."""
+    monkeypatch.chdir(project_with_a_memo)
+    out, err = io.BytesIO(), io.BytesIO()
+    payload = json.dumps({"cwd": cwd, "prompt": "where are JWT tokens validated?"}).encode()
+    code = run_hook(
+        "prompt", db=db_path, project=None, stdin=io.BytesIO(payload), stdout=out, stderr=err
+    )
+    assert (code, out.getvalue()) == (0, b"")
+    line = err.getvalue().decode()
+    assert line.startswith(f"explomemo hook prompt: cwd {cwd!r} ") and line.count("\n") == 1
+
+
+@pytest.mark.parametrize("stdin", [b"[1, 2]", b'"text"', b"3", b"null"])
+def test_json_that_is_not_an_object_is_named_as_such(db_path: Path, stdin: bytes) -> None:
+    """Kills the refusal of a JSON value that is not an object losing its words."""
+    out, err = io.BytesIO(), io.BytesIO()
+    assert (
+        run_hook("stop", db=db_path, project=None, stdin=io.BytesIO(stdin), stdout=out, stderr=err)
+        == 0
+    )
+    assert err.getvalue().startswith(b"explomemo hook stop: stdin is not a JSON object")
+
+
+def test_moves_are_found_among_tracked_names_holding_a_tab_or_bytes_that_are_not_utf_8(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kills ``GitRepo.tracked`` splitting an index entry at its last tab (a name with
+    a tab), or decoding names strictly (a name that is not UTF-8 breaks every move)."""
+    monkeypatch.setenv("EXPLOMEMO_SNAPSHOTS", "off")
+    repo = Repo(tmp_path / "repo")
+    repo.write("old.py", "MOVED = True\n")
+    repo.write("other.py", "OTHER = 1\n")
+    (repo.path / os.fsdecode(b"caf\xe9.txt")).write_text("latin-1 name\n")
+    repo.commit("A")
+    db = tmp_path / "memos.db"
+    with open_cache(db) as cache:
+        memo = cache.record(
+            question="q",
+            conclusion="c",
+            files=["old.py", "other.py"],
+            project="p",
+            root=str(repo.path),
+        ).id
+    git(repo.path, "mv", "old.py", "new\tname.py")
+    repo.write("other.py", "OTHER = 2\n")
+    with open_cache(db) as cache:
+        files = {f.path: f for f in cache.show(memo).files}
+    assert files["old.py"].moved_to == "new\tname.py"
+    assert files["other.py"].diff_source == "git"
+
+
+def test_stale_from_an_export_takes_its_diffs_from_the_root_given_not_the_working_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kills ``export_changes`` reading git at the working directory instead of root."""
+    monkeypatch.setenv("EXPLOMEMO_SNAPSHOTS", "off")
+    repo = Repo(tmp_path / "repo")
+    repo.write("a.py", "A = 1\n")
+    repo.commit("A")
+    with open_cache(tmp_path / "memos.db") as cache:
+        cache.record(question="q", conclusion="c", files=["a.py"], project="p", root=str(repo.path))
+        lines = list(export_memos(cache))
+    export = tmp_path / "memos.jsonl"
+    export.write_text("".join(line + "\n" for line in lines))
+    repo.write("a.py", "A = 2\n")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    memos = read_export(export)
+    report = stale_from_export(memos, str(repo.path))
+    (changed,) = export_changes(memos, report, str(repo.path))[report.stale[0].id]
+    assert (changed.diff_source, changed.diff) == (
+        "git",
+        "--- a/a.py\n+++ b/a.py\n@@ -1 +1 @@\n-A = 1\n+A = 2\n",
+    )
