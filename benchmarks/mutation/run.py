@@ -71,6 +71,11 @@ LEFT_OUT = [
     # that source holds the text of every mutant too ("XXEXPLOMEMO_DBXX").
     "--deselect=tests/test_reference.py::test_reference_names_every_tool_command_and_variable",
 ]
+#: A mutant skips the tests slower than this many seconds (mutmut's measure):
+#: they start servers, a terminal or many processes, or run hypothesis, and a
+#: survivor runs every test that calls its function, so they would make most
+#: of a run's time. The clean run and mutmut's measure still run them.
+SLOW_LIMIT = 2.0
 #: The statuses a run with --again tests once more: every one that is not caught.
 CAUGHT = {"killed", "caught by type check", "timeout"}
 EQUIVALENT = re.compile(r"`(explomemo\.[^`\s]+__mutmut_\d+)`")
@@ -122,6 +127,14 @@ def main() -> int:
         action="store_true",
         help="also run the concurrency, crash, bad-database and real-race tests (slower)",
     )
+    parser.add_argument(
+        "--slow-limit",
+        type=float,
+        default=SLOW_LIMIT,
+        metavar="SECONDS",
+        help="a mutant skips the tests that took longer than this when mutmut measured them"
+        f" (default {SLOW_LIMIT:g}; 0: none skipped)",
+    )
     parser.add_argument("--report", action="store_true", help="only print the last run's report")
     args = parser.parse_args()
     if Path(sys.prefix).resolve() != VENV.resolve():
@@ -135,6 +148,7 @@ def main() -> int:
     if not args.report:
         started = time.monotonic()
         selection = [*args.tests, *([] if args.all_tests else LEFT_OUT), *args.pytest_arg]
+        os.environ["MUTATION_SLOW_LIMIT"] = str(args.slow_limit)
         if args.again:
             code = run_again(targets, args.workers, args.nice, args.without)
         else:
