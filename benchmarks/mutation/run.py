@@ -256,6 +256,9 @@ def run_mutmut(
         "pytest_add_cli_args_test_selection =\n"
         + "".join(f"    {a}\n" for a in selection)
         + "use_git_change_detection = false\n"
+        # A mutant that loops for ever is stopped after 4 times the CPU time of
+        # its tests (mutmut's default, 30 times, is minutes per such mutant).
+        + "timeout_multiplier = 2.0\n"
     )
     shutil.copy2(HERE / "mutmut_fixups.py", WORK / "mutmut_fixups.py")
     # It must exist before mutmut starts: Python remembers a path of
