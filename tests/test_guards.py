@@ -2305,6 +2305,14 @@ def test_a_repository_of_another_user_is_read_only_when_the_users_own_config_tru
     (home / ".gitconfig").write_text(
         f"[safe]\n\tdirectory = {tmp_path / 'elsewhere'}\n\tdirectory = {repo.path}\n"
     )
+    # The user's own configuration is read whatever the caller's GIT_* variables say,
+    # and from wherever the process runs (here a folder deleted since).
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", os.devnull)
+    monkeypatch.setenv("GIT_DIR", str(tmp_path / "nowhere"))
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    monkeypatch.chdir(gone)
+    gone.rmdir()
     assert diff_source() == "git"
 
 
@@ -2505,3 +2513,58 @@ def test_stale_from_an_export_takes_its_diffs_from_the_root_given_not_the_workin
         "git",
         "--- a/a.py\n+++ b/a.py\n@@ -1 +1 @@\n-A = 1\n+A = 2\n",
     )
+
+
+def test_git_is_found_and_run_when_the_caller_has_no_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kills ``gitrepo._environment`` passing on a missing ``PATH`` as nothing (git
+    would not start): without ``PATH``, git is looked for where ``os.defpath`` says."""
+    monkeypatch.setenv("EXPLOMEMO_SNAPSHOTS", "off")
+    repo = Repo(tmp_path / "repo")
+    repo.write("a.py", "A = 1\n")
+    repo.commit("A")
+    with open_cache(tmp_path / "memos.db") as cache:
+        memo = cache.record(
+            question="q", conclusion="c", files=["a.py"], project="p", root=str(repo.path)
+        ).id
+    repo.write("a.py", "A = 2\n")
+    if shutil.which("git", path=os.defpath) is None:
+        pytest.skip("git is not in os.defpath")
+    monkeypatch.delenv("PATH")
+    with open_cache(tmp_path / "memos.db") as cache:
+        (found,) = cache.show(memo).files
+    assert found.diff_source == "git"
+
+
+def test_blobs_asked_together_each_come_back_whatever_git_lacks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kills ``_parse_batch`` stopping at a blob git lacks, or losing its place after a
+    blob: the recorded blob ids of three changed files are asked for at once, and git
+    lacks the one (never committed) whose id comes first."""
+    monkeypatch.setenv("EXPLOMEMO_SNAPSHOTS", "off")
+    repo = Repo(tmp_path / "repo")
+    committed = {name: f"{name.upper()} = 1\n" for name in ("b", "c")}
+    for name, text in committed.items():
+        repo.write(f"{name}.py", text)
+    repo.commit("b and c")
+    lacking = next(
+        text
+        for n in range(100)
+        if _blob_id(text := f"# scratch {n}\n") < min(_blob_id(t) for t in committed.values())
+    )
+    repo.write("scratch.py", lacking)
+    with open_cache(tmp_path / "memos.db") as cache:
+        memo = cache.record(
+            question="q",
+            conclusion="c",
+            files=["b.py", "c.py", "scratch.py"],
+            project="p",
+            root=str(repo.path),
+        ).id
+    for name in ("b", "c", "scratch"):
+        repo.write(f"{name}.py", "changed\n")
+    with open_cache(tmp_path / "memos.db") as cache:
+        sources = {f.path: f.diff_source for f in cache.show(memo).files}
+    assert sources == {"b.py": "git", "c.py": "git", "scratch.py": "unavailable"}
