@@ -2568,3 +2568,25 @@ def test_blobs_asked_together_each_come_back_whatever_git_lacks(
     with open_cache(tmp_path / "memos.db") as cache:
         sources = {f.path: f.diff_source for f in cache.show(memo).files}
     assert sources == {"b.py": "git", "c.py": "git", "scratch.py": "unavailable"}
+
+
+def test_waiting_for_snapshots_gives_up_after_its_timeout_while_work_is_left(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kills ``SnapshotWriter.wait`` ignoring its timeout, or calling the work done while
+    a job is still queued or being stored: right after a record of 32 MiB to compress,
+    a wait of no time finds the work left; a wait without a timeout sees it all stored."""
+    monkeypatch.setenv("EXPLOMEMO_SNAPSHOTS", "on")
+    root = tmp_path / "proj"
+    root.mkdir()
+    names = [f"f{n:02d}.txt" for n in range(32)]
+    for n, name in enumerate(names):
+        (root / name).write_bytes(
+            b"".join(b"%d line %d of many\n" % (n, i) for i in range(50_000))[: 1 << 20]
+        )
+    db = tmp_path / "memos.db"
+    with open_cache(db) as cache:
+        cache.record(question="q", conclusion="c", files=names, project="p", root=str(root))
+        assert cache.wait_for_snapshots(timeout=0) is False
+        assert cache.wait_for_snapshots() is True
+        assert len(_snapshot_rows(db)) == 32
