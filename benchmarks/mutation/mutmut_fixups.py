@@ -23,6 +23,7 @@ have nothing to do with any mutant, and each would fail tests that pass:
 A mutant also skips the tests that took longer than run.py's ``--slow-limit``
 (``MUTATION_SLOW_LIMIT`` seconds) when mutmut measured them: they still run
 while mutmut learns which tests call which function and in the clean run.
+A test run against a mutant fails after ``MUTANT_TEST_SECONDS``.
 """
 
 from __future__ import annotations
@@ -61,6 +62,17 @@ def pytest_sessionstart(session: Any) -> None:
     if os.environ.get("MUTANT_UNDER_TEST") == "stats":
         trampoline._mutant_under_test = "stats"  # mutmut 3.8.1's own copy (pinned)
         del os.environ["MUTANT_UNDER_TEST"]
+
+
+#: Seconds a test may take against a mutant (pytest-timeout): a mutant that makes a
+#: thread wait for ever uses no CPU, so mutmut's CPU-time limit never stops it.
+MUTANT_TEST_SECONDS = 30
+
+
+def pytest_collection_modifyitems(items: list[Any]) -> None:
+    if "__mutmut_" in os.environ.get("MUTANT_UNDER_TEST", ""):
+        for item in items:
+            item.add_marker(pytest.mark.timeout(MUTANT_TEST_SECONDS), append=False)
 
 
 def pytest_runtest_setup(item: Any) -> None:
