@@ -66,7 +66,7 @@ def pytest_sessionstart(session: Any) -> None:
 
 #: Seconds a test may take against a mutant (pytest-timeout): a mutant that makes a
 #: thread wait for ever uses no CPU, so mutmut's CPU-time limit never stops it.
-MUTANT_TEST_SECONDS = 30
+MUTANT_TEST_SECONDS = 20
 
 
 def pytest_collection_modifyitems(items: list[Any]) -> None:
