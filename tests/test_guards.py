@@ -2302,8 +2302,9 @@ def test_a_repository_of_another_user_is_read_only_when_the_users_own_config_tru
     (home / ".gitconfig").write_text(f"[safe]\n\tdirectory = {tmp_path / 'elsewhere'}\n")
     assert diff_source() == "unavailable"
     monkeypatch.setattr(gitrepo, "_trusted_folders", None, raising=False)
-    (home / ".gitconfig").write_text(
-        f"[safe]\n\tdirectory = {tmp_path / 'elsewhere'}\n\tdirectory = {repo.path}\n"
+    (home / ".gitconfig").write_bytes(
+        b"[safe]\n\tdirectory = /srv/caf\xe9\n"
+        + f"\tdirectory = {tmp_path / 'elsewhere'}\n\tdirectory = {repo.path}\n".encode()
     )
     # The user's own configuration is read whatever the caller's GIT_* variables say,
     # and from wherever the process runs (here a folder deleted since).
