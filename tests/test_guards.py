@@ -2128,7 +2128,10 @@ def test_explomemo_snapshots_turns_snapshots_off_by_each_of_its_words(
     with open_cache(db) as cache:
         cache.record(question="q", conclusion="c", files=["a.py"], project="p", root=str(root))
         cache.wait_for_snapshots()
+        (line,) = export_memos(cache)
     assert bool(_snapshot_rows(db)) is kept
+    # The git blob id is kept either way.
+    assert json.loads(line)["files"][0]["git_blob"] == _blob_id("A = 1\n")
 
 
 def test_a_snapshot_is_restored_exactly_whatever_its_codec_and_never_when_damaged(
