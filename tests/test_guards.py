@@ -2594,3 +2594,31 @@ def test_waiting_for_snapshots_gives_up_after_its_timeout_while_work_is_left(
         assert cache.wait_for_snapshots(timeout=0) is False
         assert cache.wait_for_snapshots() is True
         assert len(_snapshot_rows(db)) == 32
+
+
+def test_records_beyond_the_pending_limit_wait_for_the_writer_and_never_for_ever(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kills ``SnapshotWriter.submit`` waiting while nothing is queued: with a limit
+    of one pending byte every record is over it, and each still goes through (the
+    writer takes the queued job, then the next record's). The writer is one daemon
+    thread, named for ``ps`` and debuggers, so a process that never closes exits."""
+    import threading
+
+    from explomemo import snapshots
+
+    monkeypatch.setenv("EXPLOMEMO_SNAPSHOTS", "on")
+    monkeypatch.setattr(snapshots, "_PENDING_MAX_BYTES", 1)
+    root = tmp_path / "proj"
+    root.mkdir()
+    db = tmp_path / "memos.db"
+    with open_cache(db) as cache:
+        for n in range(3):
+            (root / f"f{n}.py").write_text(f"N = {n}\n" * 100)
+            cache.record(
+                question=f"q{n}", conclusion="c", files=[f"f{n}.py"], project="p", root=str(root)
+            )
+        assert cache.wait_for_snapshots() is True
+        writers = [t for t in threading.enumerate() if t.name == "explomemo-snapshots"]
+        assert len(writers) == 1 and writers[0].daemon
+    assert len(_snapshot_rows(db)) == 3
