@@ -8,16 +8,21 @@ that bug back in the source and watching the test fail; the mutation run
 
 from __future__ import annotations
 
-import concurrent.futures
+import hashlib
+import io
 import json
 import os
 import shutil
+import sqlite3
+import subprocess
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import Repo, git
 from reliability_helpers import (
     SECRET,
     assert_one_error_line,
@@ -28,11 +33,18 @@ from reliability_helpers import (
     run_cli,
 )
 
-from explomemo import hashing, validity
+from explomemo import hashing, printable, validity
 from explomemo.errors import PathError
-from explomemo.exchange import export_memos, import_memos, read_export, stale_from_export
+from explomemo.exchange import (
+    export_changes,
+    export_memos,
+    import_memos,
+    read_export,
+    stale_from_export,
+)
+from explomemo.hooks import run_hook
 from explomemo.memos import MemoCache
-from explomemo.models import ImportResult, replace
+from explomemo.models import ExportedMemo, ImportResult
 
 RECORD = "memory_exploration_record"
 RECALL = "memory_exploration_recall"
@@ -55,6 +67,14 @@ def stale_json(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, dic
     run = run_cli(capsys, [*argv, "--format", "json"])
     assert run.code in (0, 1), run.err
     return run.code, json.loads(run.out)
+
+
+def edited(folder: Path, line: str, **changes: Any) -> ExportedMemo:
+    """The memo of an export line with some fields changed, read back as ``import`` reads it."""
+    path = folder / f"edited-{len(list(folder.glob('edited-*.jsonl')))}.jsonl"
+    path.write_text(json.dumps({**json.loads(line), **changes}) + "\n")
+    (memo,) = read_export(path)
+    return memo
 
 
 def swap_link(link: Path, target: Path | str) -> None:
@@ -455,10 +475,9 @@ def test_questions_differing_only_as_strasse_and_strasse_with_eszett_are_one(
     assert [(m.id, m.question) for m in words_cache.list(project="p")] == [
         (first.id, "where is  straße parsed? ")
     ]
-    exported = tmp_path / "memos.jsonl"
-    exported.write_text(next(export_memos(words_cache)) + "\n")
-    older = replace(
-        read_export(exported)[0],
+    older = edited(
+        tmp_path,
+        next(export_memos(words_cache)),
         id=99,
         question="WHERE IS STRASSE PARSED?",
         recorded_at="2000-01-01T00:00:00Z",
@@ -658,9 +677,13 @@ def one_file(tmp_path: Path) -> Path:
 
 
 def _record_a(cache: MemoCache, root: Path) -> int:
-    return cache.record(
+    memo = cache.record(
         question="what is in a?", conclusion="c", files=["a.py"], project="p", root=str(root)
-    ).id
+    )
+    # The snapshot writer's transaction would make the next check's stat-cache
+    # write give way (it never waits): the store would miss the entry.
+    cache.wait_for_snapshots()
+    return memo.id
 
 
 def _reads(cache: MemoCache, root: Path) -> tuple[dict[int, tuple[list[str], list[str]]], int]:
@@ -781,8 +804,10 @@ def test_import_keeps_free_ids_renumbers_taken_ones_and_round_trips_byte_identic
         assert list(export_memos(target)) == lines
         assert import_memos(target, memos) == ImportResult(read=3, added=0, replaced=0, kept=3)
         assert list(export_memos(target)) == lines
-        newer = replace(memos[1], conclusion="revised", recorded_at="2099-01-01T00:00:00Z")
-        older = replace(memos[2], conclusion="outdated", recorded_at="2000-01-01T00:00:00Z")
+        newer = edited(tmp_path, lines[1], conclusion="revised", recorded_at="2099-01-01T00:00:00Z")
+        older = edited(
+            tmp_path, lines[2], conclusion="outdated", recorded_at="2000-01-01T00:00:00Z"
+        )
         assert import_memos(target, [newer, older]) == ImportResult(
             read=2, added=0, replaced=1, kept=1
         )
@@ -1076,8 +1101,11 @@ class ReadSpies:
 
 @pytest.fixture
 def spies(monkeypatch: pytest.MonkeyPatch) -> ReadSpies:
+    import concurrent.futures
     import threading
     from concurrent.futures import ThreadPoolExecutor
+
+    from explomemo import readers
 
     found = ReadSpies([], [], [], [])
 
@@ -1102,9 +1130,12 @@ def spies(monkeypatch: pytest.MonkeyPatch) -> ReadSpies:
             found.off_main.append(args[1])
         return real_row(*args)
 
-    monkeypatch.setattr(concurrent.futures, "ThreadPoolExecutor", Pool)
-    monkeypatch.setattr(validity, "Helper", CountedHelper)
-    monkeypatch.setattr(validity, "read_row", read_row)
+    # Wherever validity takes them from (at import or when a read starts), the spies.
+    for module in (concurrent.futures, validity):
+        monkeypatch.setattr(module, "ThreadPoolExecutor", Pool, raising=False)
+    for module in (readers, validity):
+        monkeypatch.setattr(module, "Helper", CountedHelper, raising=False)
+        monkeypatch.setattr(module, "read_row", read_row, raising=False)
     return found
 
 
@@ -1906,3 +1937,688 @@ def test_a_validator_reads_on_one_thread_when_the_cores_are_unknown(
     finally:
         validator.close()
     assert (spies.pools, spies.submits, spies.helpers) == ([], [], [])
+
+
+# Control characters: what people's formats escape, and JSON keeps exact -----
+
+#: The characters docs/reference.md ("What people's formats show") says are
+#: never shown raw, written out here on their own: C0, DEL, C1, U+2028/U+2029,
+#: the bidirectional embeddings and overrides (U+202A-U+202E) and isolates
+#: (U+2066-U+2069).
+NEVER_RAW = frozenset(
+    [
+        *range(0x20),
+        0x7F,
+        *range(0x80, 0xA0),
+        0x2028,
+        0x2029,
+        *range(0x202A, 0x202F),
+        *range(0x2066, 0x206A),
+    ]
+)
+#: Every code point near the ones above, and a few far from them.
+NEAR = [*range(0x00, 0x2100), 0x200E, 0x200F, 0x061C, 0xFEFF, 0x1F600]
+
+
+def _escaped(code: int) -> str:
+    named = {0x09: "\\t", 0x0A: "\\n", 0x0D: "\\r"}
+    return named.get(code, f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}")
+
+
+def test_one_line_escapes_each_control_character_and_nothing_else() -> None:
+    """Kills a changed bound of a range of unsafe characters, a changed escape and a
+    character escaped that should not be (LRM, RLM and ALM stay, as does U+00A0)."""
+    for code in NEAR:
+        text = f"a{chr(code)}b"
+        wanted = f"a{_escaped(code)}b" if code in NEVER_RAW else text
+        assert printable.one_line(text) == wanted, hex(code)
+        assert printable.message(text) == wanted, hex(code)
+
+
+def test_block_keeps_new_lines_and_tabs_and_escapes_the_rest() -> None:
+    """Kills ``block`` escaping a new line or a tab, or showing another control raw."""
+    for code in NEAR:
+        text = f"a{chr(code)}b"
+        kept = code not in NEVER_RAW or code in (0x09, 0x0A)
+        assert printable.block(text) == (text if kept else f"a{_escaped(code)}b"), hex(code)
+
+
+def test_json_text_writes_unsafe_characters_as_u_escapes_of_the_same_value() -> None:
+    """Kills ``json_text`` leaving DEL, C1, a separator or a bidi control raw, escaping
+    another character, or writing an escape that reads back as another value."""
+    for code in NEAR:
+        text = f"a{chr(code)}b"
+        shown = printable.json_text(json.dumps(text, ensure_ascii=False))
+        assert json.loads(shown) == text, hex(code)
+        assert not NEVER_RAW & {ord(c) for c in shown}, hex(code)
+        if code >= 0x7F:
+            raw = code not in NEVER_RAW
+            assert (chr(code) in shown) == raw, hex(code)
+            assert (f"\\u{code:04x}" in shown) == (not raw), hex(code)
+
+
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        ("::error::x", "\\::error::x"),
+        ("  ::warning::x", "  \\::warning::x"),
+        ("\t::notice::x", "\t\\::notice::x"),
+        ("ok\n::add-mask::x\nok", "ok\n\\::add-mask::x\nok"),
+        ("a ##[error]b ##[group]c", "a ##\\[error]b ##\\[group]c"),
+        ("::a\n##[b", "\\::a\n##\\[b"),
+        ("a::b", "a::b"),
+        (":x:", ":x:"),
+        ("# [a] ## [b] ##(c)", "# [a] ## [b] ##(c)"),
+        ("", ""),
+    ],
+)
+def test_no_line_becomes_a_workflow_command(text: str, shown: str) -> None:
+    """Kills a line starting with ``::`` (after white space) or holding ``##[`` left as
+    it is, another line changed, or a line's leading white space lost."""
+    assert printable.no_workflow_commands(text) == shown
+
+
+def test_an_error_message_is_one_line_that_is_no_workflow_command() -> None:
+    """Kills ``message`` skipping either step: a new line would start a command."""
+    assert printable.message("bad\n::error::x ##[y]") == "bad\\n::error::x ##\\[y]"
+    assert printable.message("::error::x\r") == "\\::error::x\\r"
+
+
+# git subprocesses: the hostile repository, read in this process -------------
+
+
+def test_git_read_in_process_ignores_the_callers_variables_and_the_repositorys_programs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Kills ``gitrepo`` passing on a ``GIT_*`` variable of the caller's, reading the
+    global or system configuration, or losing a guard of its environment or command
+    line: the hostile repository of ``test_diff_git_safety``, read by the library in
+    this process (where a mutation run sees the calls), shows its diffs from git,
+    runs none of its programs and writes nothing into it."""
+    from test_diff_git_safety import TOKENS_DIFF, fingerprint, hostile_repo
+
+    repo, markers, env = hostile_repo(tmp_path)
+    caller = {k: v for k, v in env.items() if k.startswith(("GIT_", "EXPLOMEMO_"))}
+    # The caller's global configuration would point git at another object store.
+    elsewhere = tmp_path / "elsewhere" / ".git" / "objects"
+    (tmp_path / "gitconfig").write_text(
+        f"[core]\n\tfsmonitor = {tmp_path / 'traps' / 'fsmonitor'}\n"
+    )
+    caller["GIT_CONFIG_GLOBAL"] = str(tmp_path / "gitconfig")
+    caller["GIT_ALTERNATE_OBJECT_DIRECTORIES"] = str(elsewhere)
+    db = tmp_path / "db" / "x.db"
+    untracked = "def f():\n    return 1\n"
+    repo.write("scratch.py", untracked)
+    record = ["--db", str(db), "record", "--project", "demo", "--root", str(repo.path)]
+    with monkeypatch.context() as hostile:
+        for key, value in caller.items():
+            hostile.setenv(key, value)
+        for question, files in [
+            ("How are tokens verified?", ["tokens.py", "old.py", "scratch.py"]),
+            ("Tokens, recorded before blob ids", ["tokens.py"]),
+        ]:
+            run = run_cli(
+                capsys,
+                [*record, "--question", question, "--conclusion", "c", *files],
+            )
+            assert run.code == 0, run.err
+    conn = sqlite3.connect(db)
+    with conn:
+        conn.execute("UPDATE memo_files SET git_blob = NULL WHERE memo_id = 2")
+    conn.close()
+    repo.write("tokens.py", "def verify(req):\n    return req.cookies['session']\n")
+    git(repo.path, "mv", "old.py", "new.py")
+    repo.write("scratch.py", untracked + "# edited\n")
+    for marker in markers.iterdir():
+        marker.unlink()
+    before = fingerprint(repo.path)
+    with monkeypatch.context() as hostile:
+        for key, value in caller.items():
+            hostile.setenv(key, value)
+        shown = run_cli(capsys, ["--db", str(db), "show", "1", "--json"])
+        old = run_cli(capsys, ["--db", str(db), "show", "2", "--json"])
+    assert shown.code == old.code == 0, (shown.err, old.err)
+    files = {f["path"]: f for f in json.loads(shown.out)["files"]}
+    assert (files["tokens.py"]["diff"], files["tokens.py"]["diff_source"]) == (TOKENS_DIFF, "git")
+    assert files["old.py"]["moved_to"] == "new.py"
+    assert files["scratch.py"]["diff_source"] == "unavailable"
+    first = json.loads(old.out)["files"][0]
+    assert (first["diff"], first["diff_source"]) == (TOKENS_DIFF, "git")
+    assert sorted(p.name for p in markers.iterdir()) == []
+    assert fingerprint(repo.path) == before
+
+
+# Snapshots: kept or not, restored exactly or not at all ----------------------
+
+
+def _snapshot_rows(db: Path) -> dict[str, str]:
+    """{SHA-256: codec} of every snapshot the database holds."""
+    conn = sqlite3.connect(db)
+    try:
+        return dict(conn.execute("SELECT sha256, codec FROM snapshots"))
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize(
+    ("setting", "kept"),
+    [
+        ("off", False),
+        ("0", False),
+        ("false", False),
+        ("no", False),
+        (" OFF ", False),
+        ("No", False),
+        ("on", True),
+        ("", True),
+        ("1", True),
+        ("offline", True),
+    ],
+)
+def test_explomemo_snapshots_turns_snapshots_off_by_each_of_its_words(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, setting: str, kept: bool
+) -> None:
+    """Kills ``snapshots.enabled`` losing one of off, 0, false and no, its strip or its
+    lower-casing, or taking any other value for off."""
+    root = tmp_path / "proj"
+    root.mkdir()
+    (root / "a.py").write_text("A = 1\n")
+    db = tmp_path / "memos.db"
+    monkeypatch.setenv("EXPLOMEMO_SNAPSHOTS", setting)
+    with open_cache(db) as cache:
+        cache.record(question="q", conclusion="c", files=["a.py"], project="p", root=str(root))
+        cache.wait_for_snapshots()
+        (line,) = export_memos(cache)
+    assert bool(_snapshot_rows(db)) is kept
+    # The git blob id is kept either way.
+    assert json.loads(line)["files"][0]["git_blob"] == _blob_id("A = 1\n")
+
+
+def test_a_snapshot_is_restored_exactly_whatever_its_codec_and_never_when_damaged(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kills ``compress`` keeping the larger form or the wrong codec name, ``restore``
+    reading one codec as another, and ``restore`` returning a damaged snapshot (its
+    SHA-256 is checked): an untracked file's diff comes from its snapshot only."""
+    monkeypatch.setenv("EXPLOMEMO_SNAPSHOTS", "on")
+    root = tmp_path / "proj"
+    root.mkdir()
+    noise = os.urandom(4096)
+    text = "".join(f"line {n}\n" for n in range(200))
+    (root / "noise.bin").write_bytes(noise)
+    (root / "text.txt").write_text(text)
+    db = tmp_path / "memos.db"
+    with open_cache(db) as cache:
+        memo = cache.record(
+            question="q",
+            conclusion="c",
+            files=["noise.bin", "text.txt"],
+            project="p",
+            root=str(root),
+        ).id
+        cache.wait_for_snapshots()
+    rows = _snapshot_rows(db)
+    assert sorted(rows.values()) == ["raw", "zlib"]
+    assert rows[hashlib.sha256(noise).hexdigest()] == "raw"
+    (root / "text.txt").write_text(text.replace("line 100\n", "line one hundred\n"))
+    (root / "noise.bin").write_bytes(noise[::-1])
+    with open_cache(db) as cache:
+        files = {f.path: f for f in cache.show(memo).files}
+    assert files["text.txt"].diff_source == "snapshot"
+    assert "-line 100\n+line one hundred\n" in (files["text.txt"].diff or "")
+    assert files["noise.bin"].diff_source == "snapshot"
+    # Damaged, or of a codec no version wrote: no diff rather than a wrong one.
+    conn = sqlite3.connect(db)
+    with conn:
+        for sha256, data in conn.execute("SELECT sha256, data FROM snapshots").fetchall():
+            damaged = data[:-1] + bytes([data[-1] ^ 1])
+            conn.execute("UPDATE snapshots SET data = ? WHERE sha256 = ?", (damaged, sha256))
+    conn.close()
+    with open_cache(db) as cache:
+        assert {f.path: f.diff_source for f in cache.show(memo).files} == {
+            "noise.bin": "unavailable",
+            "text.txt": "unavailable",
+        }
+    conn = sqlite3.connect(db)
+    with conn:
+        conn.execute("UPDATE snapshots SET codec = 'zstd'")
+    conn.close()
+    with open_cache(db) as cache:
+        assert {f.diff_source for f in cache.show(memo).files} == {"unavailable"}
+
+
+# Hook failure handling: whatever fails, one line on stderr and exit 0 --------
+
+
+class FailingStdin(io.BytesIO):
+    """Standard input whose read fails with ``error`` (an I/O error of the pipe)."""
+
+    def __init__(self, error: BaseException) -> None:
+        super().__init__()
+        self.error = error
+
+    def read(self, size: int | None = -1) -> bytes:
+        raise self.error
+
+
+def _hook_error(event: str, error: BaseException) -> bytes:
+    out, err = io.BytesIO(), io.BytesIO()
+    code = run_hook(event, db=None, project=None, stdin=FailingStdin(error), stdout=out, stderr=err)
+    assert (code, out.getvalue()) == (0, b"")
+    return err.getvalue()
+
+
+@pytest.mark.parametrize("event", ["session-start", "prompt", "stop"])
+def test_a_hook_error_is_one_line_of_at_most_400_characters(event: str) -> None:
+    """Kills ``_one_line`` cutting at another length, without its ellipsis, keeping
+    new lines and runs of white space, or losing the error's kind when it has no
+    message."""
+    head = f"explomemo hook {event}: ".encode()
+    assert _hook_error(event, OSError("e" * 400)) == head + b"e" * 400 + b"\n"
+    assert _hook_error(event, OSError("e" * 401)) == head + ("e" * 399 + "…").encode() + b"\n"
+    assert _hook_error(event, OSError(" a \n\tb  c\n")) == head + b"a b c\n"
+    assert _hook_error(event, OSError()) == head + b"OSError\n"
+    assert _hook_error(event, ValueError("")) == head + b"ValueError\n"
+
+
+def test_a_hook_error_that_is_not_utf_8_is_still_written() -> None:
+    """Kills the error line's encoding failing (``errors="replace"`` dropped) on a
+    message holding a file name that is not UTF-8 (a surrogate escape)."""
+    line = _hook_error("prompt", OSError("no database at /tmp/caf\udce9/x.db"))
+    assert line == b"explomemo hook prompt: no database at /tmp/caf?/x.db\n"
+
+
+def test_the_hook_command_reads_stdin_and_answers_on_stdout_in_process(
+    project_with_a_memo: Path,
+    db_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsysbinary: pytest.CaptureFixture[bytes],
+) -> None:
+    """Kills ``run_hook`` taking other streams than the process's own when none is
+    given, or answering with anything but one JSON object and a new line."""
+    from explomemo.cli import main
+
+    payload = {"cwd": str(project_with_a_memo), "prompt": "where are JWT tokens validated?"}
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(json.dumps(payload).encode())))
+    assert main(["--db", str(db_path), "hook", "prompt"]) == 0
+    out, err = capsysbinary.readouterr()
+    assert err == b"" and out.endswith(b"}\n") and out.count(b"\n") == 1
+    answer = json.loads(out)
+    assert "tokens.verify()" in answer["hookSpecificOutput"]["additionalContext"]
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"[]")))
+    assert main(["--db", str(db_path), "hook", "prompt"]) == 0
+    out, err = capsysbinary.readouterr()
+    assert out == b"" and err.startswith(b"explomemo hook prompt: ") and err.count(b"\n") == 1
+
+
+@pytest.fixture
+def project_with_a_memo(tmp_path: Path, db_path: Path) -> Path:
+    """A folder with one memo recorded by words about JWT tokens."""
+    root = tmp_path / "shop"
+    root.mkdir()
+    (root / "tokens.py").write_text("def verify(token): ...\n")
+    with open_cache(db_path) as cache:
+        cache.record(
+            question="Where are JWT tokens validated?",
+            conclusion="tokens.py: tokens.verify() checks the signature.",
+            files=["tokens.py"],
+            project="shop",
+            root=str(root),
+        )
+    return root
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="handing a repository to another user takes root")
+def test_a_repository_of_another_user_is_read_only_when_the_users_own_config_trusts_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Kills ``GitRepo.at`` or ``_user_safe_directories`` losing git's ``safe.directory``
+    rule either way: a repository owned by another user gives no diff, until the
+    user's global git configuration lists it; then its history gives the diff."""
+    from explomemo import gitrepo
+
+    repo = Repo(tmp_path / "theirs")
+    repo.write("tokens.py", "def verify(req):\n    return req.headers['Authorization']\n")
+    repo.commit("A")
+    db = tmp_path / "memos.db"
+    monkeypatch.setenv("EXPLOMEMO_SNAPSHOTS", "off")
+    record = ["--db", str(db), "record", "--project", "demo", "--root", str(repo.path)]
+    run = run_cli(capsys, [*record, "--question", "q", "--conclusion", "c", "tokens.py"])
+    assert run.code == 0, run.err
+    repo.write("tokens.py", "def verify(req):\n    return req.cookies['session']\n")
+    for folder, _, names in os.walk(repo.path):
+        for name in [".", *names]:
+            os.chown(os.path.join(folder, name), 12345, 12345, follow_symlinks=False)
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("XDG_CONFIG_HOME", raising=False)
+    # What git's safe.directory entries were, read once per process: not yet.
+    monkeypatch.setattr(gitrepo, "_trusted_folders", None, raising=False)
+
+    def diff_source() -> str:
+        shown = run_cli(capsys, ["--db", str(db), "show", "1", "--json"])
+        assert shown.code == 0, shown.err
+        source: str = json.loads(shown.out)["files"][0]["diff_source"]
+        return source
+
+    (home / ".gitconfig").write_text(f"[safe]\n\tdirectory = {tmp_path / 'elsewhere'}\n")
+    assert diff_source() == "unavailable"
+    monkeypatch.setattr(gitrepo, "_trusted_folders", None, raising=False)
+    (home / ".gitconfig").write_bytes(
+        b"[safe]\n\tdirectory = /srv/caf\xe9\n"
+        + f"\tdirectory = {tmp_path / 'elsewhere'}\n\tdirectory = {repo.path}\n".encode()
+    )
+    # The user's own configuration is read whatever the caller's GIT_* variables say,
+    # and from wherever the process runs (here a folder deleted since).
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", os.devnull)
+    monkeypatch.setenv("GIT_DIR", str(tmp_path / "nowhere"))
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    monkeypatch.chdir(gone)
+    gone.rmdir()
+    assert diff_source() == "git"
+
+
+def _version(n: int) -> str:
+    """Content number ``n`` of a file: every version has the same size."""
+    return f"VALUE = {n:04d}  # one of several versions of the same size\n"
+
+
+def _without_blob_ids(db: Path) -> None:
+    """Forget every recorded git blob id, as a database of an older version holds none."""
+    conn = sqlite3.connect(db)
+    with conn:
+        conn.execute("UPDATE memo_files SET git_blob = NULL")
+    conn.close()
+
+
+def test_a_content_recorded_without_a_blob_id_is_found_wherever_git_holds_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kills ``GitRepo.find_content`` losing a place to look (the index, history on
+    any branch), misreading ``log --raw`` (abbreviated ids, only the last line, only
+    a commit's new side) or ``sizes`` asking for one id only: contents staged only,
+    in the middle of history, on another branch, and older than the history searched
+    (then the one commit searched names it as its old side) each give their diff."""
+    from explomemo import gitrepo
+
+    monkeypatch.setenv("EXPLOMEMO_SNAPSHOTS", "off")
+    repo = Repo(tmp_path / "repo")
+    db = tmp_path / "memos.db"
+    ids: dict[str, int] = {}
+
+    def remember(name: str, version: int) -> None:
+        repo.write("a.py", _version(version))
+        with open_cache(db) as cache:
+            ids[name] = cache.record(
+                question=f"memo {name}",
+                conclusion="c",
+                files=["a.py"],
+                project="p",
+                root=str(repo.path),
+            ).id
+
+    for version in (1, 2, 3):
+        if version == 2:
+            remember("middle", 2)
+        repo.write("a.py", _version(version))
+        repo.commit(f"v{version}")
+    git(repo.path, "checkout", "-q", "-b", "other")
+    remember("branch", 4)
+    repo.commit("v4")
+    git(repo.path, "checkout", "-q", "main")
+    remember("staged", 5)
+    git(repo.path, "add", "a.py")
+    repo.write("a.py", _version(6))
+    _without_blob_ids(db)
+    # git is asked for the sizes of all the versions at once, in the order of their
+    # ids: the one wanted must not come first, or only one asked for would do.
+    assert min(_blob_id(_version(v)) for v in (1, 2, 3, 4, 5)) != _blob_id(_version(2))
+    with open_cache(db) as cache:
+        for name, version in (("middle", 2), ("branch", 4), ("staged", 5)):
+            (found,) = cache.show(ids[name]).files
+            assert found.diff_source == "git", name
+            assert f"-VALUE = {version:04d}" in (found.diff or ""), name
+            assert "+VALUE = 0006" in (found.diff or ""), name
+    # Only the newest commit searched: it names the version it replaced as its old side.
+    monkeypatch.setattr(gitrepo, "HISTORY_DEPTH", 1)
+    line = Repo(tmp_path / "line")
+    line.write("a.py", _version(1))
+    with open_cache(db) as cache:
+        first = cache.record(
+            question="first", conclusion="c", files=["a.py"], project="p", root=str(line.path)
+        ).id
+    line.commit("v1")
+    line.write("a.py", _version(2))
+    line.commit("v2")
+    line.write("a.py", _version(6))
+    _without_blob_ids(db)
+    with open_cache(db) as cache:
+        (found,) = cache.show(first).files
+    assert (found.diff_source, "-VALUE = 0001" in (found.diff or "")) == ("git", True)
+
+
+def _blob_id(text: str) -> str:
+    return subprocess.run(
+        ["git", "hash-object", "--stdin"], input=text, capture_output=True, text=True, check=True
+    ).stdout.strip()
+
+
+def test_a_hook_input_without_cwd_answers_for_the_working_directory(
+    project_with_a_memo: Path, db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kills ``_root`` losing its default: Claude Code may leave ``cwd`` out, and the
+    hook then answers for the folder it runs in."""
+    monkeypatch.chdir(project_with_a_memo)
+    out, err = io.BytesIO(), io.BytesIO()
+    payload = json.dumps({"prompt": "where are JWT tokens validated?"}).encode()
+    assert (
+        run_hook(
+            "prompt", db=db_path, project=None, stdin=io.BytesIO(payload), stdout=out, stderr=err
+        )
+        == 0
+    )
+    assert err.getvalue() == b""
+    assert (
+        "tokens.verify()" in json.loads(out.getvalue())["hookSpecificOutput"]["additionalContext"]
+    )
+
+
+def test_the_escapes_are_the_same_when_the_module_is_loaded_afresh() -> None:
+    """Kills a wrong escape in ``_shown``, which builds the tables once, on import: a
+    mutation run's tests start after the import, so this one imports it again."""
+    import importlib
+
+    fresh = importlib.reload(printable)
+    for code in NEAR:
+        text = f"a{chr(code)}b"
+        wanted = f"a{_escaped(code)}b" if code in NEVER_RAW else text
+        assert fresh.one_line(text) == wanted, hex(code)
+
+
+@pytest.mark.parametrize("cwd", [".", "shop", "../shop"])
+def test_a_relative_cwd_is_refused_even_when_it_names_a_folder(
+    project_with_a_memo: Path, db_path: Path, monkeypatch: pytest.MonkeyPatch, cwd: str
+) -> None:
+    """Kills ``_root`` taking a relative ``cwd`` that happens to exist from where the
+    hook runs, or refusing it without naming it."""
+    monkeypatch.chdir(project_with_a_memo)
+    out, err = io.BytesIO(), io.BytesIO()
+    payload = json.dumps({"cwd": cwd, "prompt": "where are JWT tokens validated?"}).encode()
+    code = run_hook(
+        "prompt", db=db_path, project=None, stdin=io.BytesIO(payload), stdout=out, stderr=err
+    )
+    assert (code, out.getvalue()) == (0, b"")
+    line = err.getvalue().decode()
+    assert line.startswith(f"explomemo hook prompt: cwd {cwd!r} ") and line.count("\n") == 1
+
+
+@pytest.mark.parametrize("stdin", [b"[1, 2]", b'"text"', b"3", b"null"])
+def test_json_that_is_not_an_object_is_named_as_such(db_path: Path, stdin: bytes) -> None:
+    """Kills the refusal of a JSON value that is not an object losing its words."""
+    out, err = io.BytesIO(), io.BytesIO()
+    assert (
+        run_hook("stop", db=db_path, project=None, stdin=io.BytesIO(stdin), stdout=out, stderr=err)
+        == 0
+    )
+    assert err.getvalue().startswith(b"explomemo hook stop: stdin is not a JSON object")
+
+
+def test_moves_are_found_among_tracked_names_holding_a_tab_or_bytes_that_are_not_utf_8(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kills ``GitRepo.tracked`` splitting an index entry at its last tab (a name with
+    a tab), or decoding names strictly (a name that is not UTF-8 breaks every move)."""
+    monkeypatch.setenv("EXPLOMEMO_SNAPSHOTS", "off")
+    repo = Repo(tmp_path / "repo")
+    repo.write("old.py", "MOVED = True\n")
+    repo.write("other.py", "OTHER = 1\n")
+    (repo.path / os.fsdecode(b"caf\xe9.txt")).write_text("latin-1 name\n")
+    repo.commit("A")
+    db = tmp_path / "memos.db"
+    with open_cache(db) as cache:
+        memo = cache.record(
+            question="q",
+            conclusion="c",
+            files=["old.py", "other.py"],
+            project="p",
+            root=str(repo.path),
+        ).id
+    git(repo.path, "mv", "old.py", "new\tname.py")
+    repo.write("other.py", "OTHER = 2\n")
+    with open_cache(db) as cache:
+        files = {f.path: f for f in cache.show(memo).files}
+    assert files["old.py"].moved_to == "new\tname.py"
+    assert files["other.py"].diff_source == "git"
+
+
+def test_stale_from_an_export_takes_its_diffs_from_the_root_given_not_the_working_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kills ``export_changes`` reading git at the working directory instead of root."""
+    monkeypatch.setenv("EXPLOMEMO_SNAPSHOTS", "off")
+    repo = Repo(tmp_path / "repo")
+    repo.write("a.py", "A = 1\n")
+    repo.commit("A")
+    with open_cache(tmp_path / "memos.db") as cache:
+        cache.record(question="q", conclusion="c", files=["a.py"], project="p", root=str(repo.path))
+        lines = list(export_memos(cache))
+    export = tmp_path / "memos.jsonl"
+    export.write_text("".join(line + "\n" for line in lines))
+    repo.write("a.py", "A = 2\n")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    memos = read_export(export)
+    report = stale_from_export(memos, str(repo.path))
+    (changed,) = export_changes(memos, report, str(repo.path))[report.stale[0].id]
+    assert (changed.diff_source, changed.diff) == (
+        "git",
+        "--- a/a.py\n+++ b/a.py\n@@ -1 +1 @@\n-A = 1\n+A = 2\n",
+    )
+
+
+def test_git_is_found_and_run_when_the_caller_has_no_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kills ``gitrepo._environment`` passing on a missing ``PATH`` as nothing (git
+    would not start): without ``PATH``, git is looked for where ``os.defpath`` says."""
+    monkeypatch.setenv("EXPLOMEMO_SNAPSHOTS", "off")
+    repo = Repo(tmp_path / "repo")
+    repo.write("a.py", "A = 1\n")
+    repo.commit("A")
+    with open_cache(tmp_path / "memos.db") as cache:
+        memo = cache.record(
+            question="q", conclusion="c", files=["a.py"], project="p", root=str(repo.path)
+        ).id
+    repo.write("a.py", "A = 2\n")
+    if shutil.which("git", path=os.defpath) is None:
+        pytest.skip("git is not in os.defpath")
+    monkeypatch.delenv("PATH")
+    with open_cache(tmp_path / "memos.db") as cache:
+        (found,) = cache.show(memo).files
+    assert found.diff_source == "git"
+
+
+def test_blobs_asked_together_each_come_back_whatever_git_lacks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kills ``_parse_batch`` stopping at a blob git lacks, or losing its place after a
+    blob: the recorded blob ids of three changed files are asked for at once, and git
+    lacks the one (never committed) whose id comes first."""
+    monkeypatch.setenv("EXPLOMEMO_SNAPSHOTS", "off")
+    repo = Repo(tmp_path / "repo")
+    committed = {name: f"{name.upper()} = 1\n" for name in ("b", "c")}
+    for name, text in committed.items():
+        repo.write(f"{name}.py", text)
+    repo.commit("b and c")
+    lacking = next(
+        text
+        for n in range(100)
+        if _blob_id(text := f"# scratch {n}\n") < min(_blob_id(t) for t in committed.values())
+    )
+    repo.write("scratch.py", lacking)
+    with open_cache(tmp_path / "memos.db") as cache:
+        memo = cache.record(
+            question="q",
+            conclusion="c",
+            files=["b.py", "c.py", "scratch.py"],
+            project="p",
+            root=str(repo.path),
+        ).id
+    for name in ("b", "c", "scratch"):
+        repo.write(f"{name}.py", "changed\n")
+    with open_cache(tmp_path / "memos.db") as cache:
+        sources = {f.path: f.diff_source for f in cache.show(memo).files}
+    assert sources == {"b.py": "git", "c.py": "git", "scratch.py": "unavailable"}
+
+
+def test_waiting_for_snapshots_gives_up_after_its_timeout_while_work_is_left(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kills ``SnapshotWriter.wait`` ignoring its timeout, or calling the work done while
+    a job is still queued or being stored: right after a record of 32 MiB to compress,
+    a wait of no time finds the work left; a wait without a timeout sees it all stored."""
+    monkeypatch.setenv("EXPLOMEMO_SNAPSHOTS", "on")
+    root = tmp_path / "proj"
+    root.mkdir()
+    names = [f"f{n:02d}.txt" for n in range(32)]
+    for n, name in enumerate(names):
+        (root / name).write_bytes(
+            b"".join(b"%d line %d of many\n" % (n, i) for i in range(50_000))[: 1 << 20]
+        )
+    db = tmp_path / "memos.db"
+    with open_cache(db) as cache:
+        cache.record(question="q", conclusion="c", files=names, project="p", root=str(root))
+        assert cache.wait_for_snapshots(timeout=0) is False
+        assert cache.wait_for_snapshots() is True
+        assert len(_snapshot_rows(db)) == 32
+
+
+def test_records_beyond_the_pending_limit_wait_for_the_writer_and_never_for_ever(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kills ``SnapshotWriter.submit`` waiting while nothing is queued: with a limit
+    of one pending byte every record is over it, and each still goes through (the
+    writer takes the queued job, then the next record's). The writer is one daemon
+    thread, named for ``ps`` and debuggers, so a process that never closes exits."""
+    import threading
+
+    from explomemo import snapshots
+
+    monkeypatch.setenv("EXPLOMEMO_SNAPSHOTS", "on")
+    monkeypatch.setattr(snapshots, "_PENDING_MAX_BYTES", 1)
+    root = tmp_path / "proj"
+    root.mkdir()
+    db = tmp_path / "memos.db"
+    with open_cache(db) as cache:
+        for n in range(3):
+            (root / f"f{n}.py").write_text(f"N = {n}\n" * 100)
+            cache.record(
+                question=f"q{n}", conclusion="c", files=[f"f{n}.py"], project="p", root=str(root)
+            )
+        assert cache.wait_for_snapshots() is True
+        writers = [t for t in threading.enumerate() if t.name == "explomemo-snapshots"]
+        assert len(writers) == 1 and writers[0].daemon
+    assert len(_snapshot_rows(db)) == 3

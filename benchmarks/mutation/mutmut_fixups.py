@@ -19,14 +19,41 @@ have nothing to do with any mutant, and each would fail tests that pass:
   working directory and stop when there are none. What it records could not
   reach mutmut anyway: the variable is taken from the environment (this
   process keeps its own copy), so children run the original code.
+
+A mutant also skips the tests that took longer than run.py's ``--slow-limit``
+(``MUTATION_SLOW_LIMIT`` seconds) when mutmut measured them: they still run
+while mutmut learns which tests call which function and in the clean run.
+A test run against a mutant fails after ``MUTANT_TEST_SECONDS``.
 """
 
 from __future__ import annotations
 
+import functools
 import gc
+import json
 import os
 import sys
+from pathlib import Path
 from typing import Any
+
+import pytest
+
+
+def _slow_tests() -> frozenset[str]:
+    """The tests a mutant does not run: slower than ``MUTATION_SLOW_LIMIT`` seconds in
+    mutmut's measure (none while mutmut measures or runs the clean suite)."""
+    return _listed(os.environ.get("MUTANT_UNDER_TEST", ""))
+
+
+@functools.cache
+def _listed(mutant: str) -> frozenset[str]:
+    limit = float(os.environ.get("MUTATION_SLOW_LIMIT", "0"))
+    here = Path(__file__).resolve().parent
+    found = (here / "mutmut-stats.json", here / "mutants" / "mutmut-stats.json")
+    if "__mutmut_" not in mutant or limit <= 0 or not any(p.exists() for p in found):
+        return frozenset()
+    durations = json.loads(next(p for p in found if p.exists()).read_text())["duration_by_test"]
+    return frozenset(test for test, seconds in durations.items() if seconds > limit)
 
 
 def pytest_sessionstart(session: Any) -> None:
@@ -37,7 +64,20 @@ def pytest_sessionstart(session: Any) -> None:
         del os.environ["MUTANT_UNDER_TEST"]
 
 
+#: Seconds a test may take against a mutant (pytest-timeout): a mutant that makes a
+#: thread wait for ever uses no CPU, so mutmut's CPU-time limit never stops it.
+MUTANT_TEST_SECONDS = 20
+
+
+def pytest_collection_modifyitems(items: list[Any]) -> None:
+    if "__mutmut_" in os.environ.get("MUTANT_UNDER_TEST", ""):
+        for item in items:
+            item.add_marker(pytest.mark.timeout(MUTANT_TEST_SECONDS), append=False)
+
+
 def pytest_runtest_setup(item: Any) -> None:
+    if item.nodeid in _slow_tests():
+        pytest.skip("slower than run.py --slow-limit: not run against mutants")
     gc.collect()
     module = sys.modules.get("mcp.client.stdio")
     inner = getattr(getattr(module, "stdio_client", None), "__wrapped__", None)

@@ -21,7 +21,9 @@ from the code). See README.md beside this file.
 from __future__ import annotations
 
 import argparse
+import fnmatch
 import hashlib
+import json
 import os
 import re
 import shutil
@@ -37,9 +39,22 @@ VENV = HERE / ".venv"
 WORK = HERE / "work"
 REQUIREMENTS = HERE / "requirements.txt"
 RESULTS = HERE / "RESULTS.md"
-GUARDING = ["files", "validity", "inputs", "exchange"]
+#: What the run mutates: a whole module of explomemo/ by its name, or only some
+#: functions of a big one as ``module:function,Class.method`` (each the function
+#: and every function whose name starts with it, as mutmut's patterns match).
+GUARDING = [
+    "files",
+    "validity",
+    "inputs",
+    "exchange",
+    "snapshots",
+    "store:Store.collect_snapshots,Store.save_snapshots,Store.snapshot",
+    "gitrepo",
+    "hooks:run_hook,_one_line,_payload,_field,_root",
+    "printable",
+]
 #: What the copy holds: the package, its tests, and what the tests read besides.
-COPIED = ["explomemo", "tests", "migrations", "pyproject.toml", "README.md"]
+COPIED = ["explomemo", "tests", "migrations", "docs", "pyproject.toml", "README.md"]
 #: Left out of a run unless --all-tests: the tests marked slow (the hypothesis
 #: state machines, 16 s a run; the crash test; the real races, each racing a
 #: thread for 1.5 s: a kill by chance, not by design) and the files that check
@@ -52,7 +67,15 @@ LEFT_OUT = [
     "--ignore=tests/test_reliability_concurrency.py",
     "--ignore=tests/test_reliability_crash.py",
     "--ignore=tests/test_reliability_baddb.py",
+    # It reads the package's source for the variables it uses: under mutmut
+    # that source holds the text of every mutant too ("XXEXPLOMEMO_DBXX").
+    "--deselect=tests/test_reference.py::test_reference_names_every_tool_command_and_variable",
 ]
+#: A mutant skips the tests slower than this many seconds (mutmut's measure):
+#: they start servers, a terminal or many processes, or run hypothesis, and a
+#: survivor runs every test that calls its function, so they would make most
+#: of a run's time. The clean run and mutmut's measure still run them.
+SLOW_LIMIT = 2.0
 #: The statuses a run with --again tests once more: every one that is not caught.
 CAUGHT = {"killed", "caught by type check", "timeout"}
 EQUIVALENT = re.compile(r"`(explomemo\.[^`\s]+__mutmut_\d+)`")
@@ -63,9 +86,10 @@ def main() -> int:
     parser.add_argument(
         "--modules",
         nargs="+",
-        default=GUARDING,
         metavar="NAME",
-        help=f"modules of explomemo/ to mutate (default: {' '.join(GUARDING)})",
+        help="modules of explomemo/ to mutate, or module:function,Class.method for some"
+        f" functions of one (default: {' '.join(GUARDING)}; with --again or --report:"
+        " those of the last run)",
     )
     parser.add_argument("--workers", type=int, default=1, help="mutants tested at once (default 1)")
     parser.add_argument("--nice", type=int, default=10, help="niceness of the run (default 10)")
@@ -103,18 +127,32 @@ def main() -> int:
         action="store_true",
         help="also run the concurrency, crash, bad-database and real-race tests (slower)",
     )
+    parser.add_argument(
+        "--slow-limit",
+        type=float,
+        default=SLOW_LIMIT,
+        metavar="SECONDS",
+        help="a mutant skips the tests that took longer than this when mutmut measured them"
+        f" (default {SLOW_LIMIT:g}; 0: none skipped)",
+    )
     parser.add_argument("--report", action="store_true", help="only print the last run's report")
     args = parser.parse_args()
     if Path(sys.prefix).resolve() != VENV.resolve():
         python = ensure_venv()
         os.execv(python, [python, str(Path(__file__).resolve()), *sys.argv[1:]])
+    last = WORK / "targets.json"
+    if args.modules is None and (args.again or args.report) and last.exists():
+        targets = [(module, patterns) for module, patterns in json.loads(last.read_text())]
+    else:
+        targets = _targets(args.modules)
     if not args.report:
         started = time.monotonic()
         selection = [*args.tests, *([] if args.all_tests else LEFT_OUT), *args.pytest_arg]
+        os.environ["MUTATION_SLOW_LIMIT"] = str(args.slow_limit)
         if args.again:
-            code = run_again(args.modules, args.workers, args.nice, args.without)
+            code = run_again(targets, args.workers, args.nice, args.without)
         else:
-            code = run_mutmut(args.modules, args.workers, args.nice, selection, args.without)
+            code = run_mutmut(targets, args.workers, args.nice, selection, args.without)
         took = time.monotonic() - started
         if code == 0:
             with open(WORK / "took.txt", "a") as runs:
@@ -122,8 +160,42 @@ def main() -> int:
         if code != 0:
             print(f"mutmut run failed with exit code {code}: see {WORK / 'mutmut.log'}")
             return code
-    report(args.modules)
+    report(targets)
     return 0
+
+
+#: A module of explomemo/ and the patterns of the mutant names of it the run
+#: tests (mutmut's fnmatch patterns; one for the whole module).
+Target = tuple[str, list[str]]
+
+
+def _targets(specs: list[str] | None) -> list[Target]:
+    """The targets named by ``specs`` (GUARDING when None): see GUARDING."""
+    targets: list[Target] = []
+    for spec in specs or GUARDING:
+        module, _, functions = spec.partition(":")
+        if not (ROOT / "explomemo" / f"{module}.py").is_file():
+            raise SystemExit(f"no module explomemo/{module}.py: name one of explomemo/")
+        patterns = [f"explomemo.{module}.*"]
+        if functions:
+            patterns = [
+                f"explomemo.{module}." + (f"x\u01c1{owner}\u01c1{name}*" if owner else f"x_{name}*")
+                for owner, _, name in (f.rpartition(".") for f in functions.split(","))
+            ]
+        targets.append((module, patterns))
+    return targets
+
+
+def _chosen(target: Target, name: str) -> bool:
+    """Whether the mutant ``name`` is one the target tests."""
+    return any(fnmatch.fnmatchcase(name, pattern) for pattern in target[1])
+
+
+def _names(targets: list[Target]) -> list[str]:
+    """mutmut's arguments naming the mutants of ``targets``: none when each is a whole module."""
+    if all(patterns == [f"explomemo.{module}.*"] for module, patterns in targets):
+        return []
+    return [pattern for _, patterns in targets for pattern in patterns]
 
 
 def ensure_venv() -> str:
@@ -163,33 +235,39 @@ def _copy(paths: list[str], without: list[str]) -> None:
 
 
 def run_mutmut(
-    modules: list[str], workers: int, niceness: int, selection: list[str], without: list[str]
+    targets: list[Target], workers: int, niceness: int, selection: list[str], without: list[str]
 ) -> int:
     """Copy the project to WORK and run mutmut there; returns mutmut's exit code."""
     if WORK.exists():
         shutil.rmtree(WORK)
     WORK.mkdir(parents=True)
+    (WORK / "targets.json").write_text(json.dumps(targets, ensure_ascii=False))
+    modules = sorted({module for module, _ in targets})
     _copy(COPIED, without)
     (WORK / "setup.cfg").write_text(
         "[mutmut]\n"
         "source_paths = explomemo\n"
-        "only_mutate =\n" + "".join(f"    explomemo/{m}.py\n" for m in modules) + "also_copy =\n"
-        "    migrations\n"
-        "    README.md\n"
-        "    mutmut_fixups.py\n"
+        "only_mutate =\n"
+        + "".join(f"    explomemo/{m}.py\n" for m in modules)
+        + "also_copy =\n"
+        + "".join(f"    {name}\n" for name in COPIED if name not in ("explomemo", "tests"))
+        + "    mutmut_fixups.py\n"
         "pytest_add_cli_args =\n    -p\n    no:cacheprovider\n    -p\n    mutmut_fixups\n"
         "pytest_add_cli_args_test_selection =\n"
         + "".join(f"    {a}\n" for a in selection)
         + "use_git_change_detection = false\n"
+        # A mutant that loops for ever is stopped after 4 times the CPU time of
+        # its tests (mutmut's default, 30 times, is minutes per such mutant).
+        + "timeout_multiplier = 2.0\n"
     )
     shutil.copy2(HERE / "mutmut_fixups.py", WORK / "mutmut_fixups.py")
     # It must exist before mutmut starts: Python remembers a path of
     # PYTHONPATH that did not exist as one to skip for good.
     (WORK / "mutants").mkdir()
-    return _mutmut(["run", "--max-children", str(workers)], niceness, modules)
+    return _mutmut(["run", "--max-children", str(workers), *_names(targets)], niceness, modules)
 
 
-def run_again(modules: list[str], workers: int, niceness: int, without: list[str]) -> int:
+def run_again(targets: list[Target], workers: int, niceness: int, without: list[str]) -> int:
     """Test again the mutants the last run did not catch, with the tests as they are now.
 
     Adding tests cannot save a caught mutant, so its verdict stands; mutmut
@@ -198,6 +276,7 @@ def run_again(modules: list[str], workers: int, niceness: int, without: list[str
     """
     if not (WORK / "mutants").is_dir():
         raise SystemExit(f"no earlier run in {WORK}: run without --again first")
+    modules = sorted({module for module, _ in targets})
     for module in modules:
         rel = f"explomemo/{module}.py"
         if (ROOT / rel).read_bytes() != (WORK / rel).read_bytes():
@@ -207,29 +286,36 @@ def run_again(modules: list[str], workers: int, niceness: int, without: list[str
     shutil.rmtree(WORK / "mutants" / "tests")
     for folder in (WORK, WORK / "mutants"):
         shutil.copy2(HERE / "mutmut_fixups.py", folder / "mutmut_fixups.py")
-    names = [name for name, status in _verdicts(modules) if status not in CAUGHT]
+    names = [name for name, status in _verdicts(targets) if status not in CAUGHT]
     print(f"testing again the {len(names)} mutants not caught")
     if not names:
         return 0
     return _mutmut(["run", "--max-children", str(workers), *names], niceness, modules)
 
 
-def _verdicts(modules: list[str]) -> list[tuple[str, str]]:
-    """(mutant name, status) of every mutant of ``modules`` in the last run."""
+def _verdicts(targets: list[Target]) -> list[tuple[str, str]]:
+    """(mutant name, status) of every mutant of ``targets`` in the last run."""
     here = os.getcwd()
     os.chdir(WORK)
     try:
-        from mutmut.mutation.data import SourceFileMutationData
         from mutmut.stats import status_by_exit_code
 
-        found = []
-        for module in modules:
-            data = SourceFileMutationData(path=Path("explomemo") / f"{module}.py")
-            data.load()
-            found += [(k, status_by_exit_code[v]) for k, v in data.exit_code_by_key.items()]
-        return found
+        return [
+            (name, status_by_exit_code[code])
+            for target in targets
+            for name, code in _codes(target).items()
+        ]
     finally:
         os.chdir(here)
+
+
+def _codes(target: Target) -> dict[str, int | None]:
+    """The exit code of each mutant of ``target`` in the last run (None: not tested)."""
+    from mutmut.mutation.data import SourceFileMutationData
+
+    data = SourceFileMutationData(path=Path("explomemo") / f"{target[0]}.py")
+    data.load()
+    return {k: v for k, v in data.exit_code_by_key.items() if _chosen(target, k)}
 
 
 def _mutmut(arguments: list[str], niceness: int, modules: list[str]) -> int:
@@ -276,10 +362,9 @@ def equivalent_mutants() -> dict[str, str]:
     return found
 
 
-def report(modules: list[str]) -> None:
+def report(targets: list[Target]) -> None:
     """Print the score of each module and every surviving mutant with its diff."""
     os.chdir(WORK)
-    from mutmut.mutation.data import SourceFileMutationData
     from mutmut.mutation.diff_apply import get_diff_for_mutant
     from mutmut.stats import status_by_exit_code
 
@@ -287,12 +372,11 @@ def report(modules: list[str]) -> None:
     columns = ["killed", "timeout", "survived", "no tests", "other", "equivalent", "total"]
     rows: list[tuple[str, dict[str, int]]] = []
     left: list[tuple[str, str, str]] = []
-    for module in modules:
+    for target in targets:
+        module = target[0]
         path = Path("explomemo") / f"{module}.py"
-        data = SourceFileMutationData(path=path)
-        data.load()
         tally = dict.fromkeys(columns, 0)
-        for name, code in sorted(data.exit_code_by_key.items(), key=lambda kv: _natural(kv[0])):
+        for name, code in sorted(_codes(target).items(), key=lambda kv: _natural(kv[0])):
             status = status_by_exit_code[code]
             tally["total"] += 1
             if status in ("killed", "caught by type check"):
@@ -307,7 +391,8 @@ def report(modules: list[str]) -> None:
             else:
                 tally["other"] += 1
                 left.append((name, status, get_diff_for_mutant(name, path=path)))
-        rows.append((f"{module}.py", tally))
+        whole = target[1] == [f"explomemo.{module}.*"]
+        rows.append((f"{module}.py" + ("" if whole else " (some functions)"), tally))
     total = {c: sum(t[c] for _, t in rows) for c in columns}
     rows.append(("all", total))
     took = WORK / "took.txt"
@@ -325,7 +410,8 @@ def report(modules: list[str]) -> None:
         print(f"| {name} | " + " | ".join(str(tally[c]) for c in columns) + f" | {score} |")
     print()
     print("score = (killed + timeout) / (total - equivalent); equivalent: listed in RESULTS.md")
-    stale = sorted(set(equivalent) - _all_names(modules, SourceFileMutationData))
+    made = {name for target in targets for name in _codes(target)}
+    stale = sorted(set(equivalent) - made)
     if stale:
         print(f"RESULTS.md lists {len(stale)} equivalent mutant(s) this run did not make:")
         for name in stale:
@@ -339,15 +425,6 @@ def report(modules: list[str]) -> None:
         print()
         print(f"# {name}: {status}")
         print(diff)
-
-
-def _all_names(modules: list[str], data_type: type) -> set[str]:
-    names: set[str] = set()
-    for module in modules:
-        data = data_type(path=Path("explomemo") / f"{module}.py")
-        data.load()
-        names |= set(data.exit_code_by_key)
-    return names
 
 
 def _natural(name: str) -> tuple[str, int]:
