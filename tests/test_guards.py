@@ -42,6 +42,7 @@ from explomemo.exchange import (
     read_export,
     stale_from_export,
 )
+from explomemo.files import working_directory
 from explomemo.hooks import run_hook
 from explomemo.memos import MemoCache
 from explomemo.models import ExportedMemo, ImportResult
@@ -2622,3 +2623,42 @@ def test_records_beyond_the_pending_limit_wait_for_the_writer_and_never_for_ever
         writers = [t for t in threading.enumerate() if t.name == "explomemo-snapshots"]
         assert len(writers) == 1 and writers[0].daemon
     assert len(_snapshot_rows(db)) == 3
+
+
+# The working directory as the user reached it ----------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("pwd", "logical"),
+    [
+        (None, False),  # unset
+        ("", False),
+        ("via", False),  # relative
+        ("{tmp}/via/.", False),
+        ("{tmp}/via/../via", False),
+        ("{tmp}/via", True),  # a link to the directory: the path as reached
+        ("{tmp}/via/", True),
+        ("{tmp}/other", False),  # another directory
+        ("{tmp}/gone", False),  # no such directory
+        ("{tmp}/via\udcff", False),  # not text: the same directory, but not UTF-8
+    ],
+)
+def test_the_working_directory_is_pwd_only_when_pwd_names_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, pwd: str | None, logical: bool
+) -> None:
+    """Kills ``files.working_directory`` trusting a ``$PWD`` it should not: unset,
+    relative, with ``.`` or ``..`` parts, naming another or no directory, or not
+    UTF-8 (a root must be text an agent can send back). Where ``$PWD`` names the
+    directory, the path as the user reached it is the root."""
+    real = tmp_path / "real"
+    real.mkdir()
+    (tmp_path / "other").mkdir()
+    os.symlink(real, tmp_path / "via")
+    os.symlink(real, os.fsencode(tmp_path) + b"/via\xff")
+    monkeypatch.chdir(real)
+    if pwd is None:
+        monkeypatch.delenv("PWD", raising=False)
+    else:
+        monkeypatch.setenv("PWD", pwd.format(tmp=tmp_path))
+    expected = pwd.format(tmp=tmp_path) if logical and pwd else os.getcwd()
+    assert working_directory() == expected

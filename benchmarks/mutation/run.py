@@ -70,6 +70,10 @@ LEFT_OUT = [
     # It reads the package's source for the variables it uses: under mutmut
     # that source holds the text of every mutant too ("XXEXPLOMEMO_DBXX").
     "--deselect=tests/test_reference.py::test_reference_names_every_tool_command_and_variable",
+    # They check what a short command imports: mutmut's trampolines, in every
+    # mutated module, import inspect and dataclasses themselves.
+    "--deselect=tests/test_cli.py::test_fast_commands_do_not_import_heavy_packages",
+    "--deselect=tests/test_cli.py::test_tables_are_drawn_without_rich",
 ]
 #: A mutant skips the tests slower than this many seconds (mutmut's measure):
 #: they start servers, a terminal or many processes, or run hypothesis, and a
