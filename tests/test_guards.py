@@ -42,7 +42,7 @@ from explomemo.exchange import (
     read_export,
     stale_from_export,
 )
-from explomemo.files import working_directory
+from explomemo.files import relative_path, resolve_root, working_directory
 from explomemo.hooks import run_hook
 from explomemo.memos import MemoCache
 from explomemo.models import ExportedMemo, ImportResult
@@ -2662,3 +2662,26 @@ def test_the_working_directory_is_pwd_only_when_pwd_names_it(
         monkeypatch.setenv("PWD", pwd.format(tmp=tmp_path))
     expected = pwd.format(tmp=tmp_path) if logical and pwd else os.getcwd()
     assert working_directory() == expected
+
+
+def test_an_absolute_path_through_another_link_to_a_folder_in_root_is_that_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kills ``files.relative_path`` getting the third way in wrong (a path under
+    neither root as given nor its real path, reached through another link to a folder
+    in root): the file is where its folder really is, relative to root, whatever the
+    working directory; a link of that kind to a folder outside root is still refused."""
+    real = tmp_path / "real"
+    (real / "pkg").mkdir(parents=True)
+    (real / "pkg" / "mod.py").write_text("x = 1\n")
+    (tmp_path / "outside").mkdir()
+    (tmp_path / "outside" / "mod.py").write_text("secret\n")
+    os.symlink(real / "pkg", tmp_path / "alias")
+    os.symlink(tmp_path / "outside", tmp_path / "away")
+    elsewhere = tmp_path / "elsewhere" / "deeper"
+    elsewhere.mkdir(parents=True)
+    monkeypatch.chdir(elsewhere)
+    root = resolve_root(str(real))
+    assert relative_path(root, str(tmp_path / "alias" / "mod.py"), "file") == "pkg/mod.py"
+    with pytest.raises(PathError, match="outside root"):
+        relative_path(root, str(tmp_path / "away" / "mod.py"), "file")
