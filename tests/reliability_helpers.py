@@ -184,22 +184,27 @@ class ToolReply:
     data: Any
 
 
+async def _replies(client: Any, calls: list[tuple[str, dict[str, Any]]]) -> list[ToolReply]:
+    """Each call's reply from a connected client, in order, with its JSON when it has one."""
+    replies = []
+    for name, args in calls:
+        result = await client.call_tool(name, args)
+        text = result.content[0].text if result.content else ""
+        data = None
+        if not result.is_error:
+            with contextlib.suppress(ValueError):
+                data = json.loads(text)
+        replies.append(ToolReply(bool(result.is_error), text, data))
+    return replies
+
+
 async def _call_tools(db: Path, calls: list[tuple[str, dict[str, Any]]]) -> list[ToolReply]:
     from mcp import Client
 
     from explomemo.server import create_server
 
-    replies = []
     async with Client(create_server(db, env=dict(EMBEDDINGS_OFF))) as client:
-        for name, args in calls:
-            result = await client.call_tool(name, args)
-            text = result.content[0].text if result.content else ""
-            data = None
-            if not result.is_error:
-                with contextlib.suppress(ValueError):
-                    data = json.loads(text)
-            replies.append(ToolReply(bool(result.is_error), text, data))
-    return replies
+        return await _replies(client, calls)
 
 
 def call_tools(db: Path, calls: list[tuple[str, dict[str, Any]]]) -> list[ToolReply]:
@@ -223,17 +228,8 @@ async def _call_tools_stdio(
         cwd=cwd,
         env={**os.environ, **EMBEDDINGS_OFF},
     )
-    replies = []
     async with Client(params) as client:
-        for name, args in calls:
-            result = await client.call_tool(name, args)
-            text = result.content[0].text if result.content else ""
-            data = None
-            if not result.is_error:
-                with contextlib.suppress(ValueError):
-                    data = json.loads(text)
-            replies.append(ToolReply(bool(result.is_error), text, data))
-    return replies
+        return await _replies(client, calls)
 
 
 def call_tools_stdio(
