@@ -9,8 +9,10 @@ against its SHA-256 before it is used. The current content is read through
 the same safe opener as a check (:func:`~explomemo.files.open_regular`).
 
 A diff is cut at a per-file limit, and the diffs of one answer at a total
-budget; each cut says so in a last line. ``added`` and ``removed`` always
-count the whole diff.
+budget, each cut at a whole line and ending with a line that says so (that
+line counts within the limit). Once a diff is cut at the answer's budget,
+the budget is spent: every later changed file of the answer gets no diff
+(``budget``). ``added`` and ``removed`` always count the whole diff.
 """
 
 from __future__ import annotations
@@ -40,6 +42,8 @@ FILE_DIFF_CHARS = 6_000
 ANSWER_DIFF_CHARS = 24_000
 #: git's test for a binary file: a NUL byte among the first 8,000.
 _BINARY_PROBE = 8_000
+#: Lines a diff cut at the answer's budget keeps at least (---, +++, @@ and one line).
+_HUNK_START = 4
 
 
 @dataclass(frozen=True)
@@ -162,13 +166,26 @@ def _grouped(codes: list[Opcode], context: int) -> Iterator[list[Opcode]]:
         yield group
 
 
-def cut(text: str, limit: int, why: str) -> str:
-    """``text`` cut to whole lines within ``limit`` characters, and a last line saying so."""
+def cut(text: str, limit: int, why: str, least: int = 0) -> str | None:
+    """``text`` cut to whole lines and a last line saying so, all within ``limit`` characters.
+
+    None when that keeps fewer than ``least`` lines of ``text``, or when even
+    the last line alone is over ``limit``.
+    """
     if len(text) <= limit:
         return text
-    keep = text.rfind("\n", 0, limit) + 1
-    rest = text[keep:].count("\n") + (0 if text.endswith("\n") else 1)
-    return f"{text[:keep]}... {rest} more lines cut ({why}): read the file for the rest\n"
+    lines = text.count("\n") + (0 if text.endswith("\n") else 1)
+    # The note is longest when every line is cut: room for that one is kept.
+    room = limit - len(_cut_note(lines, why))
+    keep = text.rfind("\n", 0, max(0, room)) + 1
+    kept = text.count("\n", 0, keep)
+    if room < 0 or kept < least:
+        return None
+    return text[:keep] + _cut_note(lines - kept, why)
+
+
+def _cut_note(lines: int, why: str) -> str:
+    return f"... {lines} more lines cut ({why}): read the file for the rest\n"
 
 
 @dataclass
@@ -197,6 +214,8 @@ class ChangeFinder:
     _repos: dict[str, GitRepo | None] = field(default_factory=dict, init=False)
     _tracked: dict[str, dict[str, list[str]]] = field(default_factory=dict, init=False)
     _budget: int | None = field(default=None, init=False)
+    #: Recorded contents not searched for in git history because the budget was spent.
+    _unsearched: set[str] = field(default_factory=set, init=False)
     root: Root | None = field(default=None, init=False)
 
     def __post_init__(self) -> None:
@@ -229,32 +248,65 @@ class ChangeFinder:
                 checked.append(base)
         return checked
 
+    def check_within(
+        self,
+        root: Root | None,
+        files: Sequence[tuple[FileRow, FileStateName]],
+        excess: Callable[[list[CheckedFile]], int],
+    ) -> list[CheckedFile]:
+        """As :meth:`check`, the diffs then cut further while ``excess`` of the files
+        described (the characters they are over their room in an answer) is positive.
+
+        Each try describes the files again with what their diffs took, less
+        the excess, until they fit or show no diff.
+        """
+        start = self._budget
+        checked = self.check(root, files)
+        while start is not None and self._budget is not None:
+            over = excess(checked)
+            spent = start - self._budget
+            if over <= 0 or spent == 0:
+                break
+            start = self._budget = max(0, spent - over)
+            checked = self.check(root, files)
+        return checked
+
     def _changed(self, row: FileRow, recorded: _Found, base: CheckedFile) -> CheckedFile:
         current, too_large = self._current(row.path)
         if row.size > DIFF_MAX_BYTES or too_large:
             return replace(base, diff_source="too_large")
         if recorded.content is None or current is None:
-            return replace(base, diff_source="unavailable")
+            unsearched = current is not None and row.sha256 in self._unsearched
+            return replace(base, diff_source="budget" if unsearched else "unavailable")
         whole = unified_diff(row.path, recorded.content, current)
+        shown = self._spend(whole.text)
         return replace(
             base,
-            diff=self._spend(whole.text),
-            diff_source=recorded.source,
+            diff=shown,
+            diff_source=recorded.source if shown is not None else "budget",
             added=whole.added,
             removed=whole.removed,
         )
 
-    def _spend(self, text: str) -> str:
-        """The diff as the limits let it through, taken from the answer's budget."""
+    def _spend(self, text: str) -> str | None:
+        """The diff as the limits let it through (its cut line included), taken from the
+        answer's budget; None once the budget is spent."""
         file_chars, budget = self.limits.file_chars, self._budget
-        if budget is not None and (file_chars is None or budget < file_chars):
-            total = self.limits.answer_chars
-            text = cut(text, budget, f"an answer's diffs show {total:,} characters in all at most")
-        elif file_chars is not None:
-            text = cut(text, file_chars, f"a file's diff shows {file_chars:,} characters at most")
-        if budget is not None:
-            self._budget = max(0, budget - len(text))
-        return text
+        if (
+            budget is not None
+            and len(text) > budget
+            and (file_chars is None or budget < file_chars)
+        ):
+            # Cut at the budget: the budget is spent, and a cut that keeps
+            # less than a hunk's first line shows nothing.
+            self._budget = 0
+            return cut(text, budget, "an answer's diffs are at their limit", least=_HUNK_START)
+        shown: str | None = text
+        if file_chars is not None:
+            shown = cut(text, file_chars, f"a file's diff shows {file_chars:,} characters at most")
+        if budget is not None and shown is not None:
+            self._budget = budget - len(shown)
+        return shown
 
     def _recorded(self, changed: list[FileRow], missing: list[FileRow]) -> dict[str, _Found]:
         """What is known of each content (by SHA-256) of the changed and missing rows.
@@ -295,8 +347,11 @@ class ChangeFinder:
             # blob id: one search for all of them, and none for a diff once
             # the answer's diffs are spent (it would show none of it).
             search = [*unknown]
+            unsearched = [r for r in lacking if r.git_blob is None]
             if self._budget != 0:
-                search += [r for r in lacking if r.git_blob is None]
+                search += unsearched
+            else:
+                self._unsearched.update(r.sha256 for r in unsearched)
             wanted_there = [(r.path, r.sha256, r.size) for r in search]
             for sha256, (blob, data) in repo.find_contents(wanted_there).items():
                 found[sha256] = _Found("git", data, blob)

@@ -15,6 +15,11 @@ the hook's JSON on stdout:
   recorded no memo, blocks once with a reason listing them; never when
   ``stop_hook_active`` is set (the agent is already answering a block).
 
+Memos are checked against Claude Code's project folder (``$CLAUDE_PROJECT_DIR``,
+the folder it was started in, also the MCP server's working directory), else
+against the ``cwd`` of the hook input: so a hook sees a memo fresh or stale as
+the server does, wherever the session's shell has moved.
+
 A hook never breaks the client: whatever goes wrong (no database yet, a locked
 or damaged one, malformed input, anything), it exits 0 with nothing on stdout
 and one line on stderr, and a lock is waited for at most
@@ -51,6 +56,9 @@ MIN_FILES_READ = 3
 MAX_FILES_NAMED = 20
 #: A question is cut to this many characters in the index.
 QUESTION_CHARS = 160
+#: Set by Claude Code for hook commands: the folder it was started in, the MCP
+#: server's working directory (so its default root).
+PROJECT_DIR = "CLAUDE_PROJECT_DIR"
 
 
 Answer = dict[str, Any] | None
@@ -109,7 +117,23 @@ def _field(payload: dict[str, Any], name: str, kind: type, default: Any = None) 
     return value
 
 
+def _project_dir() -> str | None:
+    """$CLAUDE_PROJECT_DIR when it names an existing absolute folder."""
+    given = os.environ.get(PROJECT_DIR, "")
+    return given if os.path.isabs(given) and os.path.isdir(given) else None
+
+
 def _root(payload: dict[str, Any]) -> str:
+    """The folder a hook checks memos against: Claude Code's project folder, else the
+    session's ``cwd`` from the hook input.
+
+    The ``cwd`` follows the session's shell into subfolders, where a memo's paths
+    (relative to the project folder, the MCP server's working directory) would
+    all be missing.
+    """
+    found = _project_dir()
+    if found is not None:
+        return found
     cwd: str = _field(payload, "cwd", str, os.getcwd())
     if not os.path.isabs(cwd) or not os.path.isdir(cwd):
         raise HookInputError(f"cwd {cwd!r} of the hook input is not an existing absolute folder")
@@ -289,12 +313,14 @@ def stop(payload: dict[str, Any], db: Path | None, project: str | None) -> Answe
     )
     if recorded or len(read) < MIN_FILES_READ:
         return None
-    return {"decision": "block", "reason": stop_reason(read, _field(payload, "cwd", str, ""))}
+    where = _project_dir() or _field(payload, "cwd", str, "")
+    return {"decision": "block", "reason": stop_reason(read, where)}
 
 
-def stop_reason(read: Sequence[str], cwd: str) -> str:
-    """Why the Stop hook sends the agent back: the files it read, and what to record."""
-    shown = [_relative(path, cwd) for path in read[:MAX_FILES_NAMED]]
+def stop_reason(read: Sequence[str], root: str) -> str:
+    """Why the Stop hook sends the agent back: the files it read (relative to ``root``),
+    and what to record."""
+    shown = [_relative(path, root) for path in read[:MAX_FILES_NAMED]]
     more = f" and {len(read) - len(shown)} more" if len(read) > len(shown) else ""
     return (
         f"explomemo: this turn read {len(read)} files ({', '.join(shown)}{more}) and recorded"

@@ -19,6 +19,7 @@ from explomemo import inputs
 from explomemo.errors import NotFoundError, PathError
 from explomemo.files import Opener, Refused, Root, relative_path, resolve_root
 from explomemo.models import (
+    RECALL_CHARS,
     CheckedFile,
     ForgetResult,
     Match,
@@ -32,6 +33,7 @@ from explomemo.models import (
     StaleReport,
     StaleResult,
     replace,
+    to_json,
 )
 from explomemo.projects import resolve_project
 from explomemo.store import MAX_ID, FileRow, MemoRow, StatRow, Store
@@ -514,14 +516,26 @@ class MemoCache:
             )
         ranked.sort(key=lambda found: (not found[0], -found[1], found[2].id))
         shown = [m for _, _, m in ranked[:limit]]
-        described = self.describe(where, [files[m.id] for m in shown], observed)
-        return RecallResult(
+        result = RecallResult(
             project=project,
             root=where.path,
             query=query,
             semantic_index=embedder is not None,
-            matches=[replace(m, files=d) for m, d in zip(shown, described, strict=True)],
+            matches=[],
         )
+        describe = self.describer(where, observed)
+        matches: list[Match] = []
+        used = len(to_json(result)) + 3
+        for found in shown:
+            # Matches in rank order while the answer fits; the first always.
+            room = RECALL_CHARS - used
+            match = replace(found, files=describe(files[found.id], _overrun(found, room)))
+            size = _answer_chars(match)
+            if matches and size > room:
+                break
+            matches.append(match)
+            used += size
+        return replace(result, matches=matches, omitted=len(shown) - len(matches))
 
     def describe(
         self,
@@ -536,17 +550,35 @@ class MemoCache:
         to what an agent gets (see :mod:`explomemo.diffs`), and the diffs of
         all the memos share one budget.
         """
+        describe = self.describer(root, changes, limits)
+        return [describe(files, None) for files in memo_files]
+
+    def describer(
+        self, root: Root | None, changes: dict[str, Seen], limits: Limits | None = None
+    ) -> Callable[
+        [Sequence[FileRow], Callable[[list[CheckedFile]], int] | None], list[CheckedFile]
+    ]:
+        """What describes one memo's files after another (see :meth:`describe`), the
+        memos sharing one budget spent in the order they come; given an ``excess``, a
+        memo's diffs are cut further to fit (see :meth:`ChangeFinder.check_within`)."""
         if not changes:
             # Every file unchanged: nothing to describe (and the diff
             # machinery, a tenth of ``show``'s start-up, is not imported).
-            return [_checked(files, changes) for files in memo_files]
+            return lambda files, _excess: _checked(files, changes)
         from explomemo.diffs import AGENT_LIMITS, ChangeFinder
         from explomemo.validity import state_of
 
         finder = ChangeFinder(self.store, limits or AGENT_LIMITS, self._pending_snapshots())
-        return [
-            finder.check(root, [(f, state_of(changes, f)) for f in files]) for files in memo_files
-        ]
+
+        def describe(
+            files: Sequence[FileRow], excess: Callable[[list[CheckedFile]], int] | None
+        ) -> list[CheckedFile]:
+            states = [(f, state_of(changes, f)) for f in files]
+            if excess is None:
+                return finder.check(root, states)
+            return finder.check_within(root, states, excess)
+
+        return describe
 
     def stale_changes(
         self, report: StaleReport, root: str | None = None, limits: Limits | None = None
@@ -699,6 +731,18 @@ class MemoCache:
             status="fresh" if all(f.state == "unchanged" for f in checked) else "stale",
             files=checked,
         )
+
+
+def _answer_chars(match: Match) -> int:
+    """What ``match`` adds to a recall's JSON as recall --json prints it: there each of
+    its lines is indented four more spaces, and it takes a comma and a new line."""
+    text = to_json(match)
+    return len(text) + 4 * text.count("\n") + 6
+
+
+def _overrun(match: Match, room: int) -> Callable[[list[CheckedFile]], int]:
+    """How far ``match`` with the files described is over ``room`` characters."""
+    return lambda files: _answer_chars(replace(match, files=files)) - room
 
 
 def _recorded_root(path: str) -> Root | None:

@@ -21,7 +21,7 @@ from typing import Any, ClassVar, Literal, TypeVar, dataclass_transform
 from explomemo.printable import json_text
 
 FileStateName = Literal["unchanged", "changed", "missing"]
-DiffSource = Literal["snapshot", "git", "unavailable", "too_large"]
+DiffSource = Literal["snapshot", "git", "unavailable", "too_large", "budget"]
 
 _REQUIRED: Any = object()
 
@@ -53,13 +53,14 @@ def described(text: str) -> Any:
     return Field(description=text)
 
 
-def shown_when(shown: Callable[[Any], bool], text: str) -> Any:
+def shown_when(shown: Callable[[Any], bool], text: str, default: Any = None) -> Any:
     """An optional field (default None) that :func:`to_dict` writes only when ``shown(owner)``.
 
     Agents pay for every byte: a field that means nothing for most objects
     (a diff on an unchanged file) is left out of them rather than written as null.
+    ``default`` gives it another default.
     """
-    return Field(default=None, description=text, shown=shown)
+    return Field(default=default, description=text, shown=shown)
 
 
 @dataclass_transform(kw_only_default=True, frozen_default=True)
@@ -190,8 +191,8 @@ class CheckedFile(RecordedFile):
     )
     diff_source: DiffSource | None = shown_when(
         _is_changed,
-        "snapshot or git: where the recorded content came from; unavailable or too_large"
-        " (over 1 MiB): why there is no diff.",
+        "snapshot or git: where the recorded content came from; unavailable, too_large"
+        " (over 1 MiB) or budget (answer's diffs spent): why there is no diff.",
     )
     added: int | None = shown_when(_is_changed, "Lines added.")
     removed: int | None = shown_when(_is_changed, "Lines removed.")
@@ -227,6 +228,12 @@ class Match(Shape):
     files: list[CheckedFile]
 
 
+#: A recall's answer at most, in characters of its JSON as ``recall --json`` prints it
+#: (about 10,000 tokens, 5 % of a 200k-token context): matches are kept in rank order
+#: while the answer fits; the first always comes back, its diffs cut further to fit.
+RECALL_CHARS = 40_000
+
+
 class RecallResult(Shape):
     """Result of memory_exploration_recall."""
 
@@ -235,6 +242,11 @@ class RecallResult(Shape):
     query: str
     semantic_index: bool
     matches: list[Match]
+    omitted: int = shown_when(
+        lambda result: result.omitted > 0,
+        f"Lower-ranked matches left out to keep the answer within {RECALL_CHARS:,} characters.",
+        default=0,
+    )
 
 
 class StaleMemo(Shape):

@@ -16,6 +16,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING
 
 from explomemo.models import (
+    RECALL_CHARS,
     CheckedFile,
     MemoDetail,
     MemoSummary,
@@ -198,6 +199,19 @@ def change_lines(f: CheckedFile) -> list[str]:
     return []
 
 
+def changes_lines(memo_id: int, files: Sequence[CheckedFile]) -> list[str]:
+    """What became of a memo's changed and missing files, as plain lines; the files
+    past the diffs' budget of an answer share one last line."""
+    lines = [line for f in files if f.diff_source != "budget" for line in change_lines(f)]
+    spent = sum(f.diff_source == "budget" for f in files)
+    if spent:
+        lines.append(
+            f"{spent} more changed file{'s' if spent != 1 else ''} without a diff here: the"
+            f" diffs are at their limit (explomemo diff {memo_id} shows them all)"
+        )
+    return lines
+
+
 def first_changed_line(diff: str | None) -> int | None:
     """The line of the current file where a unified diff's first change is (1-based)."""
     if diff is None:
@@ -262,7 +276,7 @@ def diff_text(memo: MemoDetail, colour: bool = False) -> str:
 
 def markdown_changes(memo_id: int, files: Sequence[CheckedFile]) -> str:
     """A collapsible Markdown section with a stale memo's diffs and moves."""
-    body = "\n".join(line for f in files for line in change_lines(f))
+    body = "\n".join(changes_lines(memo_id, files))
     longest = max((len(run) for run in re.findall(r"`+", body)), default=0)
     fence = "`" * max(3, longest + 1)
     count = sum(f.state != "unchanged" for f in files)
@@ -284,10 +298,16 @@ def recall_text(result: RecallResult) -> str:
             f"#{m.id} [{m.status}] {one_line(m.question)}  (score {m.score:.2f}, by {m.matched_by})"
         )
         files = "\n".join(f"    {f.state:<9} {one_line(f.path)}" for f in m.files)
-        changes = "".join(f"\n      {line}" for f in m.files for line in change_lines(f))
+        changes = "".join(f"\n      {line}" for line in changes_lines(m.id, m.files))
         blocks.append(f"{head}\n  {block(m.conclusion)}\n  files:\n{files}{changes}")
-    note = "" if result.semantic_index else "\n(found by words only: no embedding model)"
-    return no_workflow_commands("\n\n".join(blocks) + note)
+    notes = [] if result.semantic_index else ["(found by words only: no embedding model)"]
+    if result.omitted:
+        notes.append(
+            f"({result.omitted} more match{'es' if result.omitted != 1 else ''} left out to"
+            " keep the answer within"
+            f" {RECALL_CHARS:,} characters: ask a narrower question to see them)"
+        )
+    return no_workflow_commands("\n\n".join(blocks) + "".join(f"\n{n}" for n in notes))
 
 
 def list_table(memos: Sequence[MemoSummary]) -> str:
@@ -307,7 +327,7 @@ def show_text(memo: MemoDetail) -> str:
     files = "\n".join(
         f"  {f.state:<9} {one_line(f.path)}  sha256 {f.sha256}  {f.size} B" for f in memo.files
     )
-    changes = "\n".join(line for f in memo.files for line in change_lines(f))
+    changes = "\n".join(changes_lines(memo.id, memo.files))
     return no_workflow_commands(
         f"memo {memo.id} [{memo.status}]  project {one_line(memo.project)}\n"
         f"question: {one_line(memo.question)}\n"

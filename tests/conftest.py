@@ -91,6 +91,8 @@ _USER_VARIABLES = (
     "EXPLOMEMO_MODEL_PATH",
     "EXPLOMEMO_EMBEDDINGS",
     "EXPLOMEMO_SNAPSHOTS",
+    # Set by Claude Code for hooks (and so inherited by a suite run from one).
+    "CLAUDE_PROJECT_DIR",
 )
 
 

@@ -229,36 +229,54 @@ def test_file_over_the_cap_has_no_snapshot_and_says_so(repo: Repo, db_path: Path
     assert "big.txt: changed; no diff: over 1 MiB" in invoke(db_path, "show", str(memo)).stdout
 
 
-def test_both_truncation_limits_say_so(repo: Repo, db_path: Path) -> None:
-    # Six files whose whole diff is about 8,000 characters each.
-    names = [f"f{i}.txt" for i in range(6)]
+def test_both_truncation_limits_say_so_within_the_limits(repo: Repo, db_path: Path) -> None:
+    # Five files whose whole diff is about 17,000 characters each, and a small one.
+    names = ["a0.txt", "a1.txt", "a2.txt", "b.txt", "c0.txt", "c1.txt"]
     for name in names:
         repo.write(name, "".join(f"line {n:04d} of {name}\n" for n in range(400)))
     memo = record(db_path, repo, "Many changes", *names)
     for name in names:
-        repo.write(name, "".join(f"LINE {n:04d} of {name}\n" for n in range(400)))
+        changed = 30 if name == "b.txt" else 400
+        repo.write(
+            name,
+            "".join(f"{'LINE' if n < changed else 'line'} {n:04d} of {name}\n" for n in range(400)),
+        )
     files = show(db_path, memo)
     per_file = (
         f"more lines cut (a file's diff shows {FILE_DIFF_CHARS:,} characters at most):"
         " read the file for the rest\n"
     )
-    answer = (
-        f"more lines cut (an answer's diffs show {ANSWER_DIFF_CHARS:,} characters in all at"
-        " most): read the file for the rest\n"
-    )
+    answer = "more lines cut (an answer's diffs are at their limit): read the file for the rest\n"
     diffs = [files[name]["diff"] for name in names]
-    assert diffs[0].startswith("--- a/f0.txt\n+++ b/f0.txt\n@@ -1,400 +1,400 @@\n-line 0000")
+    assert diffs[0].startswith("--- a/a0.txt\n+++ b/a0.txt\n@@ -1,400 +1,400 @@\n-line 0000")
+    # The cut line counts within the limit.
     for diff in diffs[:3]:
-        assert diff.endswith(f"\n-line 0282 of {diff[6:12]}\n... 517 {per_file}")
-        assert len(diff) - len(per_file) <= FILE_DIFF_CHARS
-    # The fourth file fits in part, the rest not at all; the counts stay whole.
-    assert diffs[3].endswith(f"\n-line 0270 of f3.txt\n... 529 {answer}")
-    assert diffs[4] == diffs[5] == f"... 803 {answer}"
-    assert sum(len(d) for d in diffs) <= ANSWER_DIFF_CHARS + 6 * len(answer)
-    assert all((files[n]["added"], files[n]["removed"]) == (400, 400) for n in names)
+        assert diff.endswith(f"\n-line 0277 of {diff[6:12]}\n... 522 {per_file}")
+        assert len(diff) <= FILE_DIFF_CHARS
+    assert "more lines cut" not in diffs[3] and diffs[3].count("\n+LINE ") == 30
+    # The fifth file fits in part, to the answer's last character.
+    assert diffs[4].endswith(f"\n-line 0218 of c0.txt\n... 581 {answer}")
+    assert ANSWER_DIFF_CHARS - 21 < sum(len(d) for d in diffs[:5]) <= ANSWER_DIFF_CHARS
+    # Past the budget a changed file shows no diff, and says why; the counts stay whole.
+    assert {k: v for k, v in files["c1.txt"].items() if k not in ("sha256", "size")} == {
+        "path": "c1.txt",
+        "state": "changed",
+        "diff": None,
+        "diff_source": "budget",
+        "added": 400,
+        "removed": 400,
+    }
+    assert [(files[n]["added"], files[n]["removed"]) for n in names] == [(400, 400)] * 3 + [
+        (30, 30)
+    ] + [(400, 400)] * 2
+    text = invoke(db_path, "show", str(memo)).stdout
+    assert text.endswith(
+        "\n1 more changed file without a diff here: the diffs are at their limit"
+        f" (explomemo diff {memo} shows them all)\n"
+    )
     # explomemo diff (for people) cuts nothing.
     full = invoke(db_path, "diff", str(memo)).stdout
-    assert "more lines cut" not in full and full.count("\n+LINE ") == 6 * 400
+    assert "more lines cut" not in full and full.count("\n+LINE ") == 5 * 400 + 30
 
 
 def test_github_annotations_point_at_a_line_past_the_answer_budget(
@@ -468,7 +486,8 @@ def test_a_memo_without_blob_ids_searches_git_once_and_not_past_the_budget(
     with MemoCache.open(db_path) as cache:
         report = cache.stale_report(project="demo")
         changes = cache.stale_changes(report)
-    assert [f.diff_source for f in changes[memo]] == ["unavailable"] * 3
+    # Past the budget: not searched for, and said so (the content may be in history).
+    assert [(f.diff, f.diff_source, f.added) for f in changes[memo]] == [(None, "budget", None)] * 3
     assert "log" not in commands
     # Alone in an answer: one search of git history for its three files.
     files = show(db_path, memo)
