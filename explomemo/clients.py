@@ -243,12 +243,12 @@ def _read(path: Path) -> str | None:
         raise SetupError(
             f"{path} cannot be read ({exc.strerror}): fix it or move it away"
         ) from None
+    found = os.fstat(fd).st_mode
+    if not stat.S_ISREG(found):
+        # Checked before fdopen, which refuses a directory with its own exception.
+        os.close(fd)
+        raise SetupError(f"{path} is {file_kind(found)}, not a regular file: {CONFIG_FILE.instead}")
     with os.fdopen(fd, "rb") as stream:
-        found = os.fstat(fd).st_mode
-        if not stat.S_ISREG(found):
-            raise SetupError(
-                f"{path} is {file_kind(found)}, not a regular file: {CONFIG_FILE.instead}"
-            )
         try:
             return stream.read().decode("utf-8")
         except (OSError, UnicodeDecodeError) as exc:

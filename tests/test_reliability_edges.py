@@ -1,0 +1,53 @@
+"""Inputs and outputs at the edges, met where users meet them (the CLI, a real server).
+
+A folder where a file is expected, JSON nested past Python's recursion limit,
+a working directory whose path is not UTF-8, a standard output that cannot be
+written, paths longer than an export can carry: each is refused with one line
+(exit 2), never a traceback, and a hook still exits 0.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from conftest import invoke_cli
+from reliability_helpers import CliRun, assert_one_error_line, cli_subprocess
+
+
+def _cli(*args: str) -> CliRun:
+    result = invoke_cli(list(args))
+    return CliRun(result.exit_code, result.stdout, result.stderr)
+
+
+# A folder where a file is expected ------------------------------------------
+
+
+def test_an_export_file_that_is_a_folder_is_refused(tmp_path: Path) -> None:
+    folder = tmp_path / "src"
+    folder.mkdir()
+    assert_one_error_line(_cli("import", str(folder)), str(folder), "not a regular file")
+    run = cli_subprocess(["stale", "--from", str(folder), "--check"], cwd=tmp_path)
+    assert_one_error_line(
+        CliRun(run.returncode, run.stdout, run.stderr), str(folder), "not a regular file"
+    )
+
+
+@pytest.mark.parametrize(
+    ("client", "parts"),
+    [
+        ("claude-code", (".mcp.json",)),
+        ("claude-code", (".claude", "settings.local.json")),
+        ("cursor", (".cursor", "mcp.json")),
+        ("codex", (".codex", "config.toml")),
+    ],
+)
+def test_a_configuration_file_that_is_a_folder_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, client: str, parts: tuple[str, ...]
+) -> None:
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    folder = tmp_path.joinpath(*parts)
+    folder.mkdir(parents=True)
+    run = _cli("setup", client, "--root", str(tmp_path))
+    assert_one_error_line(run, str(folder), "is a directory, not a regular file")
+    assert folder.is_dir() and not any(folder.iterdir())
