@@ -260,9 +260,10 @@ def _json_object(path: Path, text: str | None) -> dict[str, Any]:
         return {}
     try:
         data = json.loads(text)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:
+        why = "nested too deeply" if isinstance(exc, RecursionError) else exc
         raise SetupError(
-            f"{path} is not valid JSON ({exc}): fix it, then run setup again; it was left as it is"
+            f"{path} is not valid JSON ({why}): fix it, then run setup again; it was left as it is"
         ) from None
     if not isinstance(data, dict):
         raise SetupError(f"{path} does not hold a JSON object: fix it; it was left as it is")
@@ -388,7 +389,7 @@ def _claude_local_server(folder: Path) -> dict[str, Any] | None:
     """The server Claude Code has registered for ``folder`` in local scope, if any."""
     try:
         config = json.loads(_read(_claude_config()) or "null")
-    except (SetupError, ValueError):
+    except (SetupError, ValueError, RecursionError):
         return None
     projects = config.get("projects") if isinstance(config, dict) else None
     if not isinstance(projects, dict):

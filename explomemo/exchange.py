@@ -202,6 +202,8 @@ def _parse_line(line: str) -> ExportedMemo:
         data = json.loads(line)
     except ValueError as exc:
         raise _BadLine(f"not JSON: {exc}") from None
+    except RecursionError:
+        raise _BadLine("JSON nested too deeply") from None
     if not isinstance(data, dict):
         raise _BadLine("not a JSON object")
     memo_id = _integer(data, "id", 1, MAX_ID)

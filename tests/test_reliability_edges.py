@@ -51,3 +51,28 @@ def test_a_configuration_file_that_is_a_folder_is_refused(
     run = _cli("setup", client, "--root", str(tmp_path))
     assert_one_error_line(run, str(folder), "is a directory, not a regular file")
     assert folder.is_dir() and not any(folder.iterdir())
+
+
+# JSON nested past Python's recursion limit ------------------------------------
+
+DEEP = "[" * 100_000
+
+
+def test_an_export_line_nested_too_deeply_is_refused(tmp_path: Path) -> None:
+    deep = tmp_path / "deep.jsonl"
+    deep.write_text(DEEP + "\n")
+    expected = (f"line 1 of {deep} is not an explomemo memo", "nested")
+    assert_one_error_line(_cli("import", str(deep)), *expected)
+    run = cli_subprocess(["stale", "--from", str(deep), "--check"], cwd=tmp_path)
+    assert_one_error_line(CliRun(run.returncode, run.stdout, run.stderr), *expected)
+
+
+def test_a_configuration_file_nested_too_deeply_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = tmp_path / ".cursor" / "mcp.json"
+    config.parent.mkdir()
+    config.write_text(DEEP)
+    run = _cli("setup", "cursor", "--root", str(tmp_path))
+    assert_one_error_line(run, str(config), "not valid JSON", "nested")
+    assert config.read_text() == DEEP
