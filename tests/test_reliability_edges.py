@@ -8,11 +8,12 @@ written, paths longer than an export can carry: each is refused with one line
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 from conftest import invoke_cli
-from reliability_helpers import CliRun, assert_one_error_line, cli_subprocess
+from reliability_helpers import CliRun, RawServer, assert_one_error_line, cli_subprocess
 
 
 def _cli(*args: str) -> CliRun:
@@ -76,3 +77,23 @@ def test_a_configuration_file_nested_too_deeply_is_refused(
     run = _cli("setup", "cursor", "--root", str(tmp_path))
     assert_one_error_line(run, str(config), "not valid JSON", "nested")
     assert config.read_text() == DEEP
+
+
+@pytest.mark.timeout(120)
+def test_a_request_nested_too_deeply_gets_an_answer_and_the_server_goes_on(
+    tmp_path: Path,
+) -> None:
+    with RawServer(tmp_path / "m.db", cwd=tmp_path) as server:
+        # Past Python's recursion limit, and past only the SDK's parser's.
+        for depth in (100_000, 300):
+            arguments = b'{"project": ' + b"[" * depth + b"]" * depth + b"}"
+            request = server.call_raw(arguments, "memory_exploration_stale")
+            answer = server.answer(request, timeout=30)
+            assert "result" in answer or "error" in answer, answer
+            text = json.dumps(answer)
+            assert "deeply" in text or "recursion" in text, text
+        listed = server.answer(server.request("tools/list", {}), timeout=30)
+        assert len(listed["result"]["tools"]) == 4
+        code, err = server.close()
+    assert code == 0, err
+    assert "Traceback" not in err and "RecursionError" not in err
