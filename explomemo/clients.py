@@ -46,7 +46,7 @@ from typing import Any
 
 from explomemo.atomic import Naming, replace_file
 from explomemo.errors import SetupError
-from explomemo.files import file_kind
+from explomemo.files import check_text_path, file_kind
 from explomemo.printable import block, message, no_workflow_commands
 from explomemo.projects import resolve_project, work_tree_top
 from explomemo.store import default_db_path
@@ -158,11 +158,14 @@ def setup(
 
 def _folder(root: str | None) -> Path:
     if root is not None:
+        check_text_path(root, "--root", "pass a folder whose path is UTF-8")
         if not os.path.isdir(root):
             raise SetupError(f"--root {root!r} is not a folder: pass the project's folder")
         return Path(os.path.abspath(root))
     cwd = os.getcwd()
-    return Path(work_tree_top(cwd) or cwd)
+    folder = work_tree_top(cwd) or cwd
+    check_text_path(folder, "the project folder", "set up a folder whose path is UTF-8 (--root)")
+    return Path(folder)
 
 
 def _explomemo_command() -> list[str]:

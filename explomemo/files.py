@@ -40,17 +40,27 @@ class Root(NamedTuple):
         return self.real + "/" + rel if self.real != "/" else "/" + rel
 
 
-def check_text_path(value: str, what: str) -> None:
-    """Refuse NUL bytes and names that are not valid UTF-8 (lone surrogates)."""
+def check_text_path(value: str, what: str, fix: str = "rename the file") -> None:
+    """Refuse NUL bytes and names that are not valid UTF-8 (lone surrogates); ``fix`` ends
+    the refusal of a name that is not UTF-8."""
     if "\x00" in value:
         raise PathError(f"{what} {value!r} contains a NUL byte: pass a real file path")
     try:
         value.encode("utf-8")
     except UnicodeEncodeError:
         raise PathError(
-            f"{what} {value.encode('utf-8', 'backslashreplace').decode()!r} is not valid"
-            " UTF-8: explomemo stores paths as UTF-8; rename the file"
+            f"{what} '{_escaped(value)}' is not valid UTF-8: explomemo stores paths as UTF-8; {fix}"
         ) from None
+
+
+def _escaped(value: str) -> str:
+    """A path that is not UTF-8, shown with each byte that is not as ``\\xff``."""
+    try:
+        # A name read from the file system carries its bytes as surrogate escapes.
+        raw = value.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        return value.encode("utf-8", "backslashreplace").decode()
+    return raw.decode("utf-8", "backslashreplace")
 
 
 def working_directory() -> str:
@@ -75,8 +85,18 @@ def resolve_root(root: str | None) -> Root:
     working directory (:func:`working_directory`)."""
     if root is None:
         given = working_directory()
+        check_text_path(
+            given,
+            "the working directory",
+            "pass a root whose path is UTF-8 (--root), or work from such a folder",
+        )
+        if len(given) > MAX_ROOT_CHARS:
+            raise PathError(
+                f"the working directory is {len(given)} characters long, over the limit of"
+                f" {MAX_ROOT_CHARS} for a root: pass a shorter root, or work from a shorter path"
+            )
     else:
-        check_text_path(root, "root")
+        check_text_path(root, "root", "pass a root whose path is UTF-8")
         if len(root) > MAX_ROOT_CHARS:
             raise PathError(
                 f"root is {len(root)} characters long, over the limit of {MAX_ROOT_CHARS}:"

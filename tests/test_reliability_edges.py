@@ -9,11 +9,18 @@ written, paths longer than an export can carry: each is refused with one line
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
 from conftest import invoke_cli
-from reliability_helpers import CliRun, RawServer, assert_one_error_line, cli_subprocess
+from reliability_helpers import (
+    CliRun,
+    RawServer,
+    assert_one_error_line,
+    assert_tool_refused,
+    cli_subprocess,
+)
 
 
 def _cli(*args: str) -> CliRun:
@@ -97,3 +104,59 @@ def test_a_request_nested_too_deeply_gets_an_answer_and_the_server_goes_on(
         code, err = server.close()
     assert code == 0, err
     assert "Traceback" not in err and "RecursionError" not in err
+
+
+# A working directory whose path is not UTF-8 --------------------------------
+
+
+@pytest.fixture
+def bad_cwd(tmp_path: Path) -> Path:
+    folder = Path(os.fsdecode(bytes(tmp_path) + b"/bad\xffdir"))
+    folder.mkdir()
+    (folder / "a.py").write_text("A = 1\n")
+    return folder
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["record", "--question", "q", "--conclusion", "c", "a.py"],
+        ["recall", "x"],
+        ["recall", "x", "--project", "ok"],
+        ["setup", "cursor", "--dry-run"],
+    ],
+)
+def test_a_working_directory_that_is_not_utf8_is_refused(
+    tmp_path: Path, bad_cwd: Path, args: list[str]
+) -> None:
+    run = cli_subprocess(["--db", str(tmp_path / "m.db"), *args], cwd=bad_cwd)
+    line = assert_one_error_line(
+        CliRun(run.returncode, run.stdout, run.stderr), "bad\\xffdir'", "not valid UTF-8"
+    )
+    assert "file" not in line, line
+
+
+@pytest.mark.timeout(120)
+def test_a_server_started_in_a_folder_that_is_not_utf8_says_why(
+    tmp_path: Path, bad_cwd: Path
+) -> None:
+    with RawServer(tmp_path / "m.db", cwd=bad_cwd) as server:
+        record = {"question": "q", "conclusion": "c", "files": ["a.py"], "project": "p"}
+        assert_tool_refused(
+            server.call("memory_exploration_record", record), "working directory", "UTF-8"
+        )
+        root = {"root": str(tmp_path), "project": "p"}
+        assert not server.call("memory_exploration_stale", root).is_error
+        code, err = server.close()
+    assert code == 0 and "Traceback" not in err, err
+
+
+def test_a_working_directory_over_the_root_limit_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    deep = tmp_path.joinpath(*["d" * 200] * 6)
+    deep.mkdir(parents=True)
+    monkeypatch.chdir(deep)
+    monkeypatch.setenv("PWD", str(deep))
+    run = _cli("--db", str(tmp_path / "m.db"), "recall", "x", "--project", "p")
+    assert_one_error_line(run, "the working directory is", "over the limit of 1024")
