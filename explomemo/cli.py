@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from explomemo import __version__
-from explomemo.errors import ExplomemoError
+from explomemo.errors import ExplomemoError, OutputError
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -68,7 +68,9 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _echo(text: str) -> None:
-    sys.stdout.write(text + "\n")
+    from explomemo import stdout
+
+    stdout.write(text + "\n")
 
 
 def _err(text: str) -> None:
@@ -489,6 +491,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         # A hook that exits 2 blocks the user's prompt in Claude Code: a hook
         # never fails the client, even when its own command line is wrong.
         return EXIT_OK if _command_of(args_list) == "hook" else EXIT_ERROR
+    except OutputError as exc:
+        # A reader that left (`| head`) is not news to the user: exit 2 quietly, as
+        # `stale --check` must not read as "fresh" or "stale" with its output lost.
+        if not exc.reader_gone:
+            _err(f"error: {exc}")
+        return EXIT_ERROR
     except ExplomemoError as exc:
         _err(f"error: {exc}")
         return EXIT_ERROR

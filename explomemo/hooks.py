@@ -72,15 +72,23 @@ def run_hook(
     try:
         payload = _payload(source.read())
         answer = _HANDLERS[event](payload, db, project)
+        if answer is not None:
+            _write(out, answer)
     except Exception as exc:  # whatever it is, the client must go on
         line = message(f"explomemo hook {event}: {_one_line(exc)}")
         err.write(f"{line}\n".encode(errors="replace"))
         err.flush()
-        return 0
-    if answer is not None:
+    return 0
+
+
+def _write(out: BinaryIO, answer: dict[str, Any]) -> None:
+    try:
         out.write(json.dumps(answer).encode() + b"\n")
         out.flush()
-    return 0
+    except OSError as exc:
+        from explomemo.stdout import failed
+
+        raise failed(exc) from None
 
 
 def _one_line(exc: BaseException) -> str:

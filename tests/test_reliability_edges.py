@@ -10,11 +10,15 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import invoke_cli
 from reliability_helpers import (
+    EMBEDDINGS_OFF,
+    PYTHON,
     CliRun,
     RawServer,
     assert_one_error_line,
@@ -160,3 +164,77 @@ def test_a_working_directory_over_the_root_limit_is_refused(
     monkeypatch.setenv("PWD", str(deep))
     run = _cli("--db", str(tmp_path / "m.db"), "recall", "x", "--project", "p")
     assert_one_error_line(run, "the working directory is", "over the limit of 1024")
+
+
+# A standard output that cannot be written -----------------------------------
+
+
+@pytest.fixture
+def one_memo(tmp_path: Path) -> tuple[Path, Path]:
+    """A database with one fresh memo of a.py, and an export of it; returns (db, export)."""
+    root = tmp_path / "proj"
+    root.mkdir()
+    (root / "a.py").write_text("A = 1\n")
+    db = tmp_path / "m.db"
+    base = ["--db", str(db)]
+    record = ["record", "--project", "p", "--root", str(root)]
+    assert _cli(*base, *record, "--question", "q", "--conclusion", "c", "a.py").code == 0
+    export = root / "memos.jsonl"
+    assert _cli(*base, "export", "-o", str(export)).code == 0
+    return db, export
+
+
+def _to(stdout: Any, args: list[str], cwd: Path, stdin: str | None = None) -> CliRun:
+    run = subprocess.run(
+        [PYTHON, "-m", "explomemo", *args],
+        stdout=stdout,
+        stderr=subprocess.PIPE,
+        input=stdin,
+        text=True,
+        cwd=cwd,
+        env={**os.environ, **EMBEDDINGS_OFF},
+        timeout=60,
+        check=False,
+    )
+    return CliRun(run.returncode, "", run.stderr)
+
+
+def _commands(db: Path, export: Path) -> list[list[str]]:
+    return [
+        ["--db", str(db), "list"],
+        ["--db", str(db), "recall", "--json", "q", "--project", "p", "--root", str(export.parent)],
+        ["stale", "--from", str(export), "--check"],
+        ["--db", str(db), "setup", "claude-code", "--dry-run"],
+    ]
+
+
+def test_a_full_standard_output_is_one_error_line(one_memo: tuple[Path, Path]) -> None:
+    db, export = one_memo
+    with open("/dev/full", "w") as full:
+        for args in _commands(db, export):
+            # stale --check must not read as "stale found" (1) nor "all fresh" (0).
+            run = _to(full, args, export.parent)
+            assert_one_error_line(run, "standard output", "No space left on device")
+
+
+def test_a_reader_that_left_is_not_an_error_message(one_memo: tuple[Path, Path]) -> None:
+    db, export = one_memo
+    for args in _commands(db, export):
+        read, write = os.pipe()
+        os.close(read)  # as `| head` does once it has what it wants
+        try:
+            run = _to(write, args, export.parent)
+        finally:
+            os.close(write)
+        assert (run.code, run.err) == (2, ""), args
+
+
+def test_a_hook_whose_output_cannot_be_written_exits_0(one_memo: tuple[Path, Path]) -> None:
+    db, export = one_memo
+    payload = json.dumps({"cwd": str(export.parent), "source": "startup"})
+    args = ["--db", str(db), "hook", "session-start", "--project", "p"]
+    with open("/dev/full", "w") as full:
+        run = _to(full, args, export.parent, stdin=payload)
+    assert run.code == 0 and len(run.err.splitlines()) == 1, run.err
+    assert "explomemo hook session-start:" in run.err and "standard output" in run.err
+    assert "Traceback" not in run.err
