@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 from explomemo import inputs
 from explomemo.atomic import Naming, replace_file
 from explomemo.errors import ExportFileError, InputError, PathError
-from explomemo.files import MAX_ROOT_CHARS, check_text_path, resolve_root
+from explomemo.files import MAX_PATH_CHARS, MAX_ROOT_CHARS, check_text_path, resolve_root
 from explomemo.memos import MemoCache, stale_entries
 from explomemo.models import (
     CheckedFile,
@@ -190,7 +190,6 @@ class _BadLine(Exception):
     """What is wrong with one line of an export, naming the field."""
 
 
-_MAX_PATH = 4096
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 _XXH3 = re.compile(r"[0-9a-f]{32}")
 _GIT_BLOB = re.compile(r"[0-9a-f]{40}")
@@ -280,8 +279,8 @@ def _path(item: dict[str, Any], where: str) -> str:
     path = item.get("path")
     if not isinstance(path, str) or not path:
         raise _BadLine(f"{where}.path is missing, empty or not a string")
-    if len(path) > _MAX_PATH:
-        raise _BadLine(f"{where}.path is {len(path):,} characters long, over {_MAX_PATH:,}")
+    if len(path) > MAX_PATH_CHARS:
+        raise _BadLine(f"{where}.path is {len(path):,} characters long, over {MAX_PATH_CHARS:,}")
     try:
         check_text_path(path, f"{where}.path")
     except PathError:

@@ -22,6 +22,8 @@ from typing import NamedTuple
 from explomemo.errors import PathError
 
 MAX_ROOT_CHARS = 1024
+#: Longest path relative to root a memo keeps (an export carries no longer one).
+MAX_PATH_CHARS = 4096
 
 _OPEN_FLAGS = (
     os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | getattr(os, "O_CLOEXEC", 0)
@@ -145,6 +147,11 @@ def relative_path(root: Root, given: str, what: str) -> str:
         raise PathError(
             f"{what} {given!r} is outside root {root.path!r}: record only files inside root,"
             " or pass a root that contains them"
+        )
+    if len(lexical) > MAX_PATH_CHARS:
+        raise PathError(
+            f"{what} is {len(lexical):,} characters long relative to root, over {MAX_PATH_CHARS:,}:"
+            " record files with shorter paths, or pass a root nearer to them"
         )
     try:
         real = os.path.realpath(os.path.join(root.real, lexical))

@@ -238,3 +238,52 @@ def test_a_hook_whose_output_cannot_be_written_exits_0(one_memo: tuple[Path, Pat
     assert run.code == 0 and len(run.err.splitlines()) == 1, run.err
     assert "explomemo hook session-start:" in run.err and "standard output" in run.err
     assert "Traceback" not in run.err
+
+
+# Paths longer than an export can carry ----------------------------------------
+
+
+def _nested(root: Path, folders: int, length: int) -> str:
+    """A file f.py under ``folders`` nested folders of ``length`` characters; its path."""
+    parts = [f"{n:03d}" + "d" * (length - 3) for n in range(folders)]
+    folder = root.joinpath(*parts)
+    # One mkdir at a time, relative: the whole path may be over PATH_MAX.
+    fd = os.open(root, os.O_RDONLY)
+    try:
+        for part in parts:
+            os.mkdir(part, dir_fd=fd)
+            inner = os.open(part, os.O_RDONLY, dir_fd=fd)
+            os.close(fd)
+            fd = inner
+        with os.fdopen(os.open("f.py", os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=fd), "w") as f:
+            fd = -1
+            f.write("F = 1\n")
+    finally:
+        if fd >= 0:
+            os.close(fd)
+    return str(folder.relative_to(root) / "f.py")
+
+
+def test_record_refuses_a_path_an_export_cannot_carry(tmp_path: Path) -> None:
+    rel = _nested(tmp_path, 17, 250)
+    assert len(rel) == 4271
+    base = ["--db", str(tmp_path / "m.db"), "record", "--root", str(tmp_path)]
+    run = _cli(*base, "--question", "q", "--conclusion", "c", rel)
+    assert_one_error_line(run, "files[0] is 4,271 characters long", "over 4,096")
+    assert len(run.err) < 1000
+
+
+def test_a_path_over_path_max_with_its_root_is_checked_not_missing(tmp_path: Path) -> None:
+    rel = _nested(tmp_path, 16, 254)
+    assert len(rel) <= 4096 < len(str(tmp_path)) + 1 + len(rel)
+    db = ["--db", str(tmp_path / "m.db")]
+    record = ["record", "--project", "p", "--root", str(tmp_path), "--question", "q"]
+    assert _cli(*db, *record, "--conclusion", "c", rel).code == 0
+    stale = _cli(*db, "stale", "--format", "json")
+    assert json.loads(stale.out) == {"checked": 1, "stale": []}, stale.err
+    export = tmp_path / "memos.jsonl"
+    assert _cli(*db, "export", "-o", str(export)).code == 0
+    checked = _cli("stale", "--from", str(export), "--root", str(tmp_path), "--check")
+    assert (checked.code, checked.out) == (0, "All 1 memos are fresh.\n"), checked.err
+    imported = _cli("--db", str(tmp_path / "other.db"), "import", str(export))
+    assert imported.code == 0, imported.err
