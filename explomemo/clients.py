@@ -5,10 +5,13 @@ Every client gets the MCP server; Claude Code also gets the three hooks
 (the absolute path of its executable) on the database and project of the
 command that set them up, so what the agent records, the hooks find.
 
-Configuration files are merged, never rewritten: only explomemo's own entries
-are added or updated, everything else stays as it was (its indentation too).
-A file that is not valid JSON or TOML is refused with one line and left
-alone, and so is anything that is not a regular file. Writes go through
+Configuration files are merged: only explomemo's own entries are added or
+updated, every other value stays as it was. A TOML file keeps its layout; a
+JSON file is written again with its own indentation (the standard library
+keeps no layout), so its values stay and its layout may not. A file that is
+not valid JSON or TOML (or holds a number JSON cannot write back, such as
+``1e400``) is refused with one line and left alone, and so is anything that
+is not a regular file. Writes go through
 :mod:`explomemo.atomic` (whole or not at all, permissions kept, a linked
 file written through); a configuration folder that is a link leading out of
 the project folder is refused. A second run finds nothing to change and says so; ``--dry-run``
@@ -33,6 +36,7 @@ from __future__ import annotations
 import copy
 import difflib
 import json
+import math
 import os
 import shlex
 import shutil
@@ -261,8 +265,18 @@ def _read(path: Path) -> str | None:
 def _json_object(path: Path, text: str | None) -> dict[str, Any]:
     if text is None or not text.strip():
         return {}
+
+    def finite(number: str) -> float:
+        value = float(number)
+        if not math.isfinite(value):
+            raise SetupError(
+                f"{path} holds the number {number}, which is not finite: JSON has no way to"
+                " write it back; fix it, then run setup again; it was left as it is"
+            )
+        return value
+
     try:
-        data = json.loads(text)
+        data = json.loads(text, parse_float=finite, parse_constant=finite)
     except (ValueError, RecursionError) as exc:
         why = "nested too deeply" if isinstance(exc, RecursionError) else exc
         raise SetupError(

@@ -287,3 +287,20 @@ def test_a_path_over_path_max_with_its_root_is_checked_not_missing(tmp_path: Pat
     assert (checked.code, checked.out) == (0, "All 1 memos are fresh.\n"), checked.err
     imported = _cli("--db", str(tmp_path / "other.db"), "import", str(export))
     assert imported.code == 0, imported.err
+
+
+# Client configuration holding numbers JSON cannot write back -----------------
+
+
+@pytest.mark.parametrize("number", ["1e400", "-1e400", "NaN", "Infinity", "-Infinity"])
+def test_a_configuration_with_a_number_json_cannot_carry_is_refused(
+    tmp_path: Path, number: str
+) -> None:
+    config = tmp_path / ".cursor" / "mcp.json"
+    config.parent.mkdir()
+    text = '{"f": ' + number + ', "mcpServers": {}}\n'
+    config.write_text(text)
+    for dry_run in (["--dry-run"], []):
+        run = _cli("setup", "cursor", "--root", str(tmp_path), *dry_run)
+        assert_one_error_line(run, str(config), number, "finite")
+        assert config.read_text() == text
