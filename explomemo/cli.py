@@ -249,6 +249,9 @@ def _setup(args: argparse.Namespace) -> int:
 def _path(value: str) -> Path:
     from pathlib import Path
 
+    if not value:
+        # Path("") is the current directory: never what an empty word meant.
+        raise argparse.ArgumentTypeError("the path is empty: pass a file path")
     return Path(value)
 
 
@@ -452,7 +455,9 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         help="Database file (default: $EXPLOMEMO_DB, or explomemo.db in the user data directory).",
     )
     # prog given: working it out imports shutil and sizes the terminal.
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND", prog="explomemo")
+    commands = parser.add_subparsers(
+        dest="command", metavar="COMMAND", prog="explomemo", required=True
+    )
     for name, (run, text, arguments) in COMMANDS.items():
         if only is None or name == only:
             sub = commands.add_parser(name, help=text, description=text)
@@ -479,9 +484,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     lean = command in COMMANDS and not {"-h", "--help", "--version"} & set(args_list)
     try:
         args = build_parser(command if lean else None).parse_args(args_list)
-        if args.command is None:
-            build_parser().print_help()
-            return EXIT_OK
         code: int = args.run(args)
         return code
     except SystemExit as exc:  # --help and --version

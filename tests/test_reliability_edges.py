@@ -304,3 +304,16 @@ def test_a_configuration_with_a_number_json_cannot_carry_is_refused(
         run = _cli("setup", "cursor", "--root", str(tmp_path), *dry_run)
         assert_one_error_line(run, str(config), number, "finite")
         assert config.read_text() == text
+
+
+# The command line without a command -------------------------------------------
+
+
+@pytest.mark.parametrize("args", [[], ["--db", "x.db"]])
+def test_no_command_is_bad_usage(args: list[str]) -> None:
+    assert_one_error_line(_cli(*args), "required: COMMAND", "explomemo --help")
+
+
+@pytest.mark.parametrize("args", [["--db", ""], ["--db", "", "list"], ["import", ""]])
+def test_an_empty_path_is_bad_usage(args: list[str]) -> None:
+    assert_one_error_line(_cli(*args), "empty")
