@@ -21,7 +21,7 @@ class PathError(InputError):
 
 
 class NotFoundError(ExplomemoError):
-    """A memo id that does not exist (in that project)."""
+    """A memo id that does not exist (in that project), or a project without memos."""
 
 
 class StoreError(ExplomemoError):

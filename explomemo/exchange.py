@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from explomemo import inputs
 from explomemo.atomic import Naming, replace_file
-from explomemo.errors import ExportFileError, InputError, PathError
+from explomemo.errors import ExportFileError, InputError, NotFoundError, PathError
 from explomemo.files import MAX_PATH_CHARS, MAX_ROOT_CHARS, check_text_path, resolve_root
 from explomemo.memos import MemoCache, stale_entries
 from explomemo.models import (
@@ -45,11 +45,21 @@ if TYPE_CHECKING:
 
 
 def export_memos(cache: MemoCache, project: str | None = None) -> Iterator[str]:
-    """The export's lines (without newlines), sorted by project then id."""
+    """The export's lines (without newlines), sorted by project then id.
+
+    A project named but without memos is refused: a misspelt name must not
+    empty a committed export."""
+    if project is not None:
+        inputs.check_text("project", project, inputs.MAX_PROJECT)
     store = cache.store
     with store.errors(), store.read() as conn:
         memos = store.memos(conn, project=project)
         files = store.all_files(conn, project)
+    if project is not None and not memos:
+        raise NotFoundError(
+            f"project {project!r} has no memos, so its export would be empty: check the"
+            " name with explomemo list"
+        )
     for memo in memos:
         exported = ExportedMemo(
             id=memo.id,

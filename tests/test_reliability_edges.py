@@ -317,3 +317,31 @@ def test_no_command_is_bad_usage(args: list[str]) -> None:
 @pytest.mark.parametrize("args", [["--db", ""], ["--db", "", "list"], ["import", ""]])
 def test_an_empty_path_is_bad_usage(args: list[str]) -> None:
     assert_one_error_line(_cli(*args), "empty")
+
+
+# --project of list and export --------------------------------------------------
+
+
+@pytest.mark.parametrize("command", [["list"], ["list", "--json"], ["export"]])
+@pytest.mark.parametrize("project", ["", " ", "p" * 201])
+def test_list_and_export_check_the_project_as_stale_does(
+    one_memo: tuple[Path, Path], command: list[str], project: str
+) -> None:
+    db, _ = one_memo
+    stale = _cli("--db", str(db), "stale", "--project", project)
+    expected = assert_one_error_line(stale, "project")
+    run = _cli("--db", str(db), *command, "--project", project)
+    assert assert_one_error_line(run) == expected
+
+
+def test_an_export_of_a_project_without_memos_leaves_the_file_alone(
+    one_memo: tuple[Path, Path],
+) -> None:
+    db, export = one_memo
+    before = export.read_bytes()
+    run = _cli("--db", str(db), "export", "--project", "typo", "-o", str(export))
+    assert_one_error_line(run, "project 'typo' has no memos", "explomemo list")
+    assert export.read_bytes() == before
+    assert _cli("--db", str(db), "export", "--project", "typo").out == ""
+    # A project that has memos, and no --project (every project), still export.
+    assert _cli("--db", str(db), "export", "--project", "p").out.encode() == before
