@@ -40,6 +40,7 @@ from explomemo.models import (
     to_dict,
 )
 from explomemo.snapshots import enabled as snapshots_enabled
+from explomemo.store import MAX_ID
 
 INSTRUCTIONS = (
     "explomemo remembers conclusions about this codebase, keyed by the SHA-256 of the files"
@@ -246,7 +247,15 @@ def create_server(
         ),
     )
     def forget(
-        id: Annotated[int, Field(description="The memo's id, as recall or stale gave it.")],
+        id: Annotated[
+            int,
+            Field(
+                description="The memo's id, as recall or stale gave it.",
+                strict=True,
+                ge=1,
+                le=MAX_ID,
+            ),
+        ],
         ctx: Context[Any],
         project: Project = None,
     ) -> Annotated[CallToolResult, schema_type(ForgetResult)]:

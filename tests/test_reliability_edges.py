@@ -8,6 +8,7 @@ written, paths longer than an export can carry: each is refused with one line
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -23,6 +24,7 @@ from reliability_helpers import (
     RawServer,
     assert_one_error_line,
     assert_tool_refused,
+    call_tools,
     cli_subprocess,
 )
 
@@ -345,3 +347,41 @@ def test_an_export_of_a_project_without_memos_leaves_the_file_alone(
     assert _cli("--db", str(db), "export", "--project", "typo").out == ""
     # A project that has memos, and no --project (every project), still export.
     assert _cli("--db", str(db), "export", "--project", "p").out.encode() == before
+
+
+# MCP forget's id ----------------------------------------------------------------
+
+
+def test_forget_takes_only_a_whole_number_in_range(tmp_path: Path) -> None:
+    root = tmp_path / "proj"
+    root.mkdir()
+    (root / "a.py").write_text("A = 1\n")
+    record = {"question": "q", "conclusion": "c", "files": ["a.py"], "project": "p"}
+    forget = "memory_exploration_forget"
+    bad_ids: list[object] = ["1", True, 1.0, 0, -1, 2**63]
+    replies = call_tools(
+        tmp_path / "m.db",
+        [
+            ("memory_exploration_record", {**record, "root": str(root)}),
+            *[(forget, {"id": bad, "project": "p"}) for bad in bad_ids],
+            ("memory_exploration_stale", {"project": "p", "root": str(root)}),
+        ],
+    )
+    for bad, reply in zip(bad_ids, replies[1:-1], strict=True):
+        assert_tool_refused(reply, "id")
+        assert "1 was forgotten" not in reply.text, bad
+    assert replies[-1].data["checked"] == 1
+
+
+def test_forget_s_id_schema_carries_its_limits(tmp_path: Path) -> None:
+    async def listed() -> dict[str, Any]:
+        from mcp import Client
+
+        from explomemo.server import create_server
+
+        async with Client(create_server(tmp_path / "m.db", env=dict(EMBEDDINGS_OFF))) as client:
+            tools = (await client.list_tools()).tools
+        return {tool.name: tool.input_schema for tool in tools}
+
+    schema = asyncio.run(listed())["memory_exploration_forget"]["properties"]["id"]
+    assert (schema["type"], schema["minimum"], schema["maximum"]) == ("integer", 1, 2**63 - 1)
