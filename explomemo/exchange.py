@@ -208,7 +208,7 @@ _RECORDED_AT = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z")
 
 def _parse_line(line: str) -> ExportedMemo:
     try:
-        data = json.loads(line)
+        data = json.loads(line, parse_int=_whole)
     except ValueError as exc:
         raise _BadLine(f"not JSON: {exc}") from None
     except RecursionError:
@@ -271,6 +271,14 @@ def _parse_line(line: str) -> ExportedMemo:
         recorded_at=recorded_at,
         files=exported,
     )
+
+
+def _whole(digits: str) -> int:
+    try:
+        return int(digits)
+    except ValueError:
+        # Past 4,300 digits int() refuses with advice for Python programmers, not users.
+        raise _BadLine(f"it holds a number of {len(digits.lstrip('-')):,} digits") from None
 
 
 def _text(data: dict[str, Any], name: str, maximum: int, within: str = "") -> str:

@@ -174,6 +174,13 @@ def _inside(path: str, folder: str) -> bool:
     return path == folder or path.startswith(folder + "/")
 
 
+def _absent(exc: OSError) -> str:
+    """Why a file's ``lstat`` failed: it is not there, or it cannot be looked at."""
+    if exc.errno in (errno.ENOENT, errno.ENOTDIR):
+        return f"does not exist ({exc.strerror})"
+    return f"cannot be examined ({exc.strerror})"
+
+
 class Refused(Exception):
     """An open that must not happen; ``reason`` says why, for a message or a state."""
 
@@ -229,7 +236,7 @@ def open_regular(root: Root, rel: str) -> int:
         try:
             before = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
         except OSError as exc:
-            raise Refused(f"does not exist ({exc.strerror})", missing=True) from exc
+            raise Refused(_absent(exc), missing=True) from exc
         if not stat.S_ISREG(before.st_mode):
             raise Refused(f"is {file_kind(before.st_mode)}, not a regular file")
         try:
@@ -319,7 +326,7 @@ class Opener:
         except ValueError:
             return _fall_back(self.root, rel)
         except OSError as exc:
-            raise Refused(f"does not exist ({exc.strerror})", missing=True) from exc
+            raise Refused(_absent(exc), missing=True) from exc
         mode = before.st_mode
         if not stat.S_ISREG(mode):
             if stat.S_ISLNK(mode):

@@ -192,7 +192,8 @@ def session_index(
 ) -> str:
     """The session-start text: counts, then fresh questions with ids, within INDEX_BYTES."""
     head = (
-        f"explomemo: project {project!r} has {len(memos)} memos ({len(fresh)} fresh,"
+        f"explomemo: project {project!r} has {len(memos)} memo{'' if len(memos) == 1 else 's'}"
+        f" ({len(fresh)} fresh,"
         f" {len(memos) - len(fresh)} stale): conclusions recorded in earlier sessions with the"
         " SHA-256 of every file they rest on. Before exploring to answer a question about this"
         " codebase, call memory_exploration_recall; a fresh memo's files are unchanged, so use"

@@ -198,7 +198,7 @@ def _to(stdout: Any, args: list[str], cwd: Path, stdin: str | None = None) -> Cl
         timeout=60,
         check=False,
     )
-    return CliRun(run.returncode, "", run.stderr)
+    return CliRun(run.returncode, run.stdout or "", run.stderr)
 
 
 def _commands(db: Path, export: Path) -> list[list[str]]:
@@ -286,7 +286,7 @@ def test_a_path_over_path_max_with_its_root_is_checked_not_missing(tmp_path: Pat
     export = tmp_path / "memos.jsonl"
     assert _cli(*db, "export", "-o", str(export)).code == 0
     checked = _cli("stale", "--from", str(export), "--root", str(tmp_path), "--check")
-    assert (checked.code, checked.out) == (0, "All 1 memos are fresh.\n"), checked.err
+    assert (checked.code, checked.out) == (0, "The one memo is fresh.\n"), checked.err
     imported = _cli("--db", str(tmp_path / "other.db"), "import", str(export))
     assert imported.code == 0, imported.err
 
@@ -385,3 +385,56 @@ def test_forget_s_id_schema_carries_its_limits(tmp_path: Path) -> None:
 
     schema = asyncio.run(listed())["memory_exploration_forget"]["properties"]["id"]
     assert (schema["type"], schema["minimum"], schema["maximum"]) == ("integer", 1, 2**63 - 1)
+
+
+# Nits: grammar, wording, positions ----------------------------------------------
+
+
+def test_counts_of_zero_and_one_memo_read_right(one_memo: tuple[Path, Path]) -> None:
+    db, export = one_memo
+    payload = json.dumps({"cwd": str(export.parent), "source": "startup"})
+    args = ["--db", str(db), "hook", "session-start", "--project", "p"]
+    hook = _to(subprocess.PIPE, args, export.parent, stdin=payload)
+    context = json.loads(hook.out)["hookSpecificOutput"]["additionalContext"]
+    assert "project 'p' has 1 memo (1 fresh, 0 stale)" in context, context
+    assert _cli("--db", str(db), "stale").out == "The one memo is fresh.\n"
+    empty = ["--db", str(db.with_name("empty.db")), "stale"]
+    assert _cli(*empty).out == "No memos to check.\n"
+    assert _cli(*empty, "--format", "markdown").out == "No explomemo memos to check.\n"
+
+
+def test_a_name_too_long_for_the_file_system_is_not_said_to_be_missing(tmp_path: Path) -> None:
+    base = ["--db", str(tmp_path / "m.db"), "record", "--root", str(tmp_path)]
+    run = _cli(*base, "--question", "q", "--conclusion", "c", "x" * 300)
+    line = assert_one_error_line(run, "cannot be examined (File name too long)")
+    assert "does not exist" not in line
+
+
+def test_an_overlong_number_in_an_export_is_named_plainly(tmp_path: Path) -> None:
+    export = tmp_path / "memos.jsonl"
+    export.write_text('{"id": ' + "1" * 5000 + "}\n")
+    line = assert_one_error_line(_cli("import", str(export)), "line 1", "5,000 digits")
+    assert "set_int_max_str_digits" not in line
+
+
+def test_an_annotation_for_deleted_last_lines_points_inside_the_file(tmp_path: Path) -> None:
+    root = tmp_path / "proj"
+    root.mkdir()
+    source = root / "a.py"
+    source.write_text("".join(f"line {n}\n" for n in range(1, 11)))
+    db = ["--db", str(tmp_path / "m.db")]
+    record = ["record", "--project", "p", "--root", str(root), "--question", "q"]
+    assert _cli(*db, *record, "--conclusion", "c", "a.py").code == 0
+    source.write_text("".join(f"line {n}\n" for n in range(1, 8)))
+    run = _cli(*db, "stale", "--format", "github")
+    assert "::warning file=a.py,line=7," in run.out, run.out
+    source.write_text("")
+    run = _cli(*db, "stale", "--format", "github")
+    assert "::warning file=a.py,line=1," in run.out, run.out
+
+
+def test_export_creates_the_folders_missing_on_its_way(one_memo: tuple[Path, Path]) -> None:
+    db, export = one_memo
+    target = export.parent / "new" / ".explomemo" / "memos.jsonl"
+    assert _cli("--db", str(db), "export", "-o", str(target)).code == 0
+    assert target.read_bytes() == export.read_bytes()
