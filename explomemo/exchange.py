@@ -92,6 +92,10 @@ def write_export(target: Path | None, text: str) -> None:
     if target is None or str(target) == "-":
         try:
             _write_stdout(text)
+        except BrokenPipeError as exc:
+            from explomemo.stdout import failed
+
+            raise failed(exc) from exc  # a reader that left: quiet, as for every command
         except OSError as exc:
             raise ExportFileError(
                 f"cannot write the export to standard output ({exc.strerror}): free space or"

@@ -207,6 +207,7 @@ def _commands(db: Path, export: Path) -> list[list[str]]:
         ["--db", str(db), "recall", "--json", "q", "--project", "p", "--root", str(export.parent)],
         ["stale", "--from", str(export), "--check"],
         ["--db", str(db), "setup", "claude-code", "--dry-run"],
+        ["--db", str(db), "export"],
     ]
 
 
