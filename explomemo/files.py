@@ -56,7 +56,7 @@ def check_text_path(value: str, what: str, fix: str = "rename the file") -> None
 
 
 def _escaped(value: str) -> str:
-    """A path that is not UTF-8, shown with each byte that is not as ``\\xff``."""
+    """A path that is not UTF-8 with each byte of it that UTF-8 cannot read as ``\\xff``."""
     try:
         # A name read from the file system carries its bytes as surrogate escapes.
         raw = value.encode("utf-8", "surrogateescape")

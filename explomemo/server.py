@@ -452,9 +452,12 @@ class ExplomemoServer(MCPServer[Any]):
 
 def _describe(tool: str, error: ValidationError) -> str:
     problems = []
-    for item in error.errors(include_url=False, include_input=False):
+    for item in error.errors(include_url=False):
         where = ".".join(str(part) for part in item["loc"]) or "arguments"
-        problems.append(f"{where}: {item['msg'].rstrip('.')}")
+        given = item.get("input")
+        # A number is named (forget's id -1); a text may be 20,000 characters long.
+        got = f" (got {json.dumps(given)})" if isinstance(given, int | float) else ""
+        problems.append(f"{where}: {item['msg'].rstrip('.')}{got}")
     return (
         f"invalid arguments for {tool}: {'; '.join(problems)}; fix them as the input schema"
         " describes and call again"
