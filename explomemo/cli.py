@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from explomemo import __version__
-from explomemo.errors import ExplomemoError
+from explomemo.errors import ExplomemoError, OutputError
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -68,7 +68,9 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _echo(text: str) -> None:
-    sys.stdout.write(text + "\n")
+    from explomemo import stdout
+
+    stdout.write(text + "\n")
 
 
 def _err(text: str) -> None:
@@ -247,6 +249,9 @@ def _setup(args: argparse.Namespace) -> int:
 def _path(value: str) -> Path:
     from pathlib import Path
 
+    if not value:
+        # Path("") is the current directory: never what an empty word meant.
+        raise argparse.ArgumentTypeError("the path is empty: pass a file path")
     return Path(value)
 
 
@@ -450,7 +455,9 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         help="Database file (default: $EXPLOMEMO_DB, or explomemo.db in the user data directory).",
     )
     # prog given: working it out imports shutil and sizes the terminal.
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND", prog="explomemo")
+    commands = parser.add_subparsers(
+        dest="command", metavar="COMMAND", prog="explomemo", required=True
+    )
     for name, (run, text, arguments) in COMMANDS.items():
         if only is None or name == only:
             sub = commands.add_parser(name, help=text, description=text)
@@ -477,9 +484,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     lean = command in COMMANDS and not {"-h", "--help", "--version"} & set(args_list)
     try:
         args = build_parser(command if lean else None).parse_args(args_list)
-        if args.command is None:
-            build_parser().print_help()
-            return EXIT_OK
         code: int = args.run(args)
         return code
     except SystemExit as exc:  # --help and --version
@@ -489,6 +493,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         # A hook that exits 2 blocks the user's prompt in Claude Code: a hook
         # never fails the client, even when its own command line is wrong.
         return EXIT_OK if _command_of(args_list) == "hook" else EXIT_ERROR
+    except OutputError as exc:
+        # A reader that left (`| head`) is not news to the user: exit 2 quietly, as
+        # `stale --check` must not read as "fresh" or "stale" with its output lost.
+        if not exc.reader_gone:
+            _err(f"error: {exc}")
+        return EXIT_ERROR
     except ExplomemoError as exc:
         _err(f"error: {exc}")
         return EXIT_ERROR

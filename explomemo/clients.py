@@ -5,10 +5,13 @@ Every client gets the MCP server; Claude Code also gets the three hooks
 (the absolute path of its executable) on the database and project of the
 command that set them up, so what the agent records, the hooks find.
 
-Configuration files are merged, never rewritten: only explomemo's own entries
-are added or updated, everything else stays as it was (its indentation too).
-A file that is not valid JSON or TOML is refused with one line and left
-alone, and so is anything that is not a regular file. Writes go through
+Configuration files are merged: only explomemo's own entries are added or
+updated, every other value stays as it was. A TOML file keeps its layout; a
+JSON file is written again with its own indentation (the standard library
+keeps no layout), so its values stay and its layout may not. A file that is
+not valid JSON or TOML (or holds a number JSON cannot write back, such as
+``1e400``) is refused with one line and left alone, and so is anything that
+is not a regular file. Writes go through
 :mod:`explomemo.atomic` (whole or not at all, permissions kept, a linked
 file written through); a configuration folder that is a link leading out of
 the project folder is refused. A second run finds nothing to change and says so; ``--dry-run``
@@ -33,6 +36,7 @@ from __future__ import annotations
 import copy
 import difflib
 import json
+import math
 import os
 import shlex
 import shutil
@@ -46,7 +50,7 @@ from typing import Any
 
 from explomemo.atomic import Naming, replace_file
 from explomemo.errors import SetupError
-from explomemo.files import file_kind
+from explomemo.files import check_text_path, file_kind
 from explomemo.printable import block, message, no_workflow_commands
 from explomemo.projects import resolve_project, work_tree_top
 from explomemo.store import default_db_path
@@ -158,11 +162,14 @@ def setup(
 
 def _folder(root: str | None) -> Path:
     if root is not None:
+        check_text_path(root, "--root", "pass a folder whose path is UTF-8")
         if not os.path.isdir(root):
             raise SetupError(f"--root {root!r} is not a folder: pass the project's folder")
         return Path(os.path.abspath(root))
     cwd = os.getcwd()
-    return Path(work_tree_top(cwd) or cwd)
+    folder = work_tree_top(cwd) or cwd
+    check_text_path(folder, "the project folder", "set up a folder whose path is UTF-8 (--root)")
+    return Path(folder)
 
 
 def _explomemo_command() -> list[str]:
@@ -243,12 +250,12 @@ def _read(path: Path) -> str | None:
         raise SetupError(
             f"{path} cannot be read ({exc.strerror}): fix it or move it away"
         ) from None
+    found = os.fstat(fd).st_mode
+    if not stat.S_ISREG(found):
+        # Checked before fdopen, which refuses a directory with its own exception.
+        os.close(fd)
+        raise SetupError(f"{path} is {file_kind(found)}, not a regular file: {CONFIG_FILE.instead}")
     with os.fdopen(fd, "rb") as stream:
-        found = os.fstat(fd).st_mode
-        if not stat.S_ISREG(found):
-            raise SetupError(
-                f"{path} is {file_kind(found)}, not a regular file: {CONFIG_FILE.instead}"
-            )
         try:
             return stream.read().decode("utf-8")
         except (OSError, UnicodeDecodeError) as exc:
@@ -258,11 +265,22 @@ def _read(path: Path) -> str | None:
 def _json_object(path: Path, text: str | None) -> dict[str, Any]:
     if text is None or not text.strip():
         return {}
+
+    def finite(number: str) -> float:
+        value = float(number)
+        if not math.isfinite(value):
+            raise SetupError(
+                f"{path} holds the number {number}, which is not finite: JSON has no way to"
+                " write it back; fix it, then run setup again; it was left as it is"
+            )
+        return value
+
     try:
-        data = json.loads(text)
-    except ValueError as exc:
+        data = json.loads(text, parse_float=finite, parse_constant=finite)
+    except (ValueError, RecursionError) as exc:
+        why = "nested too deeply" if isinstance(exc, RecursionError) else exc
         raise SetupError(
-            f"{path} is not valid JSON ({exc}): fix it, then run setup again; it was left as it is"
+            f"{path} is not valid JSON ({why}): fix it, then run setup again; it was left as it is"
         ) from None
     if not isinstance(data, dict):
         raise SetupError(f"{path} does not hold a JSON object: fix it; it was left as it is")
@@ -388,7 +406,7 @@ def _claude_local_server(folder: Path) -> dict[str, Any] | None:
     """The server Claude Code has registered for ``folder`` in local scope, if any."""
     try:
         config = json.loads(_read(_claude_config()) or "null")
-    except (SetupError, ValueError):
+    except (SetupError, ValueError, RecursionError):
         return None
     projects = config.get("projects") if isinstance(config, dict) else None
     if not isinstance(projects, dict):

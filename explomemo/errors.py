@@ -21,7 +21,7 @@ class PathError(InputError):
 
 
 class NotFoundError(ExplomemoError):
-    """A memo id that does not exist (in that project)."""
+    """A memo id that does not exist (in that project), or a project without memos."""
 
 
 class StoreError(ExplomemoError):
@@ -47,3 +47,12 @@ class HookInputError(ExplomemoError):
 
 class TranscriptError(ExplomemoError):
     """The transcript a Stop hook is given cannot be read (missing, not a regular file)."""
+
+
+class OutputError(ExplomemoError):
+    """Standard output cannot be written: a full disk, or a reader that has gone
+    (``reader_gone``: a closed pipe, which a command leaves without a message)."""
+
+    def __init__(self, text: str, *, reader_gone: bool = False) -> None:
+        super().__init__(text)
+        self.reader_gone = reader_gone

@@ -25,8 +25,8 @@ from typing import TYPE_CHECKING, Any
 
 from explomemo import inputs
 from explomemo.atomic import Naming, replace_file
-from explomemo.errors import ExportFileError, InputError, PathError
-from explomemo.files import MAX_ROOT_CHARS, check_text_path, resolve_root
+from explomemo.errors import ExportFileError, InputError, NotFoundError, PathError
+from explomemo.files import MAX_PATH_CHARS, MAX_ROOT_CHARS, check_text_path, resolve_root
 from explomemo.memos import MemoCache, stale_entries
 from explomemo.models import (
     CheckedFile,
@@ -45,11 +45,21 @@ if TYPE_CHECKING:
 
 
 def export_memos(cache: MemoCache, project: str | None = None) -> Iterator[str]:
-    """The export's lines (without newlines), sorted by project then id."""
+    """The export's lines (without newlines), sorted by project then id.
+
+    A project named but without memos is refused: a misspelt name must not
+    empty a committed export."""
+    if project is not None:
+        inputs.check_text("project", project, inputs.MAX_PROJECT)
     store = cache.store
     with store.errors(), store.read() as conn:
         memos = store.memos(conn, project=project)
         files = store.all_files(conn, project)
+    if project is not None and not memos:
+        raise NotFoundError(
+            f"project {project!r} has no memos, so its export would be empty: check the"
+            " name with explomemo list"
+        )
     for memo in memos:
         exported = ExportedMemo(
             id=memo.id,
@@ -82,6 +92,10 @@ def write_export(target: Path | None, text: str) -> None:
     if target is None or str(target) == "-":
         try:
             _write_stdout(text)
+        except BrokenPipeError as exc:
+            from explomemo.stdout import failed
+
+            raise failed(exc) from exc  # a reader that left: quiet, as for every command
         except OSError as exc:
             raise ExportFileError(
                 f"cannot write the export to standard output ({exc.strerror}): free space or"
@@ -170,12 +184,14 @@ def _read_regular(path: Path) -> bytes:
         raise ExportFileError(
             f"cannot read export file {path} ({exc.strerror}): check the file"
         ) from exc
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        # Checked before fdopen, which refuses a directory with its own exception.
+        os.close(fd)
+        raise ExportFileError(
+            f"export file {path} is not a regular file: pass the path of a file written"
+            " by explomemo export"
+        )
     with os.fdopen(fd, "rb") as stream:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise ExportFileError(
-                f"export file {path} is not a regular file: pass the path of a file written"
-                " by explomemo export"
-            )
         try:
             return stream.read()
         except OSError as exc:
@@ -188,7 +204,6 @@ class _BadLine(Exception):
     """What is wrong with one line of an export, naming the field."""
 
 
-_MAX_PATH = 4096
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 _XXH3 = re.compile(r"[0-9a-f]{32}")
 _GIT_BLOB = re.compile(r"[0-9a-f]{40}")
@@ -197,9 +212,11 @@ _RECORDED_AT = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z")
 
 def _parse_line(line: str) -> ExportedMemo:
     try:
-        data = json.loads(line)
+        data = json.loads(line, parse_int=_whole)
     except ValueError as exc:
         raise _BadLine(f"not JSON: {exc}") from None
+    except RecursionError:
+        raise _BadLine("JSON nested too deeply") from None
     if not isinstance(data, dict):
         raise _BadLine("not a JSON object")
     memo_id = _integer(data, "id", 1, MAX_ID)
@@ -260,6 +277,14 @@ def _parse_line(line: str) -> ExportedMemo:
     )
 
 
+def _whole(digits: str) -> int:
+    try:
+        return int(digits)
+    except ValueError:
+        # Past 4,300 digits int() refuses with advice for Python programmers, not users.
+        raise _BadLine(f"it holds a number of {len(digits.lstrip('-')):,} digits") from None
+
+
 def _text(data: dict[str, Any], name: str, maximum: int, within: str = "") -> str:
     label = f"{within}.{name}" if within else name
     value = data.get(name)
@@ -276,8 +301,8 @@ def _path(item: dict[str, Any], where: str) -> str:
     path = item.get("path")
     if not isinstance(path, str) or not path:
         raise _BadLine(f"{where}.path is missing, empty or not a string")
-    if len(path) > _MAX_PATH:
-        raise _BadLine(f"{where}.path is {len(path):,} characters long, over {_MAX_PATH:,}")
+    if len(path) > MAX_PATH_CHARS:
+        raise _BadLine(f"{where}.path is {len(path):,} characters long, over {MAX_PATH_CHARS:,}")
     try:
         check_text_path(path, f"{where}.path")
     except PathError:

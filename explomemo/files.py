@@ -22,6 +22,8 @@ from typing import NamedTuple
 from explomemo.errors import PathError
 
 MAX_ROOT_CHARS = 1024
+#: Longest path relative to root a memo keeps (an export carries no longer one).
+MAX_PATH_CHARS = 4096
 
 _OPEN_FLAGS = (
     os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | getattr(os, "O_CLOEXEC", 0)
@@ -40,17 +42,27 @@ class Root(NamedTuple):
         return self.real + "/" + rel if self.real != "/" else "/" + rel
 
 
-def check_text_path(value: str, what: str) -> None:
-    """Refuse NUL bytes and names that are not valid UTF-8 (lone surrogates)."""
+def check_text_path(value: str, what: str, fix: str = "rename the file") -> None:
+    """Refuse NUL bytes and names that are not valid UTF-8 (lone surrogates); ``fix`` ends
+    the refusal of a name that is not UTF-8."""
     if "\x00" in value:
         raise PathError(f"{what} {value!r} contains a NUL byte: pass a real file path")
     try:
         value.encode("utf-8")
     except UnicodeEncodeError:
         raise PathError(
-            f"{what} {value.encode('utf-8', 'backslashreplace').decode()!r} is not valid"
-            " UTF-8: explomemo stores paths as UTF-8; rename the file"
+            f"{what} '{_escaped(value)}' is not valid UTF-8: explomemo stores paths as UTF-8; {fix}"
         ) from None
+
+
+def _escaped(value: str) -> str:
+    """A path that is not UTF-8 with each byte of it that UTF-8 cannot read as ``\\xff``."""
+    try:
+        # A name read from the file system carries its bytes as surrogate escapes.
+        raw = value.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        return value.encode("utf-8", "backslashreplace").decode()
+    return raw.decode("utf-8", "backslashreplace")
 
 
 def working_directory() -> str:
@@ -75,8 +87,18 @@ def resolve_root(root: str | None) -> Root:
     working directory (:func:`working_directory`)."""
     if root is None:
         given = working_directory()
+        check_text_path(
+            given,
+            "the working directory",
+            "pass a root whose path is UTF-8 (--root), or work from such a folder",
+        )
+        if len(given) > MAX_ROOT_CHARS:
+            raise PathError(
+                f"the working directory is {len(given)} characters long, over the limit of"
+                f" {MAX_ROOT_CHARS} for a root: pass a shorter root, or work from a shorter path"
+            )
     else:
-        check_text_path(root, "root")
+        check_text_path(root, "root", "pass a root whose path is UTF-8")
         if len(root) > MAX_ROOT_CHARS:
             raise PathError(
                 f"root is {len(root)} characters long, over the limit of {MAX_ROOT_CHARS}:"
@@ -126,6 +148,11 @@ def relative_path(root: Root, given: str, what: str) -> str:
             f"{what} {given!r} is outside root {root.path!r}: record only files inside root,"
             " or pass a root that contains them"
         )
+    if len(lexical) > MAX_PATH_CHARS:
+        raise PathError(
+            f"{what} is {len(lexical):,} characters long relative to root, over {MAX_PATH_CHARS:,}:"
+            " record files with shorter paths, or pass a root nearer to them"
+        )
     try:
         real = os.path.realpath(os.path.join(root.real, lexical))
     except OSError as exc:
@@ -145,6 +172,13 @@ def _inside(path: str, folder: str) -> bool:
     if folder == "/":
         return path.startswith("/")
     return path == folder or path.startswith(folder + "/")
+
+
+def _absent(exc: OSError) -> str:
+    """Why a file's ``lstat`` failed: it is not there, or it cannot be looked at."""
+    if exc.errno in (errno.ENOENT, errno.ENOTDIR):
+        return f"does not exist ({exc.strerror})"
+    return f"cannot be examined ({exc.strerror})"
 
 
 class Refused(Exception):
@@ -202,7 +236,7 @@ def open_regular(root: Root, rel: str) -> int:
         try:
             before = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
         except OSError as exc:
-            raise Refused(f"does not exist ({exc.strerror})", missing=True) from exc
+            raise Refused(_absent(exc), missing=True) from exc
         if not stat.S_ISREG(before.st_mode):
             raise Refused(f"is {file_kind(before.st_mode)}, not a regular file")
         try:
@@ -292,7 +326,7 @@ class Opener:
         except ValueError:
             return _fall_back(self.root, rel)
         except OSError as exc:
-            raise Refused(f"does not exist ({exc.strerror})", missing=True) from exc
+            raise Refused(_absent(exc), missing=True) from exc
         mode = before.st_mode
         if not stat.S_ISREG(mode):
             if stat.S_ISLNK(mode):

@@ -80,15 +80,23 @@ def run_hook(
     try:
         payload = _payload(source.read())
         answer = _HANDLERS[event](payload, db, project)
+        if answer is not None:
+            _write(out, answer)
     except Exception as exc:  # whatever it is, the client must go on
         line = message(f"explomemo hook {event}: {_one_line(exc)}")
         err.write(f"{line}\n".encode(errors="replace"))
         err.flush()
-        return 0
-    if answer is not None:
+    return 0
+
+
+def _write(out: BinaryIO, answer: dict[str, Any]) -> None:
+    try:
         out.write(json.dumps(answer).encode() + b"\n")
         out.flush()
-    return 0
+    except OSError as exc:
+        from explomemo.stdout import failed
+
+        raise failed(exc) from None
 
 
 def _one_line(exc: BaseException) -> str:
@@ -208,7 +216,8 @@ def session_index(
 ) -> str:
     """The session-start text: counts, then fresh questions with ids, within INDEX_BYTES."""
     head = (
-        f"explomemo: project {project!r} has {len(memos)} memos ({len(fresh)} fresh,"
+        f"explomemo: project {project!r} has {len(memos)} memo{'' if len(memos) == 1 else 's'}"
+        f" ({len(fresh)} fresh,"
         f" {len(memos) - len(fresh)} stale): conclusions recorded in earlier sessions with the"
         " SHA-256 of every file they rest on. Before exploring to answer a question about this"
         " codebase, call memory_exploration_recall; a fresh memo's files are unchanged, so use"

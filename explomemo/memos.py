@@ -686,6 +686,8 @@ class MemoCache:
 
     def list(self, *, project: str | None = None) -> list[MemoSummary]:
         """Every memo (of a project, or all), without re-hashing."""
+        if project is not None:
+            inputs.check_text("project", project, inputs.MAX_PROJECT)
         with self.store.errors(), self.store.read() as conn:
             memos = self.store.memos(conn, project=project)
             counts = dict(

@@ -38,7 +38,7 @@ TABLE_WIDTH = 120
 def stale_table(report: StaleReport) -> str:
     """The stale report as a plain-text table, with a summary line."""
     if not report.stale:
-        return f"All {report.checked} memos are fresh."
+        return _all_fresh(report.checked, "memos")
     rows = [
         [
             str(entry.id),
@@ -69,6 +69,14 @@ def _escape_data(text: str) -> str:
 
 def _escape_property(text: str) -> str:
     return _escape_data(text).replace(":", "%3A").replace(",", "%2C")
+
+
+def _all_fresh(checked: int, memos: str) -> str:
+    if checked == 0:
+        return f"No {memos} to check."
+    if checked == 1:
+        return f"The one {memos.removesuffix('s')} is fresh."
+    return f"All {checked} {memos} are fresh."
 
 
 def stale_github(
@@ -142,7 +150,7 @@ def stale_markdown(
     With ``changes``, each stale memo then gets a collapsible section with its diffs.
     """
     if not report.stale:
-        return f"All {report.checked} explomemo memos are fresh."
+        return _all_fresh(report.checked, "explomemo memos")
     lines = [
         f"**{len(report.stale)} of {report.checked} explomemo memos are stale.**",
         "",
@@ -183,7 +191,7 @@ _NO_DIFF = {
     "unavailable": "no diff: the recorded content is in no snapshot and not in git",
     "too_large": "no diff: over 1 MiB",
 }
-_HUNK = re.compile(r"@@ -\d+(?:,\d+)? \+(\d+)(?:,\d+)? @@")
+_HUNK = re.compile(r"@@ -\d+(?:,\d+)? \+(\d+)(?:,(\d+))? @@")
 
 
 def change_lines(f: CheckedFile) -> list[str]:
@@ -217,14 +225,19 @@ def first_changed_line(diff: str | None) -> int | None:
     if diff is None:
         return None
     line: int | None = None
+    last = 1
     for text in diff.split("\n"):
         if line is None:
             found = _HUNK.match(text)
             if found:
                 line = int(found.group(1))
+                count = 1 if found.group(2) is None else int(found.group(2))
+                # Lines deleted at the end come after the hunk's last current line:
+                # point at that line (the file's last), or 1 in an empty file.
+                last = line + count - 1 if count else line
             continue
         if text.startswith(("+", "-")):
-            return max(1, line)
+            return max(1, min(line, last))
         if text.startswith(" "):
             line += 1
     return None

@@ -40,6 +40,7 @@ from explomemo.models import (
     to_dict,
 )
 from explomemo.snapshots import enabled as snapshots_enabled
+from explomemo.store import MAX_ID
 
 INSTRUCTIONS = (
     "explomemo remembers conclusions about this codebase, keyed by the SHA-256 of the files"
@@ -246,7 +247,15 @@ def create_server(
         ),
     )
     def forget(
-        id: Annotated[int, Field(description="The memo's id, as recall or stale gave it.")],
+        id: Annotated[
+            int,
+            Field(
+                description="The memo's id, as recall or stale gave it.",
+                strict=True,
+                ge=1,
+                le=MAX_ID,
+            ),
+        ],
         ctx: Context[Any],
         project: Project = None,
     ) -> Annotated[CallToolResult, schema_type(ForgetResult)]:
@@ -443,9 +452,12 @@ class ExplomemoServer(MCPServer[Any]):
 
 def _describe(tool: str, error: ValidationError) -> str:
     problems = []
-    for item in error.errors(include_url=False, include_input=False):
+    for item in error.errors(include_url=False):
         where = ".".join(str(part) for part in item["loc"]) or "arguments"
-        problems.append(f"{where}: {item['msg'].rstrip('.')}")
+        given = item.get("input")
+        # A number is named (forget's id -1); a text may be 20,000 characters long.
+        got = f" (got {json.dumps(given)})" if isinstance(given, int | float) else ""
+        problems.append(f"{where}: {item['msg'].rstrip('.')}{got}")
     return (
         f"invalid arguments for {tool}: {'; '.join(problems)}; fix them as the input schema"
         " describes and call again"

@@ -12,6 +12,7 @@ request gets an answer naming the argument at fault: a tool error for
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import anyio
@@ -62,13 +63,18 @@ async def _answer_unreadable(
 
 def unreadable_answer(error: Exception) -> JSONRPCMessage | None:
     """The answer to a line the SDK could not parse (``error`` says which), or None."""
-    line = _refused_line(error)
-    if line is None or not line.strip():
+    refused = _refused_line(error)
+    if refused is None or not refused[0].strip():
         return None
+    line, reason = refused
+    too_deep = False
     try:
         message = json.loads(line)
     except ValueError as exc:
         return _error(None, PARSE_ERROR, f"parse error: the line is not JSON ({exc})")
+    except RecursionError:
+        # Nested past Python's own limit: the id and method are read without descending.
+        message, too_deep = top_level_scalars(line), True
     if not isinstance(message, dict) or "method" not in message:
         return _error(None, PARSE_ERROR, "parse error: the line is not a JSON-RPC request")
     request_id = message.get("id")
@@ -76,6 +82,13 @@ def unreadable_answer(error: Exception) -> JSONRPCMessage | None:
         return None  # a notification: nobody waits for an answer
     if not _is_plain_id(request_id):
         return _error(None, PARSE_ERROR, "parse error: the request id is not valid JSON text")
+    if too_deep:
+        return _error(
+            request_id,
+            INVALID_PARAMS,
+            "invalid params: the request nests arrays or objects too deeply to be read:"
+            " send the arguments as the tool's input schema describes them",
+        )
     params = message.get("params")
     if message.get("method") == "tools/call" and isinstance(params, dict):
         tool = params.get("name")
@@ -96,11 +109,12 @@ def unreadable_answer(error: Exception) -> JSONRPCMessage | None:
             )
     fault = _fault(params, "params")
     if fault is None:
-        fault = "the request is not JSON the server can read: send strict JSON"
+        fault = f"the request is not JSON the server can read ({reason}): send strict JSON"
     return _error(request_id, INVALID_PARAMS, f"invalid params: {fault}")
 
 
-def _refused_line(error: Exception) -> str | None:
+def _refused_line(error: Exception) -> tuple[str, str] | None:
+    """The line the SDK could not parse, and its parser's reason."""
     # The SDK reports a line it cannot parse as pydantic's json_invalid
     # error, which carries the line.
     if not isinstance(error, ValidationError):
@@ -108,7 +122,7 @@ def _refused_line(error: Exception) -> str | None:
     for item in error.errors(include_url=False):
         found = item.get("input")
         if item.get("type") == "json_invalid" and isinstance(found, str):
-            return found
+            return found, item["msg"]
     return None
 
 
@@ -154,3 +168,56 @@ def _fault(value: object, where: str) -> str | None:
             if found is not None:
                 return found
     return None
+
+
+#: A JSON string, or one bracket outside strings.
+_STRING_OR_BRACKET = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]')
+_DECODER = json.JSONDecoder()
+
+
+def top_level_scalars(line: str) -> dict[str, Any]:
+    """The members of the JSON object ``line`` whose values are neither arrays nor objects,
+    read without recursion (so however deeply the rest nests); as many as could be read."""
+    found: dict[str, Any] = {}
+    at = _skip_space(line, 0)
+    if not line.startswith("{", at):
+        return found
+    try:
+        while True:
+            at = _skip_space(line, at + 1)
+            if not line.startswith('"', at):
+                return found
+            key, at = _DECODER.raw_decode(line, at)
+            at = _skip_space(line, at)
+            if not line.startswith(":", at):
+                return found
+            at = _skip_space(line, at + 1)
+            if line.startswith(("[", "{"), at):
+                at = _past_nested(line, at)
+            else:
+                found[key], at = _DECODER.raw_decode(line, at)
+            at = _skip_space(line, at)
+            if not line.startswith(",", at):
+                return found
+    except ValueError:
+        return found
+
+
+def _skip_space(line: str, at: int) -> int:
+    while line.startswith((" ", "\t", "\n", "\r"), at):
+        at += 1
+    return at
+
+
+def _past_nested(line: str, at: int) -> int:
+    """Where the array or object starting at ``at`` ends (the end of ``line`` if it does not)."""
+    depth = 0
+    for token in _STRING_OR_BRACKET.finditer(line, at):
+        bracket = token.group()
+        if bracket in ("[", "{"):
+            depth += 1
+        elif bracket in ("]", "}"):
+            depth -= 1
+            if depth == 0:
+                return token.end()
+    return len(line)

@@ -1527,8 +1527,8 @@ def test_each_bad_root_is_refused_with_its_own_sentence(
             f"root {str(tmp_path) + chr(0)!r} contains a NUL byte: pass a real file path"
         ),
         f"{tmp_path}\udcff": (
-            f"root {str(tmp_path) + chr(92) + 'udcff'!r} is not valid UTF-8: explomemo stores"
-            " paths as UTF-8; rename the file"
+            f"root '{tmp_path}\\xff' is not valid UTF-8: explomemo stores paths as UTF-8;"
+            " pass a root whose path is UTF-8"
         ),
         at_limit: f"root {at_limit!r} does not exist: pass an existing directory",
         over: (
