@@ -368,10 +368,12 @@ class WordSearch:
         self._identifiers_indexed = False
 
     def index_identifiers(self, store: Store) -> None:
-        """Index the identifiers of memos written before they were indexed (schema 3).
+        """Index the identifiers of memos written before they were indexed (schema 3), or
+        recorded by a process stopped before its writer stored them.
 
-        Every memo written since carries its identifiers, so once none is
-        left this process never looks again.
+        Once none is left this process never looks again: a record's identifiers
+        are stored by its writer's thread right after it, and a search finds the
+        memos still pending by their texts (:meth:`Store.identifier_holders`).
         """
         if self._identifiers_indexed:
             return
