@@ -13,6 +13,7 @@ import os
 import sqlite3
 import subprocess
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -384,6 +385,34 @@ def test_recall_finds_a_memo_by_identifier_before_they_are_stored(
     assert found.matches[0].id == 2
     assert _pending(db_path) == [1, 2, 3]
     cache.close()
+
+
+def test_recall_does_not_wait_for_a_busy_database_to_store_pending_identifiers(
+    unindexed: MemoCache, db_path: Path, code: Path
+) -> None:
+    """Another writer holds the database (the busy timeout is 30 s): the recall answers
+    from the memos' texts, and a later one stores what is pending."""
+    holder = sqlite3.connect(db_path, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    found: list[int] = []
+
+    def recall() -> None:
+        matches = unindexed.recall(query=PINNING_QUERY, project="p", root=str(code)).matches
+        found.extend(m.id for m in matches)
+
+    worker = threading.Thread(target=recall)
+    try:
+        worker.start()
+        worker.join(20)
+        assert not worker.is_alive(), "the recall waited for the other writer"
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+        worker.join(60)
+    assert found[0] == 2
+    assert _pending(db_path) == [1, 2, 3]
+    assert unindexed.recall(query=PINNING_QUERY, project="p", root=str(code)).matches[0].id == 2
+    assert _pending(db_path) == []
 
 
 def test_the_prompt_hook_in_another_process_finds_it_by_identifier_at_once(
