@@ -276,7 +276,8 @@ class MemoCache:
         return self.vectors.wait(project, timeout)
 
     def wait_for_snapshots(self, timeout: float | None = None) -> bool:
-        """Wait until the blob ids and snapshots of this process's records are stored."""
+        """Wait until the blob ids, snapshots and identifiers of this process's records are
+        stored."""
         writer = self._snapshots.made
         return writer is None or writer.wait(timeout)
 
@@ -338,6 +339,9 @@ class MemoCache:
                 root=where.path,
                 recorded_at=recorded_at,
                 files=recorded,
+                # Stored by the snapshot writer's thread once this commits (a
+                # search finds the memo by them meanwhile).
+                index_identifiers=False,
             )
             if stored is not None:
                 self.store.set_embedding(
@@ -361,7 +365,7 @@ class MemoCache:
         )
         # Last: the writer's thread then works while the answer goes out, not before.
         self._snapshots.get().submit(
-            contents, {f.sha256: f.git_blob for f in recorded if f.git_blob}
+            contents, {f.sha256: f.git_blob for f in recorded if f.git_blob}, memo_id
         )
         return result
 

@@ -24,6 +24,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
+from explomemo.errors import StoreError
 from explomemo.identifiers import identifiers
 from explomemo.store import Store
 from explomemo.words import STOP_WORDS, stem
@@ -368,19 +369,25 @@ class WordSearch:
         self._identifiers_indexed = False
 
     def index_identifiers(self, store: Store) -> None:
-        """Index the identifiers of memos written before they were indexed (schema 3).
+        """Index the identifiers of memos written before they were indexed (schema 3), or
+        recorded by a process stopped before its writer stored them.
 
-        Every memo written since carries its identifiers, so once none is
-        left this process never looks again.
+        Once none is left this process never looks again: a record's identifiers
+        are stored by its writer's thread right after it, and a search finds the
+        memos still pending by their texts (:meth:`Store.identifier_holders`).
+        Written as a cache is: when another writer holds the database (or it is
+        read-only) the search goes on without waiting, and the next one tries again.
         """
         if self._identifiers_indexed:
             return
-        with store.errors():
-            with store.read() as conn:
-                pending = store.identifiers_pending(conn)
+        with store.errors(), store.read() as conn:
+            pending = store.identifiers_pending(conn)
+        try:
             while pending:
-                with store.write() as conn:
+                with store.errors(), store.write(wait=False) as conn:
                     pending = store.index_identifiers(conn) > 0
+        except (StoreError, sqlite3.Error):
+            return
         self._identifiers_indexed = True
 
     def scores(

@@ -8,7 +8,9 @@ thread compresses the contents no snapshot holds yet, off the request path
 stored once per SHA-256, shared by every memo that read that content, and
 deleted with the last memo resting on it
 (:meth:`~explomemo.store.Store.collect_snapshots`). ``EXPLOMEMO_SNAPSHOTS=off``
-keeps the blob ids and no snapshot.
+keeps the blob ids and no snapshot. The same thread stores the code
+identifiers of each recorded memo (:meth:`~explomemo.store.Store.index_identifiers`),
+which a record leaves pending.
 """
 
 from __future__ import annotations
@@ -68,10 +70,12 @@ def restore(codec: str, stored: bytes, sha256: str) -> bytes | None:
 
 @dataclass(frozen=True)
 class _Job:
-    """What one record leaves to the writer: its contents' blob ids, and the bytes to keep."""
+    """What one record leaves to the writer: its contents' blob ids, the bytes to keep, and
+    the memo whose identifiers to index."""
 
     blobs: dict[str, str]
     contents: dict[str, bytes]
+    memos: tuple[int, ...] = ()
 
 
 class SnapshotWriter:
@@ -102,13 +106,16 @@ class SnapshotWriter:
         self._changed = threading.Condition()
         self._thread: threading.Thread | None = None
 
-    def submit(self, contents: dict[str, bytes], blobs: dict[str, str]) -> None:
-        """Store the snapshots of these contents soon, and give their blob ids (by
-        SHA-256) to the older rows of each content."""
+    def submit(
+        self, contents: dict[str, bytes], blobs: dict[str, str], memo_id: int | None = None
+    ) -> None:
+        """Store the snapshots of these contents soon, give their blob ids (by SHA-256)
+        to the older rows of each content, and index the identifiers of memo ``memo_id``."""
         # Only what must happen now, on the record's path: the writer's thread
         # does the rest.
-        job = _Job(blobs, contents if self.keep_snapshots else {})
-        if not job.blobs and not job.contents:
+        memos = () if memo_id is None else (memo_id,)
+        job = _Job(blobs, contents if self.keep_snapshots else {}, memos)
+        if not job.blobs and not job.contents and not job.memos:
             return
         size = _size(job)
         with self._changed:
@@ -200,6 +207,9 @@ class SnapshotWriter:
                     with store.write(wait=False) as conn:
                         store.set_git_blobs(conn, sorted(job.blobs.items()))
                         store.save_snapshots(conn, snapshots)
+                        if job.memos:
+                            # Read again here: a replace may have changed the memo.
+                            store.index_identifiers(conn, ids=job.memos)
                     return
                 except sqlite3.OperationalError as exc:
                     if exc.sqlite_errorcode & 0xFF != sqlite3.SQLITE_BUSY:

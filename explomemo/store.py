@@ -40,6 +40,10 @@ MIGRATION_SET = "explomemo"
 #: Memo ids are SQLite integers.
 MAX_ID = 2**63 - 1
 _BATCH = 500
+#: Memos of a project with pending identifiers that a search reads from their texts:
+#: those of records whose identifiers are not stored yet are a few; beyond this many
+#: (a database migrated from schema 2 and never searched), the newest.
+PENDING_IDENTIFIERS_READ = 200
 
 
 # Rows are named tuples, not dataclasses: importing dataclasses (and inspect
@@ -527,11 +531,15 @@ class Store:
         recorded_at: str,
         files: Sequence[FileRow],
         wanted_id: int | None = None,
+        index_identifiers: bool = True,
     ) -> int:
         """Insert a memo, or replace memo ``memo_id`` keeping its id; returns the id.
 
         A new memo takes ``wanted_id`` when given and still free (imports keep ids).
         A replaced memo's snapshots that no memo rests on any more are deleted.
+        With ``index_identifiers`` False the memo's identifiers are left pending:
+        :meth:`index_identifiers` stores them later, and :meth:`identifier_holders`
+        finds them meanwhile.
         """
         replaced: list[str] = []
         if memo_id is None:
@@ -578,7 +586,12 @@ class Store:
             ),
         )
         self.collect_snapshots(conn, replaced)
-        self._save_identifiers(conn, memo_id, project, question, conclusion, paths)
+        if index_identifiers:
+            self._save_identifiers(conn, memo_id, project, question, conclusion, paths)
+        else:
+            conn.execute(
+                "INSERT OR IGNORE INTO memos_without_identifiers (memo_id) VALUES (?)", (memo_id,)
+            )
         return memo_id
 
     def _save_identifiers(
@@ -600,32 +613,44 @@ class Store:
             ],
         )
 
-    def index_identifiers(self, conn: sqlite3.Connection, batch: int = _BATCH) -> int:
-        """Index the identifiers of up to ``batch`` memos written before they were indexed.
+    def index_identifiers(
+        self, conn: sqlite3.Connection, batch: int = _BATCH, ids: Sequence[int] | None = None
+    ) -> int:
+        """Index the identifiers of up to ``batch`` memos whose identifiers are pending
+        (written before they were indexed, or recorded since without them); only those
+        among ``ids`` when given.
 
         Returns how many it indexed (0: none is left).
         """
-        ids = [
-            int(row[0])
-            for row in conn.execute(
+        if ids is None:
+            pending = conn.execute(
                 "SELECT memo_id FROM memos_without_identifiers ORDER BY memo_id LIMIT ?", (batch,)
             )
-        ]
-        if not ids:
-            return 0
-        files = self.files_of(conn, ids)
-        for memo in self.memos(conn, ids=ids):
-            paths = [f.path for f in files[memo.id]]
-            conn.execute(
-                "UPDATE memos_fts SET name_parts = ? WHERE rowid = ?",
-                (" ".join(name_parts(f"{memo.question}\n{memo.conclusion}")), memo.id),
+        else:
+            marks = ",".join("?" * len(ids))
+            pending = conn.execute(
+                f"SELECT memo_id FROM memos_without_identifiers WHERE memo_id IN ({marks})",
+                list(ids),
             )
+        found = [int(row[0]) for row in pending]
+        if not found:
+            return 0
+        files = self.files_of(conn, found)
+        for memo in self.memos(conn, ids=found):
+            paths = [f.path for f in files[memo.id]]
+            parts = " ".join(name_parts(f"{memo.question}\n{memo.conclusion}"))
+            if parts:
+                # Memos written before schema 3 have none yet; a record wrote its own.
+                conn.execute(
+                    "UPDATE memos_fts SET name_parts = ? WHERE rowid = ? AND name_parts = ''",
+                    (parts, memo.id),
+                )
             self._save_identifiers(
                 conn, memo.id, memo.project, memo.question, memo.conclusion, paths
             )
-        marks = ",".join("?" * len(ids))
-        conn.execute(f"DELETE FROM memos_without_identifiers WHERE memo_id IN ({marks})", ids)
-        return len(ids)
+        marks = ",".join("?" * len(found))
+        conn.execute(f"DELETE FROM memos_without_identifiers WHERE memo_id IN ({marks})", found)
+        return len(found)
 
     def identifiers_pending(self, conn: sqlite3.Connection) -> bool:
         """True while some memo's identifiers are not indexed (see :meth:`index_identifiers`)."""
@@ -635,9 +660,18 @@ class Store:
     def identifier_holders(
         self, conn: sqlite3.Connection, project: str, names: Iterable[str], most: int
     ) -> dict[str, list[int]]:
-        """The memos of ``project`` holding each identifier: up to ``most`` + 1 ids each."""
-        return {
-            name: [
+        """The memos of ``project`` holding each identifier: up to ``most`` + 1 ids each.
+
+        Memos whose identifiers are pending count too (up to
+        :data:`PENDING_IDENTIFIERS_READ` of them, found from their texts): a
+        record leaves its identifiers to be stored after it, and a reader that
+        must not write (the prompt hook) still finds it by them at once.
+        """
+        wanted = list(names)
+        pending = self._pending_identifiers(conn, project) if wanted else {}
+        found: dict[str, list[int]] = {}
+        for name in wanted:
+            ids = [
                 int(row[0])
                 for row in conn.execute(
                     "SELECT memo_id FROM memo_identifiers WHERE project = ? AND identifier = ?"
@@ -645,7 +679,29 @@ class Store:
                     (project, name, most + 1),
                 )
             ]
-            for name in names
+            ids += [memo_id for memo_id, held in pending.items() if name in held]
+            found[name] = sorted(ids)[: most + 1]
+        return found
+
+    def _pending_identifiers(self, conn: sqlite3.Connection, project: str) -> dict[int, set[str]]:
+        """The identifiers of the project's memos whose identifiers are pending, by memo id."""
+        ids = [
+            int(row[0])
+            for row in conn.execute(
+                # CROSS JOIN: the few pending memos first, not every memo of the project.
+                "SELECT p.memo_id FROM memos_without_identifiers p CROSS JOIN memos m"
+                " ON m.id = p.memo_id WHERE m.project = ? ORDER BY p.memo_id DESC LIMIT ?",
+                (project, PENDING_IDENTIFIERS_READ),
+            )
+        ]
+        if not ids:
+            return {}
+        files = self.files_of(conn, ids)
+        return {
+            memo.id: memo_identifiers(
+                memo.question, memo.conclusion, [f.path for f in files[memo.id]]
+            )
+            for memo in self.memos(conn, ids=ids)
         }
 
     def set_embedding(

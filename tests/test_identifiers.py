@@ -7,8 +7,13 @@ memo can be made far from a query by meaning and near by words.
 
 from __future__ import annotations
 
+import json
 import math
+import os
 import sqlite3
+import subprocess
+import sys
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -19,6 +24,7 @@ from explomemo import search
 from explomemo import store as store_module
 from explomemo.identifiers import identifiers, memo_identifiers, name_parts
 from explomemo.memos import FixedModel, MemoCache
+from explomemo.snapshots import SnapshotWriter
 from explomemo.store import Store, load_migrations
 
 #: question -> (conclusion, files, cosine of every query to the memo's vectors)
@@ -307,3 +313,162 @@ def test_name_parts_and_memo_identifiers() -> None:
         "_io.py",
         "_io",
     }
+
+
+# Identifiers stored after the record ------------------------------------------
+
+#: Names the plugin loader's memo alone holds, and words that favour another memo.
+PINNING_QUERY = "FooDependencyWarning, retry policy, exponential backoff, idempotent"
+
+
+def _pending(db_path: Path) -> list[int]:
+    with sqlite3.connect(db_path) as check:
+        rows = check.execute("SELECT memo_id FROM memos_without_identifiers ORDER BY memo_id")
+        return [int(row[0]) for row in rows]
+
+
+def _indexed(db_path: Path, memo_id: int) -> set[str]:
+    with sqlite3.connect(db_path) as check:
+        rows = check.execute(
+            "SELECT identifier FROM memo_identifiers WHERE memo_id = ?", (memo_id,)
+        )
+        return {str(row[0]) for row in rows}
+
+
+@pytest.fixture
+def writer_held(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The snapshot writer is handed nothing: each record's identifiers stay pending, as
+    in the moment after its transaction commits, or after its process was stopped."""
+    monkeypatch.setattr(SnapshotWriter, "submit", lambda *args, **kwargs: None)
+
+
+@pytest.fixture
+def unindexed(db_path: Path, code: Path, writer_held: None) -> Iterator[MemoCache]:
+    """The WARNINGS memos, recorded by words alone, none of their identifiers stored yet;
+    the recording cache is still open."""
+    cache, _ = _open(db_path, WARNINGS, "words alone", code)
+    assert _pending(db_path) == [1, 2, 3]
+    assert not any(_indexed(db_path, memo_id) for memo_id in (1, 2, 3))
+    yield cache
+    cache.close()
+
+
+def test_the_writer_stores_a_records_identifiers_after_it(db_path: Path, code: Path) -> None:
+    cache, _ = _open(db_path, WARNINGS, "words alone", code)
+    assert cache.wait_for_snapshots(timeout=30)
+    assert _pending(db_path) == []
+    conclusion, files, _ = WARNINGS["What does the plugin loader warn about?"]
+    held = memo_identifiers("What does the plugin loader warn about?", conclusion, files)
+    assert _indexed(db_path, 2) == held
+    cache.close()
+
+
+def test_closing_stores_the_identifiers_of_the_last_records(db_path: Path, code: Path) -> None:
+    cache, _ = _open(db_path, WARNINGS, "words alone", code)
+    cache.close()
+    assert _pending(db_path) == []
+    assert "foodependencywarning" in _indexed(db_path, 2)
+
+
+def test_recall_finds_a_memo_by_identifier_before_they_are_stored(
+    db_path: Path, code: Path, writer_held: None
+) -> None:
+    """A server's first recall stores what is pending; the memos it records after that
+    are found by identifier before the writer stores theirs."""
+    cache = MemoCache.open(db_path, FixedModel(None))
+    assert cache.recall(query="anything at all?", project="p", root=str(code)).matches == []
+    for question, (conclusion, files, _) in WARNINGS.items():
+        cache.record(
+            question=question, conclusion=conclusion, files=files, project="p", root=str(code)
+        )
+    found = cache.recall(query=PINNING_QUERY, project="p", root=str(code))
+    assert found.matches[0].id == 2
+    assert _pending(db_path) == [1, 2, 3]
+    cache.close()
+
+
+def test_recall_does_not_wait_for_a_busy_database_to_store_pending_identifiers(
+    unindexed: MemoCache, db_path: Path, code: Path
+) -> None:
+    """Another writer holds the database (the busy timeout is 30 s): the recall answers
+    from the memos' texts, and a later one stores what is pending."""
+    holder = sqlite3.connect(db_path, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    found: list[int] = []
+
+    def recall() -> None:
+        matches = unindexed.recall(query=PINNING_QUERY, project="p", root=str(code)).matches
+        found.extend(m.id for m in matches)
+
+    worker = threading.Thread(target=recall)
+    try:
+        worker.start()
+        worker.join(20)
+        assert not worker.is_alive(), "the recall waited for the other writer"
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+        worker.join(60)
+    assert found[0] == 2
+    assert _pending(db_path) == [1, 2, 3]
+    assert unindexed.recall(query=PINNING_QUERY, project="p", root=str(code)).matches[0].id == 2
+    assert _pending(db_path) == []
+
+
+def test_the_prompt_hook_in_another_process_finds_it_by_identifier_at_once(
+    unindexed: MemoCache, db_path: Path, code: Path
+) -> None:
+    """The hook never writes: it reads the identifiers of the memos still pending from
+    their texts. Without the identifier the plugin loader's memo would stay out: its
+    question shares no word with the prompt."""
+    done = subprocess.run(
+        [sys.executable, "-m", "explomemo", "--db", str(db_path), "hook", "prompt"],
+        input=json.dumps({"cwd": str(code), "prompt": "what emits FooDependencyWarning?"}),
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "EXPLOMEMO_PROJECT": "p"},
+    )
+    assert done.stderr == ""
+    text = json.loads(done.stdout)["hookSpecificOutput"]["additionalContext"]
+    assert "] What does the plugin loader warn about?" in text
+    assert _pending(db_path) == [1, 2, 3]
+
+
+def test_recall_in_another_process_finds_it_and_stores_what_is_pending(
+    unindexed: MemoCache, db_path: Path, code: Path
+) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "explomemo", "--db", str(db_path), "recall", PINNING_QUERY,
+         "--project", "p", "--root", str(code), "--json"],
+        capture_output=True, text=True, check=True,
+        env={**os.environ, "EXPLOMEMO_EMBEDDINGS": "off"},
+    )  # fmt: skip
+    assert json.loads(done.stdout)["matches"][0]["id"] == 2
+    assert _pending(db_path) == []
+    assert "foodependencywarning" in _indexed(db_path, 2)
+
+
+def test_a_replace_drops_the_old_identifiers_at_once_and_finds_the_new_ones(
+    db_path: Path, code: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cache, _ = _open(db_path, WARNINGS, "words alone", code)
+    assert cache.wait_for_snapshots(timeout=30)
+    monkeypatch.setattr(SnapshotWriter, "submit", lambda *args, **kwargs: None)
+    replaced = cache.record(
+        question="What does the plugin loader warn about?",
+        conclusion="plug/loader.py emits BarLoaderWarning when a plugin is unsigned.",
+        files=["plug/loader.py"],
+        project="p",
+        root=str(code),
+    )
+    assert replaced.replaced and replaced.id == 2
+    assert _pending(db_path) == [2] and _indexed(db_path, 2) == set()
+    with cache.store.read() as conn:
+        holders = cache.store.identifier_holders(
+            conn, "p", ["foodependencywarning", "barloaderwarning"], 2
+        )
+    assert holders == {"foodependencywarning": [], "barloaderwarning": [2]}
+    cache.forget(memo_id=2, project="p")
+    assert _pending(db_path) == []
+    cache.close()
