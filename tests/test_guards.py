@@ -1098,6 +1098,8 @@ class ReadSpies:
     submits: list[Any]
     helpers: list[Any]
     off_main: list[str]
+    #: The number of threads each pool was made for (None: Python's default).
+    sizes: list[int | None]
 
 
 @pytest.fixture
@@ -1108,11 +1110,12 @@ def spies(monkeypatch: pytest.MonkeyPatch) -> ReadSpies:
 
     from explomemo import readers
 
-    found = ReadSpies([], [], [], [])
+    found = ReadSpies([], [], [], [], [])
 
     class Pool(ThreadPoolExecutor):
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             found.pools.append(self)
+            found.sizes.append(args[0] if args else kwargs.get("max_workers"))
             super().__init__(*args, **kwargs)
 
         def submit(self, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
@@ -1177,13 +1180,17 @@ def test_files_averaging_256_kib_are_read_on_two_threads_from_one_pool(
     tmp_path: Path, spies: ReadSpies
 ) -> None:
     """Kills ``Validator._read_all`` reading files that average exactly 256 KiB on one
-    thread (``<=`` for ``<``), and making a pool per read or after ``close``."""
+    thread (``<=`` for ``<``), and making a pool per read or after ``close``; and
+    ``_work_on_threads`` making the pool of two workers for more than one thread (no
+    size: Python's default of cores + 4; ``max(2, …)``; ``workers + 1``): checks that
+    overlap, as a server's do, share that one thread instead of adding more."""
     root, expected = _files(tmp_path / "proj", 32, 256 * 1024)
     validator = validity.Validator(None, workers=2)
     try:
         for _ in range(2):
             assert len(validator.observe(root, expected)) == 32
         assert (len(spies.pools), len(spies.submits), len(spies.helpers)) == (1, 2, 0)
+        assert spies.sizes == [1]
         validator.close()
         assert len(validator.observe(root, expected)) == 32
     finally:
@@ -2685,3 +2692,102 @@ def test_an_absolute_path_through_another_link_to_a_folder_in_root_is_that_file(
     assert relative_path(root, str(tmp_path / "alias" / "mod.py"), "file") == "pkg/mod.py"
     with pytest.raises(PathError, match="outside root"):
         relative_path(root, str(tmp_path / "away" / "mod.py"), "file")
+
+
+# validity.py: survivors of the final run (2026-12-01, main at f459728) ------------
+
+
+def test_a_file_too_large_for_a_snapshot_is_recorded_with_its_git_blob_id(
+    words_cache: MemoCache, tmp_path: Path
+) -> None:
+    """Kills ``validity.digest_entry`` not giving the read the size its ``fstat`` found
+    (``expected_size=None``, or left out): a file over 1 MiB is kept as no snapshot, so
+    its git blob id (how a later diff finds its old content in git) comes only from
+    hashing git's header, which holds that size, with the file's bytes as they are read."""
+    from explomemo.snapshots import SNAPSHOT_MAX_BYTES
+
+    root = tmp_path / "proj"
+    root.mkdir()
+    data = b"0123456789abcdef\n" * 100_000
+    assert len(data) > SNAPSHOT_MAX_BYTES
+    (root / "big.txt").write_bytes(data)
+    words_cache.record(question="q", conclusion="c", files=["big.txt"], project="p", root=str(root))
+    words_cache.wait_for_snapshots()
+    (line,) = export_memos(words_cache)
+    blob = hashlib.sha1(b"blob %d\0" % len(data) + data, usedforsecurity=False).hexdigest()
+    assert json.loads(line)["files"][0]["git_blob"] == blob
+
+
+@pytest.mark.timeout(60)
+def test_a_checks_stat_cache_write_gives_way_to_a_write_in_progress(
+    words_cache: MemoCache, one_file: Path, clock: Clock
+) -> None:
+    """Kills ``Validator.remember`` waiting for this process's other writes
+    (``write(wait=True)``): while another thread holds the store's write transaction
+    (a record waiting for another process's lock), a check that read a file answers
+    without waiting for it, and leaves its entry out of the store (another process
+    reads the file again; this one keeps the entry in memory)."""
+    import threading
+
+    last = _last_change(one_file / "a.py")
+    clock.now = last  # the record's entry is racy: the check reads the file
+    _record_a(words_cache, one_file)
+    clock.now = last + 10 * TWO_SECONDS
+    holding, release, let_go = threading.Event(), threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with words_cache.store.write():
+            holding.set()
+            release.wait(30)
+        let_go.set()
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    try:
+        assert holding.wait(30)
+        found = _reads(words_cache, one_file)
+        waited = let_go.is_set()
+    finally:
+        release.set()
+        holder.join()
+    assert (found, waited) == (({}, 1), False)
+    assert _reads(words_cache, one_file) == ({}, 0)
+    second = open_cache(Path(words_cache.store.path))
+    try:
+        assert _reads(second, one_file) == ({}, 1)
+    finally:
+        second.close()
+
+
+def test_a_file_dated_past_2262_is_recorded_and_its_entry_trusted_in_memory(
+    words_cache: MemoCache,
+    one_file: Path,
+    clock: Clock,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Kills ``Validator.observe`` losing the stat key of a file whose times do not fit
+    64-bit nanoseconds (``key = None`` when ``struct`` cannot pack them): its entry,
+    trusted, spares the next check's read. And the bug that showed: SQLite cannot
+    hold such a time either, and recording the file (or a check storing its entry)
+    failed with an ``OverflowError`` and a stack trace; now its entry is kept in
+    memory only, and another process reads the file again."""
+    a = one_file / "a.py"
+    future = 2**63 + 10**18  # 2 300 and some, in nanoseconds since 1970
+    os.utime(a, ns=(future, future))
+    if os.lstat(a).st_mtime_ns < 2**63:
+        pytest.skip("this file system cannot date a file after 2262")
+    record = ["record", "--root", str(one_file), "--project", "cli", "--question", "q"]
+    run = run_cli(capsys, [*record, "--conclusion", "c", "a.py"])
+    assert (run.code, run.err) == (0, "")
+    clock.now = future + 10 * TWO_SECONDS
+    memo = _record_a(words_cache, one_file)
+    assert _reads(words_cache, one_file) == ({}, 0)
+    second = open_cache(Path(words_cache.store.path))
+    try:
+        assert _reads(second, one_file) == ({}, 1)
+        assert _reads(second, one_file) == ({}, 0)
+        a.write_bytes(b"version two\n" * 50)
+        os.utime(a, ns=(future, future))
+        assert _reads(second, one_file) == ({memo: (["a.py"], [])}, 1)
+    finally:
+        second.close()
