@@ -170,12 +170,14 @@ def _read_regular(path: Path) -> bytes:
         raise ExportFileError(
             f"cannot read export file {path} ({exc.strerror}): check the file"
         ) from exc
+    # Before a file object is made of it: one of a folder cannot be made.
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise ExportFileError(
+            f"export file {path} is not a regular file: pass the path of a file written"
+            " by explomemo export"
+        )
     with os.fdopen(fd, "rb") as stream:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise ExportFileError(
-                f"export file {path} is not a regular file: pass the path of a file written"
-                " by explomemo export"
-            )
         try:
             return stream.read()
         except OSError as exc:

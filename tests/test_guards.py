@@ -34,13 +34,14 @@ from reliability_helpers import (
 )
 
 from explomemo import hashing, printable, validity
-from explomemo.errors import PathError
+from explomemo.errors import ExportFileError, PathError
 from explomemo.exchange import (
     export_changes,
     export_memos,
     import_memos,
     read_export,
     stale_from_export,
+    write_export,
 )
 from explomemo.files import relative_path, resolve_root, working_directory
 from explomemo.hooks import run_hook
@@ -2791,3 +2792,273 @@ def test_a_file_dated_past_2262_is_recorded_and_its_entry_trusted_in_memory(
         assert _reads(second, one_file) == ({memo: (["a.py"], [])}, 1)
     finally:
         second.close()
+
+
+# exchange.py: survivors of the final run (2026-12-01, main at dc59139) -------------
+
+EXPORT_SHA = "a" * 64
+EXPORT_XXH = "b" * 32
+
+
+def _export_file(**change: Any) -> dict[str, Any]:
+    return {"path": "a.py", "sha256": EXPORT_SHA, "xxh3": EXPORT_XXH, "size": 3, **change}
+
+
+def _export_line(memo_id: int, **change: Any) -> str:
+    memo = {
+        "id": memo_id,
+        "project": "p",
+        "question": f"question {memo_id}",
+        "conclusion": "c",
+        "recorded_at": "2026-01-01T00:00:00Z",
+        "files": [_export_file()],
+        **change,
+    }
+    return json.dumps(memo, ensure_ascii=False)
+
+
+def _refusal(path: Path) -> str:
+    with pytest.raises(ExportFileError) as refused:
+        read_export(path)
+    return str(refused.value)
+
+
+BAD_EXPORT_LINES: list[tuple[str, str, str]] = [
+    ("array", "[1]", "not a JSON object"),
+    ("id-string", _export_line(1, id="1"), "id is missing or not a whole number"),
+    ("project-number", _export_line(1, project=5), "project is missing or not a string"),
+    (
+        "question-long",
+        _export_line(1, question="q" * 2001),
+        "question is 2,001 characters long, over the limit of 2,000",
+    ),
+    (
+        "date-number",
+        _export_line(1, recorded_at=5),
+        "recorded_at is not a UTC time such as 2026-11-30T10:00:00Z",
+    ),
+    (
+        "date-words",
+        _export_line(1, recorded_at="yesterday"),
+        "recorded_at is not a UTC time such as 2026-11-30T10:00:00Z",
+    ),
+    ("no-files", _export_line(1, files=[]), "files is not a list of 1 to 64 files"),
+    ("file-number", _export_line(1, files=[3]), "files[0] is not a JSON object"),
+    (
+        "path-dot-part",
+        _export_line(1, files=[_export_file(path="a/./b.py")]),
+        "files[0].path 'a/./b.py' is not a plain path relative to root (no leading /,"
+        " no . or .. parts, / separators)",
+    ),
+    (
+        "path-dot",
+        _export_line(1, files=[_export_file(path=".")]),
+        "files[0].path '.' is not a plain path relative to root (no leading /,"
+        " no . or .. parts, / separators)",
+    ),
+    (
+        "path-dot-dot",
+        _export_line(1, files=[_export_file(path="..")]),
+        "files[0].path '..' is not a plain path relative to root (no leading /,"
+        " no . or .. parts, / separators)",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("line", "why"), [c[1:] for c in BAD_EXPORT_LINES], ids=[c[0] for c in BAD_EXPORT_LINES]
+)
+def test_each_refusal_of_an_export_line_is_its_whole_sentence(
+    tmp_path: Path, line: str, why: str
+) -> None:
+    """Kills ``read_export``, ``_parse_line``, ``_text`` and ``_integer`` changing what a
+    refused line's message says (a field named otherwise, a message lost or changed,
+    the text of ``record``'s refusal kept whole); ``_parse_line`` taking a
+    ``recorded_at`` that is not text to the date parser (``and`` for ``or``), and
+    ``_normal_path`` taking ``.`` or ``..`` for a file's path."""
+    export = tmp_path / "memos.jsonl"
+    export.write_text(_export_line(7) + "\n" + line + "\n")
+    assert _refusal(export) == (
+        f"line 2 of {export} is not an explomemo memo ({why}):"
+        " regenerate the file with explomemo export"
+    )
+
+
+def test_an_export_that_is_not_utf_8_or_repeats_an_id_is_refused_by_its_line(
+    tmp_path: Path,
+) -> None:
+    """Kills ``read_export`` numbering the line that is not UTF-8 otherwise (line 3:
+    two new lines before it), or changing the message of that refusal or of an id
+    given twice."""
+    export = tmp_path / "memos.jsonl"
+    good = (_export_line(1) + "\n" + _export_line(2) + "\n").encode()
+    export.write_bytes(good + b'{"id": 3, "question": "\xff"}\n')
+    assert _refusal(export) == (
+        f"line 3 of {export} is not UTF-8 text (byte {len(good) + 23}): regenerate the file"
+        " with explomemo export"
+    )
+    export.write_text(_export_line(7) + "\n" + _export_line(7, question="other") + "\n")
+    assert _refusal(export) == (
+        f"line 2 of {export} repeats memo id 7: each memo of an export has its own id;"
+        " regenerate the file with explomemo export"
+    )
+
+
+def test_an_export_line_at_each_limit_is_read_and_blank_lines_are_skipped(
+    tmp_path: Path,
+) -> None:
+    """Kills ``_parse_line`` refusing a line at one of its limits (64 files, a file of
+    0 bytes, of 32 MiB), ``_path`` refusing a path of exactly 4,096 characters, and
+    ``read_export`` stopping at a blank line (``break`` for ``continue``)."""
+    long_path = "d/" * 2046 + "a.py"
+    assert len(long_path) == 4096
+    many = [_export_file(path=f"f{i}.py") for i in range(64)]
+    limits = [_export_file(path="empty.py", size=0), _export_file(size=32 * 1024 * 1024)]
+    export = tmp_path / "memos.jsonl"
+    export.write_text(
+        "\n".join(
+            [
+                _export_line(1, files=many),
+                "",
+                "   ",
+                _export_line(2, files=limits),
+                _export_line(2**63 - 1, files=[_export_file(path=long_path)]),
+            ]
+        )
+        + "\n"
+    )
+    memos = read_export(export)
+    assert [(m.id, len(m.files)) for m in memos] == [(1, 64), (2, 2), (2**63 - 1, 1)]
+    assert [f.size for f in memos[1].files] == [0, 32 * 1024 * 1024]
+    assert memos[2].files[0].path == long_path
+
+
+@pytest.mark.timeout(30)
+def test_an_export_that_cannot_be_read_says_why_and_a_fifo_never_blocks(tmp_path: Path) -> None:
+    """Kills ``_read_regular`` opening without ``O_NONBLOCK`` (a FIFO with no writer would
+    hang the import), or changing its messages: not a regular file (a FIFO, a folder),
+    a path that cannot be opened, a file that cannot be read (``/proc/self/mem``:
+    reading its start fails with EIO)."""
+    fifo = tmp_path / "memos.fifo"
+    os.mkfifo(fifo)
+    for path in (fifo, tmp_path):
+        assert _refusal(path) == (
+            f"export file {path} is not a regular file: pass the path of a file written"
+            " by explomemo export"
+        )
+    (tmp_path / "a.txt").write_text("x\n")
+    under_a_file = tmp_path / "a.txt" / "memos.jsonl"
+    assert _refusal(under_a_file) == (
+        f"cannot read export file {under_a_file} (Not a directory): check the file"
+    )
+    memory = Path("/proc/self/mem")
+    if memory.is_file():
+        assert _refusal(memory) == (
+            f"cannot read export file {memory} (Input/output error): check the file"
+        )
+
+
+def test_an_export_to_standard_output_is_its_exact_bytes_or_one_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kills ``_write_stdout`` writing to standard output's descriptor anything but the
+    whole UTF-8 text (nothing, another encoding, the wrong descriptor), and
+    ``write_export`` changing its message when that write fails (``/dev/full``)."""
+    text = "".join(line + "\n" for line in (_export_line(1, question="Wie groß?"),) * 3000)
+    with open(tmp_path / "out.jsonl", "w") as out:
+        monkeypatch.setattr(sys, "stdout", out)
+        write_export(None, text)
+    assert (tmp_path / "out.jsonl").read_bytes() == text.encode("utf-8")
+    if not os.path.exists("/dev/full"):
+        return
+    with open("/dev/full", "w") as full:
+        monkeypatch.setattr(sys, "stdout", full)
+        with pytest.raises(ExportFileError) as refused:
+            write_export(None, text)
+    assert str(refused.value) == (
+        "cannot write the export to standard output (No space left on device): free space"
+        " or raise the file size limit where it goes, or write it with -o FILE"
+    )
+
+
+def test_an_export_line_is_compact_json_holding_its_text_as_utf_8(
+    words_cache: MemoCache, one_file: Path
+) -> None:
+    """Kills ``export_memos`` writing separators with spaces, or escaping every
+    character outside ASCII (``ensure_ascii`` true or left out): a line is the
+    memo's compact JSON, its text as written."""
+    words_cache.record(
+        question="Wie groß ist die Straße?",
+        conclusion="Ça dépend",
+        files=["a.py"],
+        project="p",
+        root=str(one_file),
+    )
+    (line,) = export_memos(words_cache)
+    assert line == json.dumps(json.loads(line), ensure_ascii=False, separators=(",", ":"))
+    assert '"question":"Wie groß ist die Straße?","conclusion":"Ça dépend"' in line
+
+
+def test_import_counts_every_replacement_and_roots_memos_at_the_root_given(
+    words_cache: MemoCache, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kills ``import_memos`` counting only one replacement (``replaced = 1``), or
+    rooting the memos of an export (which holds no root) at the working directory
+    when a root is given."""
+    root = tmp_path / "proj"
+    root.mkdir()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    export = tmp_path / "memos.jsonl"
+    export.write_text("".join(_export_line(i) + "\n" for i in (1, 2)))
+    first = import_memos(words_cache, read_export(export), str(root))
+    assert (first.added, first.replaced) == (2, 0)
+    assert {words_cache.show(i).root for i in (1, 2)} == {str(root)}
+    newer = "2027-01-01T00:00:00Z"
+    export.write_text("".join(_export_line(i, recorded_at=newer) + "\n" for i in (1, 2)))
+    second = import_memos(words_cache, read_export(export), str(root))
+    assert (second.added, second.replaced, second.kept) == (0, 2, 0)
+
+
+def test_stale_from_an_export_reports_progress_and_names_a_bad_project(
+    tmp_path: Path, one_file: Path
+) -> None:
+    """Kills ``stale_from_export`` dropping its progress callback, or naming a bad
+    ``project`` otherwise."""
+    from explomemo.errors import InputError
+
+    export = tmp_path / "memos.jsonl"
+    export.write_text(_export_line(1, files=[_export_file(path="a.py", size=600)]) + "\n")
+    calls: list[tuple[int, int]] = []
+    report = stale_from_export(
+        read_export(export), str(one_file), lambda done, total: calls.append((done, total))
+    )
+    assert [e.changed for e in report.stale] == [["a.py"]]
+    assert calls and calls[-1] == (1, 1)
+    with pytest.raises(InputError, match=r"^project is empty: "):
+        stale_from_export(read_export(export), str(one_file), project=" ")
+
+
+def test_stale_from_an_export_diffs_within_the_limits_given(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kills ``export_changes`` dropping the ``limits`` given (an agent's 6,000
+    characters a file instead): with no limits the whole diff comes back."""
+    from explomemo.diffs import FILE_DIFF_CHARS, NO_LIMITS
+
+    monkeypatch.setenv("EXPLOMEMO_SNAPSHOTS", "off")
+    repo = Repo(tmp_path / "repo")
+    repo.write("a.py", "".join(f"A{i} = {i}\n" for i in range(2000)))
+    repo.commit("A")
+    with open_cache(tmp_path / "memos.db") as cache:
+        cache.record(question="q", conclusion="c", files=["a.py"], project="p", root=str(repo.path))
+        lines = list(export_memos(cache))
+    export = tmp_path / "memos.jsonl"
+    export.write_text("".join(line + "\n" for line in lines))
+    repo.write("a.py", "".join(f"A{i} = {i + 1}\n" for i in range(2000)))
+    memos = read_export(export)
+    report = stale_from_export(memos, str(repo.path))
+    (changed,) = export_changes(memos, report, str(repo.path), NO_LIMITS)[report.stale[0].id]
+    assert changed.diff is not None and len(changed.diff) > FILE_DIFF_CHARS
+    assert "+A1999 = 2000" in changed.diff
