@@ -694,6 +694,14 @@ def _reads(cache: MemoCache, root: Path) -> tuple[dict[int, tuple[list[str], lis
     return found, hashing.COUNTERS.files
 
 
+def _reads_elsewhere(
+    cache: MemoCache, root: Path
+) -> tuple[dict[int, tuple[list[str], list[str]]], int]:
+    """``_reads`` in a new MemoCache on the same database, as another process checks."""
+    with open_cache(Path(cache.store.path)) as other:
+        return _reads(other, root)
+
+
 def test_a_same_size_edit_inside_the_racy_window_is_reported_changed(
     words_cache: MemoCache, one_file: Path, clock: Clock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -720,11 +728,7 @@ def test_a_same_size_edit_inside_the_racy_window_is_reported_changed(
 
     monkeypatch.setattr(os, "lstat", coarse_lstat)
     assert _reads(words_cache, one_file) == ({memo: (["a.py"], [])}, 1)
-    second = open_cache(Path(words_cache.store.path))
-    try:
-        assert _reads(second, one_file) == ({memo: (["a.py"], [])}, 1)
-    finally:
-        second.close()
+    assert _reads_elsewhere(words_cache, one_file) == ({memo: (["a.py"], [])}, 1)
 
 
 def test_an_entry_taken_more_than_2_s_after_the_last_change_is_trusted_without_a_read(
@@ -736,11 +740,7 @@ def test_an_entry_taken_more_than_2_s_after_the_last_change_is_trusted_without_a
     clock.now = _last_change(one_file / "a.py") + TWO_SECONDS + 1
     _record_a(words_cache, one_file)
     assert _reads(words_cache, one_file) == ({}, 0)
-    second = open_cache(Path(words_cache.store.path))
-    try:
-        assert _reads(second, one_file) == ({}, 0)
-    finally:
-        second.close()
+    assert _reads_elsewhere(words_cache, one_file) == ({}, 0)
 
 
 def test_an_entry_taken_by_a_check_is_kept_only_past_the_racy_window(
@@ -758,11 +758,7 @@ def test_an_entry_taken_by_a_check_is_kept_only_past_the_racy_window(
     clock.now = last + TWO_SECONDS + 1
     assert _reads(words_cache, one_file) == ({}, 1)
     assert _reads(words_cache, one_file) == ({}, 0)
-    second = open_cache(Path(words_cache.store.path))
-    try:
-        assert _reads(second, one_file) == ({}, 0)
-    finally:
-        second.close()
+    assert _reads_elsewhere(words_cache, one_file) == ({}, 0)
 
 
 # Import keeps ids -----------------------------------------------------------------
@@ -2753,11 +2749,7 @@ def test_a_checks_stat_cache_write_gives_way_to_a_write_in_progress(
         holder.join()
     assert (found, waited) == (({}, 1), False)
     assert _reads(words_cache, one_file) == ({}, 0)
-    second = open_cache(Path(words_cache.store.path))
-    try:
-        assert _reads(second, one_file) == ({}, 1)
-    finally:
-        second.close()
+    assert _reads_elsewhere(words_cache, one_file) == ({}, 1)
 
 
 def test_a_file_dated_past_2262_is_recorded_and_its_entry_trusted_in_memory(
