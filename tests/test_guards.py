@@ -2655,6 +2655,28 @@ def test_waiting_for_snapshots_gives_up_after_its_timeout_while_work_is_left(
         assert len(_snapshot_rows(db)) == 1
 
 
+def test_a_record_resting_on_a_content_already_kept_stores_its_new_ones(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kills ``Store.snapshot_contents`` reading another column than the SHA-256
+    (``row[1]``): the writer asks which of a record's contents have a snapshot
+    already; with one of them kept, the record's new content is still stored."""
+    monkeypatch.setenv("EXPLOMEMO_SNAPSHOTS", "on")
+    root = tmp_path / "proj"
+    root.mkdir()
+    (root / "a.py").write_text("A = 1\n")
+    (root / "b.py").write_text("B = 1\n")
+    db = tmp_path / "memos.db"
+    with open_cache(db) as cache:
+        for question, files in (("first", ["a.py"]), ("second", ["a.py", "b.py"])):
+            cache.record(
+                question=question, conclusion="c", files=files, project="p", root=str(root)
+            )
+            assert cache.wait_for_snapshots() is True
+    kept = {hashlib.sha256((root / name).read_bytes()).hexdigest() for name in ("a.py", "b.py")}
+    assert set(_snapshot_rows(db)) == kept
+
+
 def test_records_beyond_the_pending_limit_wait_for_the_writer_and_never_for_ever(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
