@@ -2677,6 +2677,30 @@ def test_a_record_resting_on_a_content_already_kept_stores_its_new_ones(
     assert set(_snapshot_rows(db)) == kept
 
 
+def test_a_writer_that_finds_the_store_locked_past_its_timeout_logs_why_in_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Kills ``SnapshotWriter._store_job`` giving up on a locked store without saying so
+    (``return`` for ``break``), or changing what it says: the one warning names the
+    database and how long it stayed locked, and that the diffs come from git."""
+    monkeypatch.setenv("EXPLOMEMO_SNAPSHOTS", "on")
+    root = tmp_path / "proj"
+    root.mkdir()
+    (root / "a.py").write_text("A = 1\n")
+    db = tmp_path / "memos.db"
+    with open_cache(db) as cache:
+        cache.store.busy_timeout_ms = 200
+        with cache.store.lock:
+            cache.record(question="q", conclusion="c", files=["a.py"], project="p", root=str(root))
+            assert cache.wait_for_snapshots(30) is True
+    warnings = [r.getMessage() for r in caplog.records if r.name == "explomemo"]
+    assert warnings == [
+        f"could not store snapshots: database {db} stayed locked for 0.2 s: a record's"
+        " contents keep no snapshot (their diffs come from git)"
+    ]
+    assert _snapshot_rows(db) == {}
+
+
 def test_records_beyond_the_pending_limit_wait_for_the_writer_and_never_for_ever(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
