@@ -2701,6 +2701,30 @@ def test_a_writer_that_finds_the_store_locked_past_its_timeout_logs_why_in_one_l
     assert _snapshot_rows(db) == {}
 
 
+def test_a_show_right_after_a_record_takes_the_old_side_from_the_writers_queue(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kills ``SnapshotWriter.__init__`` starting without an empty current job
+    (``None``): a show right after a record, before the writer's thread
+    took the job (it waits here for the writer's lock, held by this thread), asks the
+    writer for the contents it holds, and shows the diff from the snapshot not yet
+    stored."""
+    monkeypatch.setenv("EXPLOMEMO_SNAPSHOTS", "on")
+    root = tmp_path / "proj"
+    root.mkdir()
+    (root / "a.py").write_text("A = 1\n")
+    with open_cache(tmp_path / "memos.db") as cache:
+        writer = cache._snapshots.get()
+        with writer._changed:
+            memo = cache.record(
+                question="q", conclusion="c", files=["a.py"], project="p", root=str(root)
+            )
+            (root / "a.py").write_text("A = 2\n")
+            (found,) = cache.show(memo.id).files
+        assert found.diff_source == "snapshot"
+        assert "-A = 1" in (found.diff or "")
+
+
 def test_records_beyond_the_pending_limit_wait_for_the_writer_and_never_for_ever(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
