@@ -2725,6 +2725,37 @@ def test_a_show_right_after_a_record_takes_the_old_side_from_the_writers_queue(
         assert "-A = 1" in (found.diff or "")
 
 
+def test_with_snapshots_off_a_record_still_gives_its_blob_ids_to_older_rows(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kills ``SnapshotWriter.submit`` dropping a job that has blob ids but no contents
+    to keep (``job.blobs`` for ``not job.blobs``): with snapshots off, a record still
+    gives its content's blob id to an older memo's row of that content (an import of
+    an export without blob ids)."""
+    import xxhash
+
+    monkeypatch.setenv("EXPLOMEMO_SNAPSHOTS", "off")
+    root = tmp_path / "proj"
+    root.mkdir()
+    data = b"A = 1\n"
+    (root / "a.py").write_bytes(data)
+    old = {
+        "path": "a.py",
+        "sha256": hashlib.sha256(data).hexdigest(),
+        "xxh3": xxhash.xxh3_128_hexdigest(data),
+        "size": len(data),
+    }
+    export = tmp_path / "old.jsonl"
+    export.write_text(_export_line(1, files=[old]) + "\n")
+    blob = hashlib.sha1(b"blob %d\0" % len(data) + data, usedforsecurity=False).hexdigest()
+    with open_cache(tmp_path / "memos.db") as cache:
+        import_memos(cache, read_export(export), str(root))
+        cache.record(question="new", conclusion="c", files=["a.py"], project="p", root=str(root))
+        assert cache.wait_for_snapshots(30) is True
+        lines = [json.loads(line) for line in export_memos(cache)]
+    assert [line["files"][0].get("git_blob") for line in lines] == [blob, blob]
+
+
 def test_records_beyond_the_pending_limit_wait_for_the_writer_and_never_for_ever(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
