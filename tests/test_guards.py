@@ -2756,6 +2756,27 @@ def test_with_snapshots_off_a_record_still_gives_its_blob_ids_to_older_rows(
     assert [line["files"][0].get("git_blob") for line in lines] == [blob, blob]
 
 
+def test_closing_a_writer_with_nothing_left_stops_its_thread_cleanly(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kills ``SnapshotWriter._work`` going on when woken to close with no job left
+    (``and`` for ``or``: it takes a job from an empty queue and dies with a stack
+    trace): the writer's thread ends without an exception."""
+    import threading
+
+    monkeypatch.setenv("EXPLOMEMO_SNAPSHOTS", "on")
+    died: list[BaseException | None] = []
+    monkeypatch.setattr(threading, "excepthook", lambda args: died.append(args.exc_value))
+    root = tmp_path / "proj"
+    root.mkdir()
+    (root / "a.py").write_text("A = 1\n")
+    with open_cache(tmp_path / "memos.db") as cache:
+        cache.record(question="q", conclusion="c", files=["a.py"], project="p", root=str(root))
+        assert cache.wait_for_snapshots(30) is True
+    assert died == []
+    assert len(_snapshot_rows(tmp_path / "memos.db")) == 1
+
+
 def test_records_beyond_the_pending_limit_wait_for_the_writer_and_never_for_ever(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
