@@ -2418,45 +2418,48 @@ def test_contents_without_blob_ids_are_found_for_every_path_of_a_memo(
     monkeypatch.setenv("EXPLOMEMO_SNAPSHOTS", "off")
     names = ["-dash.py", "b.py"]
     offset = {"-dash.py": 0, "b.py": 10}  # each file its own contents
-    repo = Repo(tmp_path / "repo")
-    for name in names:
-        repo.write(name, _version(1 + offset[name]))
-    repo.commit("v1")
-    for name in names:
-        repo.write(name, _version(2 + offset[name]))
     db = tmp_path / "memos.db"
-    with open_cache(db) as cache:
-        staged = cache.record(
-            question="staged", conclusion="c", files=names, project="p", root=str(repo.path)
-        ).id
+
+    def write(repo: Repo, version: int) -> None:
+        for name in names:
+            repo.write(name, _version(version + offset[name]))
+
+    def record(repo: Repo) -> int:
+        with open_cache(db) as cache:
+            return cache.record(
+                question=repo.path.name,
+                conclusion="c",
+                files=names,
+                project="p",
+                root=str(repo.path),
+            ).id
+
+    def old_sides(memo: int) -> dict[str, str]:
+        _without_blob_ids(db)
+        with open_cache(db) as cache:
+            return {f.path: f.diff or "" for f in cache.show(memo).files}
+
+    repo = Repo(tmp_path / "repo")
+    write(repo, 1)
+    repo.commit("v1")
+    write(repo, 2)
+    staged = record(repo)
     git(repo.path, "add", "--", *names)
+    write(repo, 3)
+    diffs = old_sides(staged)
     for name in names:
-        repo.write(name, _version(3 + offset[name]))
-    _without_blob_ids(db)
-    with open_cache(db) as cache:
-        found = {f.path: f for f in cache.show(staged).files}
-    for name in names:
-        assert found[name].diff_source == "git", name
-        assert f"-VALUE = {2 + offset[name]:04d}" in (found[name].diff or ""), name
+        assert f"-VALUE = {2 + offset[name]:04d}" in diffs[name], name
     monkeypatch.setattr(gitrepo, "HISTORY_DEPTH", 1)
     line = Repo(tmp_path / "line")
-    for name in names:
-        line.write(name, _version(1 + offset[name]))
-    with open_cache(db) as cache:
-        first = cache.record(
-            question="first", conclusion="c", files=names, project="p", root=str(line.path)
-        ).id
+    write(line, 1)
+    first = record(line)
     line.commit("v1")
-    for name in names:
-        line.write(name, _version(2 + offset[name]))
+    write(line, 2)
     line.commit("v2")
+    write(line, 3)
+    diffs = old_sides(first)
     for name in names:
-        line.write(name, _version(3 + offset[name]))
-    _without_blob_ids(db)
-    with open_cache(db) as cache:
-        found = {f.path: f for f in cache.show(first).files}
-    for name in names:
-        assert f"-VALUE = {1 + offset[name]:04d}" in (found[name].diff or ""), name
+        assert f"-VALUE = {1 + offset[name]:04d}" in diffs[name], name
 
 
 def _blob_id(text: str) -> str:
@@ -2634,6 +2637,15 @@ def test_blobs_asked_together_each_come_back_whatever_git_lacks(
     assert sources == {"b.py": "git", "c.py": "git", "scratch.py": "unavailable"}
 
 
+def _kept_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A root holding ``a.py`` (``A = 1``), recorded with snapshots on."""
+    monkeypatch.setenv("EXPLOMEMO_SNAPSHOTS", "on")
+    root = tmp_path / "proj"
+    root.mkdir()
+    (root / "a.py").write_text("A = 1\n")
+    return root
+
+
 def test_waiting_for_snapshots_gives_up_after_its_timeout_while_work_is_left(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -2642,10 +2654,7 @@ def test_waiting_for_snapshots_gives_up_after_its_timeout_while_work_is_left(
     the writer cannot store the record's snapshot, so a wait of no time finds the work
     left; once it lets go, a wait without a timeout sees it stored. (Fast: a mutation
     run skips tests slower than 2 s, as the 32 MiB to compress here once was.)"""
-    monkeypatch.setenv("EXPLOMEMO_SNAPSHOTS", "on")
-    root = tmp_path / "proj"
-    root.mkdir()
-    (root / "a.py").write_text("A = 1\n")
+    root = _kept_root(tmp_path, monkeypatch)
     db = tmp_path / "memos.db"
     with open_cache(db) as cache:
         with cache.store.lock:
@@ -2661,10 +2670,7 @@ def test_a_record_resting_on_a_content_already_kept_stores_its_new_ones(
     """Kills ``Store.snapshot_contents`` reading another column than the SHA-256
     (``row[1]``): the writer asks which of a record's contents have a snapshot
     already; with one of them kept, the record's new content is still stored."""
-    monkeypatch.setenv("EXPLOMEMO_SNAPSHOTS", "on")
-    root = tmp_path / "proj"
-    root.mkdir()
-    (root / "a.py").write_text("A = 1\n")
+    root = _kept_root(tmp_path, monkeypatch)
     (root / "b.py").write_text("B = 1\n")
     db = tmp_path / "memos.db"
     with open_cache(db) as cache:
@@ -2683,10 +2689,7 @@ def test_a_writer_that_finds_the_store_locked_past_its_timeout_logs_why_in_one_l
     """Kills ``SnapshotWriter._store_job`` giving up on a locked store without saying so
     (``return`` for ``break``), or changing what it says: the one warning names the
     database and how long it stayed locked, and that the diffs come from git."""
-    monkeypatch.setenv("EXPLOMEMO_SNAPSHOTS", "on")
-    root = tmp_path / "proj"
-    root.mkdir()
-    (root / "a.py").write_text("A = 1\n")
+    root = _kept_root(tmp_path, monkeypatch)
     db = tmp_path / "memos.db"
     with open_cache(db) as cache:
         cache.store.busy_timeout_ms = 200
@@ -2709,10 +2712,7 @@ def test_a_show_right_after_a_record_takes_the_old_side_from_the_writers_queue(
     took the job (it waits here for the writer's lock, held by this thread), asks the
     writer for the contents it holds, and shows the diff from the snapshot not yet
     stored."""
-    monkeypatch.setenv("EXPLOMEMO_SNAPSHOTS", "on")
-    root = tmp_path / "proj"
-    root.mkdir()
-    (root / "a.py").write_text("A = 1\n")
+    root = _kept_root(tmp_path, monkeypatch)
     with open_cache(tmp_path / "memos.db") as cache:
         writer = cache._snapshots.get()
         with writer._changed:
