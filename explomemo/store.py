@@ -39,6 +39,8 @@ APPLICATION_ID = 0x4558504D
 MIGRATION_SET = "explomemo"
 #: Memo ids are SQLite integers.
 MAX_ID = 2**63 - 1
+#: The smallest SQLite integer.
+_INT64_MIN = -(2**63)
 _BATCH = 500
 #: Memos of a project with pending identifiers that a search reads from their texts:
 #: those of records whose identifiers are not stored yet are a few; beyond this many
@@ -951,13 +953,20 @@ class Store:
         return rows
 
     def save_stat_rows(self, conn: sqlite3.Connection, rows: dict[str, StatRow]) -> None:
-        """Insert or replace stat-cache entries."""
+        """Insert or replace stat-cache entries.
+
+        An entry with a number SQLite cannot hold (a file dated before 1677 or
+        after 2262 is outside 64-bit nanoseconds; ext4 and tmpfs allow both) is
+        left out: that file is read again at each run, as without a stat cache.
+        """
         conn.executemany(
             "INSERT OR REPLACE INTO file_stats (abs_path, dev, ino, size, mtime_ns, ctime_ns,"
             " xxh3, cached_at_ns) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
             [
                 (p, r.dev, r.ino, r.size, r.mtime_ns, r.ctime_ns, r.xxh3, r.cached_at_ns)
                 for p, r in rows.items()
+                if min(r.mtime_ns, r.ctime_ns) >= _INT64_MIN
+                and max(r.dev, r.ino, r.mtime_ns, r.ctime_ns, r.cached_at_ns) <= MAX_ID
             ],
         )
 

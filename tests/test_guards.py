@@ -34,13 +34,14 @@ from reliability_helpers import (
 )
 
 from explomemo import hashing, printable, validity
-from explomemo.errors import PathError
+from explomemo.errors import ExportFileError, PathError
 from explomemo.exchange import (
     export_changes,
     export_memos,
     import_memos,
     read_export,
     stale_from_export,
+    write_export,
 )
 from explomemo.files import relative_path, resolve_root, working_directory
 from explomemo.hooks import run_hook
@@ -693,6 +694,14 @@ def _reads(cache: MemoCache, root: Path) -> tuple[dict[int, tuple[list[str], lis
     return found, hashing.COUNTERS.files
 
 
+def _reads_elsewhere(
+    cache: MemoCache, root: Path
+) -> tuple[dict[int, tuple[list[str], list[str]]], int]:
+    """``_reads`` in a new MemoCache on the same database, as another process checks."""
+    with open_cache(Path(cache.store.path)) as other:
+        return _reads(other, root)
+
+
 def test_a_same_size_edit_inside_the_racy_window_is_reported_changed(
     words_cache: MemoCache, one_file: Path, clock: Clock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -719,11 +728,7 @@ def test_a_same_size_edit_inside_the_racy_window_is_reported_changed(
 
     monkeypatch.setattr(os, "lstat", coarse_lstat)
     assert _reads(words_cache, one_file) == ({memo: (["a.py"], [])}, 1)
-    second = open_cache(Path(words_cache.store.path))
-    try:
-        assert _reads(second, one_file) == ({memo: (["a.py"], [])}, 1)
-    finally:
-        second.close()
+    assert _reads_elsewhere(words_cache, one_file) == ({memo: (["a.py"], [])}, 1)
 
 
 def test_an_entry_taken_more_than_2_s_after_the_last_change_is_trusted_without_a_read(
@@ -735,11 +740,7 @@ def test_an_entry_taken_more_than_2_s_after_the_last_change_is_trusted_without_a
     clock.now = _last_change(one_file / "a.py") + TWO_SECONDS + 1
     _record_a(words_cache, one_file)
     assert _reads(words_cache, one_file) == ({}, 0)
-    second = open_cache(Path(words_cache.store.path))
-    try:
-        assert _reads(second, one_file) == ({}, 0)
-    finally:
-        second.close()
+    assert _reads_elsewhere(words_cache, one_file) == ({}, 0)
 
 
 def test_an_entry_taken_by_a_check_is_kept_only_past_the_racy_window(
@@ -757,11 +758,7 @@ def test_an_entry_taken_by_a_check_is_kept_only_past_the_racy_window(
     clock.now = last + TWO_SECONDS + 1
     assert _reads(words_cache, one_file) == ({}, 1)
     assert _reads(words_cache, one_file) == ({}, 0)
-    second = open_cache(Path(words_cache.store.path))
-    try:
-        assert _reads(second, one_file) == ({}, 0)
-    finally:
-        second.close()
+    assert _reads_elsewhere(words_cache, one_file) == ({}, 0)
 
 
 # Import keeps ids -----------------------------------------------------------------
@@ -1098,6 +1095,8 @@ class ReadSpies:
     submits: list[Any]
     helpers: list[Any]
     off_main: list[str]
+    #: The number of threads each pool was made for (None: Python's default).
+    sizes: list[int | None]
 
 
 @pytest.fixture
@@ -1108,11 +1107,12 @@ def spies(monkeypatch: pytest.MonkeyPatch) -> ReadSpies:
 
     from explomemo import readers
 
-    found = ReadSpies([], [], [], [])
+    found = ReadSpies([], [], [], [], [])
 
     class Pool(ThreadPoolExecutor):
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             found.pools.append(self)
+            found.sizes.append(args[0] if args else kwargs.get("max_workers"))
             super().__init__(*args, **kwargs)
 
         def submit(self, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
@@ -1177,13 +1177,17 @@ def test_files_averaging_256_kib_are_read_on_two_threads_from_one_pool(
     tmp_path: Path, spies: ReadSpies
 ) -> None:
     """Kills ``Validator._read_all`` reading files that average exactly 256 KiB on one
-    thread (``<=`` for ``<``), and making a pool per read or after ``close``."""
+    thread (``<=`` for ``<``), and making a pool per read or after ``close``; and
+    ``_work_on_threads`` making the pool of two workers for more than one thread (no
+    size: Python's default of cores + 4; ``max(2, …)``; ``workers + 1``): checks that
+    overlap, as a server's do, share that one thread instead of adding more."""
     root, expected = _files(tmp_path / "proj", 32, 256 * 1024)
     validator = validity.Validator(None, workers=2)
     try:
         for _ in range(2):
             assert len(validator.observe(root, expected)) == 32
         assert (len(spies.pools), len(spies.submits), len(spies.helpers)) == (1, 2, 0)
+        assert spies.sizes == [1]
         validator.close()
         assert len(validator.observe(root, expected)) == 32
     finally:
@@ -2400,6 +2404,64 @@ def test_a_content_recorded_without_a_blob_id_is_found_wherever_git_holds_it(
     assert (found.diff_source, "-VALUE = 0001" in (found.diff or "")) == ("git", True)
 
 
+def test_contents_without_blob_ids_are_found_for_every_path_of_a_memo(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kills ``GitRepo.find_contents`` reading the index for one path only (``ls-files``
+    without ``-z``, or its answer split otherwise: only the first entry's id), taking
+    a path that starts with ``-`` for an option (``--`` lost), or giving ``log`` a
+    depth that is not a whole number (``HISTORY_DEPTH / len(paths)``): two staged
+    contents, ``-dash.py`` first, each give their diff; so do two contents that only
+    the newest commit names, with one commit searched per path."""
+    from explomemo import gitrepo
+
+    monkeypatch.setenv("EXPLOMEMO_SNAPSHOTS", "off")
+    names = ["-dash.py", "b.py"]
+    offset = {"-dash.py": 0, "b.py": 10}  # each file its own contents
+    db = tmp_path / "memos.db"
+
+    def write(repo: Repo, version: int) -> None:
+        for name in names:
+            repo.write(name, _version(version + offset[name]))
+
+    def record(repo: Repo) -> int:
+        with open_cache(db) as cache:
+            return cache.record(
+                question=repo.path.name,
+                conclusion="c",
+                files=names,
+                project="p",
+                root=str(repo.path),
+            ).id
+
+    def old_sides(memo: int) -> dict[str, str]:
+        _without_blob_ids(db)
+        with open_cache(db) as cache:
+            return {f.path: f.diff or "" for f in cache.show(memo).files}
+
+    repo = Repo(tmp_path / "repo")
+    write(repo, 1)
+    repo.commit("v1")
+    write(repo, 2)
+    staged = record(repo)
+    git(repo.path, "add", "--", *names)
+    write(repo, 3)
+    diffs = old_sides(staged)
+    for name in names:
+        assert f"-VALUE = {2 + offset[name]:04d}" in diffs[name], name
+    monkeypatch.setattr(gitrepo, "HISTORY_DEPTH", 1)
+    line = Repo(tmp_path / "line")
+    write(line, 1)
+    first = record(line)
+    line.commit("v1")
+    write(line, 2)
+    line.commit("v2")
+    write(line, 3)
+    diffs = old_sides(first)
+    for name in names:
+        assert f"-VALUE = {1 + offset[name]:04d}" in diffs[name], name
+
+
 def _blob_id(text: str) -> str:
     return subprocess.run(
         ["git", "hash-object", "--stdin"], input=text, capture_output=True, text=True, check=True
@@ -2575,26 +2637,144 @@ def test_blobs_asked_together_each_come_back_whatever_git_lacks(
     assert sources == {"b.py": "git", "c.py": "git", "scratch.py": "unavailable"}
 
 
+def _kept_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A root holding ``a.py`` (``A = 1``), recorded with snapshots on."""
+    monkeypatch.setenv("EXPLOMEMO_SNAPSHOTS", "on")
+    root = tmp_path / "proj"
+    root.mkdir()
+    (root / "a.py").write_text("A = 1\n")
+    return root
+
+
 def test_waiting_for_snapshots_gives_up_after_its_timeout_while_work_is_left(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Kills ``SnapshotWriter.wait`` ignoring its timeout, or calling the work done while
-    a job is still queued or being stored: right after a record of 32 MiB to compress,
-    a wait of no time finds the work left; a wait without a timeout sees it all stored."""
-    monkeypatch.setenv("EXPLOMEMO_SNAPSHOTS", "on")
-    root = tmp_path / "proj"
-    root.mkdir()
-    names = [f"f{n:02d}.txt" for n in range(32)]
-    for n, name in enumerate(names):
-        (root / name).write_bytes(
-            b"".join(b"%d line %d of many\n" % (n, i) for i in range(50_000))[: 1 << 20]
-        )
+    a job is still queued or being stored: while this thread holds the store's lock
+    the writer cannot store the record's snapshot, so a wait of no time finds the work
+    left; once it lets go, a wait without a timeout sees it stored. (Fast: a mutation
+    run skips tests slower than 2 s, as the 32 MiB to compress here once was.)"""
+    root = _kept_root(tmp_path, monkeypatch)
     db = tmp_path / "memos.db"
     with open_cache(db) as cache:
-        cache.record(question="q", conclusion="c", files=names, project="p", root=str(root))
-        assert cache.wait_for_snapshots(timeout=0) is False
+        with cache.store.lock:
+            cache.record(question="q", conclusion="c", files=["a.py"], project="p", root=str(root))
+            assert cache.wait_for_snapshots(timeout=0) is False
         assert cache.wait_for_snapshots() is True
-        assert len(_snapshot_rows(db)) == 32
+        assert len(_snapshot_rows(db)) == 1
+
+
+def test_a_record_resting_on_a_content_already_kept_stores_its_new_ones(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kills ``Store.snapshot_contents`` reading another column than the SHA-256
+    (``row[1]``): the writer asks which of a record's contents have a snapshot
+    already; with one of them kept, the record's new content is still stored."""
+    root = _kept_root(tmp_path, monkeypatch)
+    (root / "b.py").write_text("B = 1\n")
+    db = tmp_path / "memos.db"
+    with open_cache(db) as cache:
+        for question, files in (("first", ["a.py"]), ("second", ["a.py", "b.py"])):
+            cache.record(
+                question=question, conclusion="c", files=files, project="p", root=str(root)
+            )
+            assert cache.wait_for_snapshots() is True
+    kept = {hashlib.sha256((root / name).read_bytes()).hexdigest() for name in ("a.py", "b.py")}
+    assert set(_snapshot_rows(db)) == kept
+
+
+def test_a_writer_that_finds_the_store_locked_past_its_timeout_logs_why_in_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Kills ``SnapshotWriter._store_job`` giving up on a locked store without saying so
+    (``return`` for ``break``), or changing what it says: the one warning names the
+    database and how long it stayed locked, and that the diffs come from git."""
+    root = _kept_root(tmp_path, monkeypatch)
+    db = tmp_path / "memos.db"
+    with open_cache(db) as cache:
+        cache.store.busy_timeout_ms = 200
+        with cache.store.lock:
+            cache.record(question="q", conclusion="c", files=["a.py"], project="p", root=str(root))
+            assert cache.wait_for_snapshots(30) is True
+    warnings = [r.getMessage() for r in caplog.records if r.name == "explomemo"]
+    assert warnings == [
+        f"could not store snapshots: database {db} stayed locked for 0.2 s: a record's"
+        " contents keep no snapshot (their diffs come from git)"
+    ]
+    assert _snapshot_rows(db) == {}
+
+
+def test_a_show_right_after_a_record_takes_the_old_side_from_the_writers_queue(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kills ``SnapshotWriter.__init__`` starting without an empty current job
+    (``None``): a show right after a record, before the writer's thread
+    took the job (it waits here for the writer's lock, held by this thread), asks the
+    writer for the contents it holds, and shows the diff from the snapshot not yet
+    stored."""
+    root = _kept_root(tmp_path, monkeypatch)
+    with open_cache(tmp_path / "memos.db") as cache:
+        writer = cache._snapshots.get()
+        with writer._changed:
+            memo = cache.record(
+                question="q", conclusion="c", files=["a.py"], project="p", root=str(root)
+            )
+            (root / "a.py").write_text("A = 2\n")
+            (found,) = cache.show(memo.id).files
+        assert found.diff_source == "snapshot"
+        assert "-A = 1" in (found.diff or "")
+
+
+def test_with_snapshots_off_a_record_still_gives_its_blob_ids_to_older_rows(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kills ``SnapshotWriter.submit`` dropping a job that has blob ids but no contents
+    to keep (``job.blobs`` for ``not job.blobs``): with snapshots off, a record still
+    gives its content's blob id to an older memo's row of that content (an import of
+    an export without blob ids)."""
+    import xxhash
+
+    monkeypatch.setenv("EXPLOMEMO_SNAPSHOTS", "off")
+    root = tmp_path / "proj"
+    root.mkdir()
+    data = b"A = 1\n"
+    (root / "a.py").write_bytes(data)
+    old = {
+        "path": "a.py",
+        "sha256": hashlib.sha256(data).hexdigest(),
+        "xxh3": xxhash.xxh3_128_hexdigest(data),
+        "size": len(data),
+    }
+    export = tmp_path / "old.jsonl"
+    export.write_text(_export_line(1, files=[old]) + "\n")
+    blob = hashlib.sha1(b"blob %d\0" % len(data) + data, usedforsecurity=False).hexdigest()
+    with open_cache(tmp_path / "memos.db") as cache:
+        import_memos(cache, read_export(export), str(root))
+        cache.record(question="new", conclusion="c", files=["a.py"], project="p", root=str(root))
+        assert cache.wait_for_snapshots(30) is True
+        lines = [json.loads(line) for line in export_memos(cache)]
+    assert [line["files"][0].get("git_blob") for line in lines] == [blob, blob]
+
+
+def test_closing_a_writer_with_nothing_left_stops_its_thread_cleanly(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kills ``SnapshotWriter._work`` going on when woken to close with no job left
+    (``and`` for ``or``: it takes a job from an empty queue and dies with a stack
+    trace): the writer's thread ends without an exception."""
+    import threading
+
+    monkeypatch.setenv("EXPLOMEMO_SNAPSHOTS", "on")
+    died: list[BaseException | None] = []
+    monkeypatch.setattr(threading, "excepthook", lambda args: died.append(args.exc_value))
+    root = tmp_path / "proj"
+    root.mkdir()
+    (root / "a.py").write_text("A = 1\n")
+    with open_cache(tmp_path / "memos.db") as cache:
+        cache.record(question="q", conclusion="c", files=["a.py"], project="p", root=str(root))
+        assert cache.wait_for_snapshots(30) is True
+    assert died == []
+    assert len(_snapshot_rows(tmp_path / "memos.db")) == 1
 
 
 def test_records_beyond_the_pending_limit_wait_for_the_writer_and_never_for_ever(
@@ -2685,3 +2865,368 @@ def test_an_absolute_path_through_another_link_to_a_folder_in_root_is_that_file(
     assert relative_path(root, str(tmp_path / "alias" / "mod.py"), "file") == "pkg/mod.py"
     with pytest.raises(PathError, match="outside root"):
         relative_path(root, str(tmp_path / "away" / "mod.py"), "file")
+
+
+# validity.py: survivors of the final run (2026-12-01, main at f459728) ------------
+
+
+def test_a_file_too_large_for_a_snapshot_is_recorded_with_its_git_blob_id(
+    words_cache: MemoCache, tmp_path: Path
+) -> None:
+    """Kills ``validity.digest_entry`` not giving the read the size its ``fstat`` found
+    (``expected_size=None``, or left out): a file over 1 MiB is kept as no snapshot, so
+    its git blob id (how a later diff finds its old content in git) comes only from
+    hashing git's header, which holds that size, with the file's bytes as they are read."""
+    from explomemo.snapshots import SNAPSHOT_MAX_BYTES
+
+    root = tmp_path / "proj"
+    root.mkdir()
+    data = b"0123456789abcdef\n" * 100_000
+    assert len(data) > SNAPSHOT_MAX_BYTES
+    (root / "big.txt").write_bytes(data)
+    words_cache.record(question="q", conclusion="c", files=["big.txt"], project="p", root=str(root))
+    words_cache.wait_for_snapshots()
+    (line,) = export_memos(words_cache)
+    blob = hashlib.sha1(b"blob %d\0" % len(data) + data, usedforsecurity=False).hexdigest()
+    assert json.loads(line)["files"][0]["git_blob"] == blob
+
+
+@pytest.mark.timeout(60)
+def test_a_checks_stat_cache_write_gives_way_to_a_write_in_progress(
+    words_cache: MemoCache, one_file: Path, clock: Clock
+) -> None:
+    """Kills ``Validator.remember`` waiting for this process's other writes
+    (``write(wait=True)``): while another thread holds the store's write transaction
+    (a record waiting for another process's lock), a check that read a file answers
+    without waiting for it, and leaves its entry out of the store (another process
+    reads the file again; this one keeps the entry in memory)."""
+    import threading
+
+    last = _last_change(one_file / "a.py")
+    clock.now = last  # the record's entry is racy: the check reads the file
+    _record_a(words_cache, one_file)
+    clock.now = last + 10 * TWO_SECONDS
+    holding, release, let_go = threading.Event(), threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with words_cache.store.write():
+            holding.set()
+            release.wait(30)
+        let_go.set()
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    try:
+        assert holding.wait(30)
+        found = _reads(words_cache, one_file)
+        waited = let_go.is_set()
+    finally:
+        release.set()
+        holder.join()
+    assert (found, waited) == (({}, 1), False)
+    assert _reads(words_cache, one_file) == ({}, 0)
+    assert _reads_elsewhere(words_cache, one_file) == ({}, 1)
+
+
+def test_a_file_dated_past_2262_is_recorded_and_its_entry_trusted_in_memory(
+    words_cache: MemoCache,
+    one_file: Path,
+    clock: Clock,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Kills ``Validator.observe`` losing the stat key of a file whose times do not fit
+    64-bit nanoseconds (``key = None`` when ``struct`` cannot pack them): its entry,
+    trusted, spares the next check's read. And the bug that showed: SQLite cannot
+    hold such a time either, and recording the file (or a check storing its entry)
+    failed with an ``OverflowError`` and a stack trace; now its entry is kept in
+    memory only, and another process reads the file again."""
+    a = one_file / "a.py"
+    future = 2**63 + 10**18  # 2 300 and some, in nanoseconds since 1970
+    os.utime(a, ns=(future, future))
+    if os.lstat(a).st_mtime_ns < 2**63:
+        pytest.skip("this file system cannot date a file after 2262")
+    record = ["record", "--root", str(one_file), "--project", "cli", "--question", "q"]
+    run = run_cli(capsys, [*record, "--conclusion", "c", "a.py"])
+    assert (run.code, run.err) == (0, "")
+    clock.now = future + 10 * TWO_SECONDS
+    memo = _record_a(words_cache, one_file)
+    assert _reads(words_cache, one_file) == ({}, 0)
+    second = open_cache(Path(words_cache.store.path))
+    try:
+        assert _reads(second, one_file) == ({}, 1)
+        assert _reads(second, one_file) == ({}, 0)
+        a.write_bytes(b"version two\n" * 50)
+        os.utime(a, ns=(future, future))
+        assert _reads(second, one_file) == ({memo: (["a.py"], [])}, 1)
+    finally:
+        second.close()
+
+
+# exchange.py: survivors of the final run (2026-12-01, main at dc59139) -------------
+
+EXPORT_SHA = "a" * 64
+EXPORT_XXH = "b" * 32
+
+
+def _export_file(**change: Any) -> dict[str, Any]:
+    return {"path": "a.py", "sha256": EXPORT_SHA, "xxh3": EXPORT_XXH, "size": 3, **change}
+
+
+def _export_line(memo_id: int, **change: Any) -> str:
+    memo = {
+        "id": memo_id,
+        "project": "p",
+        "question": f"question {memo_id}",
+        "conclusion": "c",
+        "recorded_at": "2026-01-01T00:00:00Z",
+        "files": [_export_file()],
+        **change,
+    }
+    return json.dumps(memo, ensure_ascii=False)
+
+
+def _refusal(path: Path) -> str:
+    with pytest.raises(ExportFileError) as refused:
+        read_export(path)
+    return str(refused.value)
+
+
+BAD_EXPORT_LINES: list[tuple[str, str, str]] = [
+    ("array", "[1]", "not a JSON object"),
+    ("id-string", _export_line(1, id="1"), "id is missing or not a whole number"),
+    ("project-number", _export_line(1, project=5), "project is missing or not a string"),
+    (
+        "question-long",
+        _export_line(1, question="q" * 2001),
+        "question is 2,001 characters long, over the limit of 2,000",
+    ),
+    (
+        "date-number",
+        _export_line(1, recorded_at=5),
+        "recorded_at is not a UTC time such as 2026-11-30T10:00:00Z",
+    ),
+    (
+        "date-words",
+        _export_line(1, recorded_at="yesterday"),
+        "recorded_at is not a UTC time such as 2026-11-30T10:00:00Z",
+    ),
+    ("no-files", _export_line(1, files=[]), "files is not a list of 1 to 64 files"),
+    ("file-number", _export_line(1, files=[3]), "files[0] is not a JSON object"),
+    (
+        "path-dot-part",
+        _export_line(1, files=[_export_file(path="a/./b.py")]),
+        "files[0].path 'a/./b.py' is not a plain path relative to root (no leading /,"
+        " no . or .. parts, / separators)",
+    ),
+    (
+        "path-dot",
+        _export_line(1, files=[_export_file(path=".")]),
+        "files[0].path '.' is not a plain path relative to root (no leading /,"
+        " no . or .. parts, / separators)",
+    ),
+    (
+        "path-dot-dot",
+        _export_line(1, files=[_export_file(path="..")]),
+        "files[0].path '..' is not a plain path relative to root (no leading /,"
+        " no . or .. parts, / separators)",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("line", "why"), [c[1:] for c in BAD_EXPORT_LINES], ids=[c[0] for c in BAD_EXPORT_LINES]
+)
+def test_each_refusal_of_an_export_line_is_its_whole_sentence(
+    tmp_path: Path, line: str, why: str
+) -> None:
+    """Kills ``read_export``, ``_parse_line``, ``_text`` and ``_integer`` changing what a
+    refused line's message says (a field named otherwise, a message lost or changed,
+    the text of ``record``'s refusal kept whole); ``_parse_line`` taking a
+    ``recorded_at`` that is not text to the date parser (``and`` for ``or``), and
+    ``_normal_path`` taking ``.`` or ``..`` for a file's path."""
+    export = tmp_path / "memos.jsonl"
+    export.write_text(_export_line(7) + "\n" + line + "\n")
+    assert _refusal(export) == (
+        f"line 2 of {export} is not an explomemo memo ({why}):"
+        " regenerate the file with explomemo export"
+    )
+
+
+def test_an_export_that_is_not_utf_8_or_repeats_an_id_is_refused_by_its_line(
+    tmp_path: Path,
+) -> None:
+    """Kills ``read_export`` numbering the line that is not UTF-8 otherwise (line 3:
+    two new lines before it), or changing the message of that refusal or of an id
+    given twice."""
+    export = tmp_path / "memos.jsonl"
+    good = (_export_line(1) + "\n" + _export_line(2) + "\n").encode()
+    export.write_bytes(good + b'{"id": 3, "question": "\xff"}\n')
+    assert _refusal(export) == (
+        f"line 3 of {export} is not UTF-8 text (byte {len(good) + 23}): regenerate the file"
+        " with explomemo export"
+    )
+    export.write_text(_export_line(7) + "\n" + _export_line(7, question="other") + "\n")
+    assert _refusal(export) == (
+        f"line 2 of {export} repeats memo id 7: each memo of an export has its own id;"
+        " regenerate the file with explomemo export"
+    )
+
+
+def test_an_export_line_at_each_limit_is_read_and_blank_lines_are_skipped(
+    tmp_path: Path,
+) -> None:
+    """Kills ``_parse_line`` refusing a line at one of its limits (64 files, a file of
+    0 bytes, of 32 MiB), ``_path`` refusing a path of exactly 4,096 characters, and
+    ``read_export`` stopping at a blank line (``break`` for ``continue``)."""
+    long_path = "d/" * 2046 + "a.py"
+    assert len(long_path) == 4096
+    many = [_export_file(path=f"f{i}.py") for i in range(64)]
+    limits = [_export_file(path="empty.py", size=0), _export_file(size=32 * 1024 * 1024)]
+    export = tmp_path / "memos.jsonl"
+    export.write_text(
+        "\n".join(
+            [
+                _export_line(1, files=many),
+                "",
+                "   ",
+                _export_line(2, files=limits),
+                _export_line(2**63 - 1, files=[_export_file(path=long_path)]),
+            ]
+        )
+        + "\n"
+    )
+    memos = read_export(export)
+    assert [(m.id, len(m.files)) for m in memos] == [(1, 64), (2, 2), (2**63 - 1, 1)]
+    assert [f.size for f in memos[1].files] == [0, 32 * 1024 * 1024]
+    assert memos[2].files[0].path == long_path
+
+
+@pytest.mark.timeout(30)
+def test_an_export_that_cannot_be_read_says_why_and_a_fifo_never_blocks(tmp_path: Path) -> None:
+    """Kills ``_read_regular`` opening without ``O_NONBLOCK`` (a FIFO with no writer would
+    hang the import), or changing its messages: not a regular file (a FIFO, a folder),
+    a path that cannot be opened, a file that cannot be read (``/proc/self/mem``:
+    reading its start fails with EIO)."""
+    fifo = tmp_path / "memos.fifo"
+    os.mkfifo(fifo)
+    for path in (fifo, tmp_path):
+        assert _refusal(path) == (
+            f"export file {path} is not a regular file: pass the path of a file written"
+            " by explomemo export"
+        )
+    (tmp_path / "a.txt").write_text("x\n")
+    under_a_file = tmp_path / "a.txt" / "memos.jsonl"
+    assert _refusal(under_a_file) == (
+        f"cannot read export file {under_a_file} (Not a directory): check the file"
+    )
+    memory = Path("/proc/self/mem")
+    if memory.is_file():
+        assert _refusal(memory) == (
+            f"cannot read export file {memory} (Input/output error): check the file"
+        )
+
+
+def test_an_export_to_standard_output_is_its_exact_bytes_or_one_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kills ``_write_stdout`` writing to standard output's descriptor anything but the
+    whole UTF-8 text (nothing, another encoding, the wrong descriptor), and
+    ``write_export`` changing its message when that write fails (``/dev/full``)."""
+    text = "".join(line + "\n" for line in (_export_line(1, question="Wie groß?"),) * 3000)
+    with open(tmp_path / "out.jsonl", "w") as out:
+        monkeypatch.setattr(sys, "stdout", out)
+        write_export(None, text)
+    assert (tmp_path / "out.jsonl").read_bytes() == text.encode("utf-8")
+    if not os.path.exists("/dev/full"):
+        return
+    with open("/dev/full", "w") as full:
+        monkeypatch.setattr(sys, "stdout", full)
+        with pytest.raises(ExportFileError) as refused:
+            write_export(None, text)
+    assert str(refused.value) == (
+        "cannot write the export to standard output (No space left on device): free space"
+        " or raise the file size limit where it goes, or write it with -o FILE"
+    )
+
+
+def test_an_export_line_is_compact_json_holding_its_text_as_utf_8(
+    words_cache: MemoCache, one_file: Path
+) -> None:
+    """Kills ``export_memos`` writing separators with spaces, or escaping every
+    character outside ASCII (``ensure_ascii`` true or left out): a line is the
+    memo's compact JSON, its text as written."""
+    words_cache.record(
+        question="Wie groß ist die Straße?",
+        conclusion="Ça dépend",
+        files=["a.py"],
+        project="p",
+        root=str(one_file),
+    )
+    (line,) = export_memos(words_cache)
+    assert line == json.dumps(json.loads(line), ensure_ascii=False, separators=(",", ":"))
+    assert '"question":"Wie groß ist die Straße?","conclusion":"Ça dépend"' in line
+
+
+def test_import_counts_every_replacement_and_roots_memos_at_the_root_given(
+    words_cache: MemoCache, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kills ``import_memos`` counting only one replacement (``replaced = 1``), or
+    rooting the memos of an export (which holds no root) at the working directory
+    when a root is given."""
+    root = tmp_path / "proj"
+    root.mkdir()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    export = tmp_path / "memos.jsonl"
+    export.write_text("".join(_export_line(i) + "\n" for i in (1, 2)))
+    first = import_memos(words_cache, read_export(export), str(root))
+    assert (first.added, first.replaced) == (2, 0)
+    assert {words_cache.show(i).root for i in (1, 2)} == {str(root)}
+    newer = "2027-01-01T00:00:00Z"
+    export.write_text("".join(_export_line(i, recorded_at=newer) + "\n" for i in (1, 2)))
+    second = import_memos(words_cache, read_export(export), str(root))
+    assert (second.added, second.replaced, second.kept) == (0, 2, 0)
+
+
+def test_stale_from_an_export_reports_progress_and_names_a_bad_project(
+    tmp_path: Path, one_file: Path
+) -> None:
+    """Kills ``stale_from_export`` dropping its progress callback, or naming a bad
+    ``project`` otherwise."""
+    from explomemo.errors import InputError
+
+    export = tmp_path / "memos.jsonl"
+    export.write_text(_export_line(1, files=[_export_file(path="a.py", size=600)]) + "\n")
+    calls: list[tuple[int, int]] = []
+    report = stale_from_export(
+        read_export(export), str(one_file), lambda done, total: calls.append((done, total))
+    )
+    assert [e.changed for e in report.stale] == [["a.py"]]
+    assert calls and calls[-1] == (1, 1)
+    with pytest.raises(InputError, match=r"^project is empty: "):
+        stale_from_export(read_export(export), str(one_file), project=" ")
+
+
+def test_stale_from_an_export_diffs_within_the_limits_given(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kills ``export_changes`` dropping the ``limits`` given (an agent's 6,000
+    characters a file instead): with no limits the whole diff comes back."""
+    from explomemo.diffs import FILE_DIFF_CHARS, NO_LIMITS
+
+    monkeypatch.setenv("EXPLOMEMO_SNAPSHOTS", "off")
+    repo = Repo(tmp_path / "repo")
+    repo.write("a.py", "".join(f"A{i} = {i}\n" for i in range(2000)))
+    repo.commit("A")
+    with open_cache(tmp_path / "memos.db") as cache:
+        cache.record(question="q", conclusion="c", files=["a.py"], project="p", root=str(repo.path))
+        lines = list(export_memos(cache))
+    export = tmp_path / "memos.jsonl"
+    export.write_text("".join(line + "\n" for line in lines))
+    repo.write("a.py", "".join(f"A{i} = {i + 1}\n" for i in range(2000)))
+    memos = read_export(export)
+    report = stale_from_export(memos, str(repo.path))
+    (changed,) = export_changes(memos, report, str(repo.path), NO_LIMITS)[report.stale[0].id]
+    assert changed.diff is not None and len(changed.diff) > FILE_DIFF_CHARS
+    assert "+A1999 = 2000" in changed.diff
