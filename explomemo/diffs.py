@@ -20,11 +20,9 @@ from __future__ import annotations
 import difflib
 import hashlib
 import os
-import sqlite3
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from explomemo.errors import StoreError
 from explomemo.files import Refused, Root, open_regular
 from explomemo.gitrepo import GitRepo
 from explomemo.hashing import git_blob_id, hash_fd
@@ -368,12 +366,9 @@ class ChangeFinder:
         }
         if self.store is None or not blobs:
             return
-        try:
-            # A read must not wait for writes: this one is a cache's.
-            with self.store.errors(), self.store.write(wait=False) as conn:
-                self.store.set_git_blobs(conn, blobs.items())
-        except (StoreError, sqlite3.Error):
-            pass
+        store = self.store
+        # A read must not wait for writes: this one is a cache's.
+        store.write_cache(lambda conn: store.set_git_blobs(conn, blobs.items()))
 
     def _moved_to(self, row: FileRow, recorded: _Found) -> str | None:
         """A tracked path in root holding the recorded content now, from git's index."""

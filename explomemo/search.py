@@ -24,7 +24,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
-from explomemo.errors import StoreError
 from explomemo.identifiers import identifiers
 from explomemo.store import Store
 from explomemo.words import STOP_WORDS, stem
@@ -382,12 +381,11 @@ class WordSearch:
             return
         with store.errors(), store.read() as conn:
             pending = store.identifiers_pending(conn)
-        try:
-            while pending:
-                with store.errors(), store.write(wait=False) as conn:
-                    pending = store.index_identifiers(conn) > 0
-        except (StoreError, sqlite3.Error):
-            return
+        while pending:
+            indexed = store.write_cache(store.index_identifiers)
+            if indexed is None:
+                return
+            pending = indexed > 0
         self._identifiers_indexed = True
 
     def scores(

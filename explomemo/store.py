@@ -21,10 +21,10 @@ import sqlite3
 import stat
 import threading
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import NamedTuple
+from typing import NamedTuple, TypeVar
 
 from explomemo.errors import StoreError
 from explomemo.identifiers import memo_identifiers, name_parts
@@ -36,6 +36,8 @@ CACHE_BUSY_TIMEOUT_MS = 250
 #: PRAGMA application_id of explomemo databases ("EXPM").
 APPLICATION_ID = 0x4558504D
 #: The name under which sqlite-utils records the migrations applied.
+T = TypeVar("T")
+
 MIGRATION_SET = "explomemo"
 #: Memo ids are SQLite integers.
 MAX_ID = 2**63 - 1
@@ -510,6 +512,20 @@ class Store:
             yield
         except sqlite3.Error as exc:
             raise describe_sqlite_error(self.path, exc) from exc
+
+    def write_cache(self, fill: Callable[[sqlite3.Connection], T]) -> T | None:
+        """``fill(conn)`` in a cache's write transaction (:meth:`write` with ``wait=False``);
+        None when the write did not happen (another writer holds the database, or it is
+        read-only or damaged).
+
+        For what is only a speed-up: a skipped write costs a later reader some work
+        again, never a wrong answer, and a read never waits behind a write for it.
+        """
+        try:
+            with self.errors(), self.write(wait=False) as conn:
+                return fill(conn)
+        except StoreError:
+            return None
 
     # Memos -------------------------------------------------------------
 

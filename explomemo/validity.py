@@ -19,7 +19,6 @@ from __future__ import annotations
 import errno
 import itertools
 import os
-import sqlite3
 import stat
 import struct
 import threading
@@ -28,7 +27,6 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from operator import itemgetter
 from typing import TYPE_CHECKING, Literal, NamedTuple
 
-from explomemo.errors import StoreError
 from explomemo.files import Opener, Root
 from explomemo.hashing import Digest, hash_fd
 from explomemo.readers import Helper, HelperError, Row, read_row, unchanged_while_read
@@ -296,15 +294,12 @@ class Validator:
         lasting = {path: entry for path, entry in entries.items() if _trusted(entry)}
         if not lasting:
             return
-        try:
-            # Never waits behind this process's other writes (a check must not
-            # queue behind a record that waits for another process's lock).
-            with self._store.errors(), self._store.write(wait=False) as conn:
-                self._store.save_stat_rows(conn, lasting)
-        except (StoreError, sqlite3.Error):
-            # The stat cache is only a speed-up: a read-only or busy database
-            # costs the next run a re-read, never a wrong answer.
-            pass
+        store = self._store
+        # Never waits behind this process's other writes (a check must not queue
+        # behind a record that waits for another process's lock). The stat cache
+        # is only a speed-up: a read-only or busy database costs the next run a
+        # re-read, never a wrong answer.
+        store.write_cache(lambda conn: store.save_stat_rows(conn, lasting))
 
     def _learn(self, entries: dict[str, StatRow]) -> None:
         for path, entry in entries.items():
