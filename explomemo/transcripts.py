@@ -35,7 +35,8 @@ RECORD_SUFFIX = "__memory_exploration_record"
 def tail_entries(path: str) -> list[dict[str, Any]]:
     """The JSON objects of the last :data:`TAIL_BYTES` of the transcript, in order.
 
-    A line cut by the start of the tail, or one being written, is skipped.
+    A line cut by the start of the tail, one being written, or one nested
+    too deep for the JSON parser, is skipped.
     """
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | getattr(os, "O_CLOEXEC", 0))
@@ -58,7 +59,7 @@ def tail_entries(path: str) -> list[dict[str, Any]]:
             continue
         try:
             entry = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):
             continue
         if isinstance(entry, dict):
             entries.append(entry)

@@ -287,6 +287,19 @@ def test_stop_counts_only_this_turns_successful_reads(tmp_path: Path, db_path: P
     assert hook("stop", stop_payload(path, "/repo"), db_path) == (None, "")
 
 
+def test_stop_skips_a_transcript_line_nested_too_deep_to_parse(
+    tmp_path: Path, db_path: Path
+) -> None:
+    files = [f"/repo/src/{n}.py" for n in ("a", "b", "c")]
+    path = transcript(tmp_path / "t.jsonl", files, record=False)
+    lines = path.read_text().splitlines(keepends=True)
+    lines.insert(len(lines) - 1, "[" * 100_000 + "]" * 100_000 + "\n")
+    path.write_text("".join(lines))
+    answer, err = hook("stop", stop_payload(path, "/repo"), db_path)
+    assert answer["decision"] == "block" and err == ""
+    assert "read 3 files (src/a.py, src/b.py, src/c.py)" in answer["reason"]
+
+
 # Never failing the client ---------------------------------------------------------
 
 
