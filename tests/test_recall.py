@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import os
 import sqlite3
 import threading
 import time
@@ -213,6 +214,36 @@ def test_default_model_dir_is_assembled_and_verified(
 def test_bad_model_path_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(ModelError, match=r"EXPLOMEMO_MODEL_PATH .* is not a directory"):
         load_embedder({"EXPLOMEMO_MODEL_PATH": str(tmp_path / "nope")})
+
+
+def test_a_named_model_that_failed_to_load_is_not_tried_again_for_a_while(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Offline, fastembed spends 40 s retrying a download: every CLI command
+    # would pay them again.
+    import fastembed
+
+    tried: list[str] = []
+    real = fastembed.TextEmbedding
+
+    def counting(name: str, *args: Any, **kwargs: Any) -> Any:
+        tried.append(name)
+        return real(name, *args, **kwargs)
+
+    monkeypatch.setattr(fastembed, "TextEmbedding", counting)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    env = {"EXPLOMEMO_MODEL": "example-org/no-such-model"}
+    with pytest.raises(ModelError, match="'example-org/no-such-model' cannot be loaded"):
+        load_embedder(env)
+    with pytest.raises(ModelError, match=r"failed to load 0 min ago \(.*not supported.*\)"):
+        load_embedder(env)
+    assert tried == ["example-org/no-such-model"]
+    (marker,) = (tmp_path / "cache" / "explomemo" / "failed-models").iterdir()
+    then = time.time() - embeddings.RETRY_SECONDS - 1
+    os.utime(marker, (then, then))
+    with pytest.raises(ModelError, match="cannot be loaded"):
+        load_embedder(env)
+    assert len(tried) == 2
 
 
 def test_server_answers_while_model_warms_up(
