@@ -154,7 +154,9 @@ def _stale(args: argparse.Namespace) -> int:
             from explomemo.exchange import export_changes, read_export, stale_from_export
 
             memos = read_export(args.from_file)
-            report = stale_from_export(memos, args.root, progress, project=args.project)
+            report = stale_from_export(
+                memos, args.root, progress, project=args.project, source=args.from_file
+            )
             if with_diffs:
                 changes = export_changes(memos, report, args.root, limits)
         else:

@@ -25,9 +25,9 @@ from typing import TYPE_CHECKING, Any
 
 from explomemo import inputs
 from explomemo.atomic import Naming, replace_file
-from explomemo.errors import ExportFileError, InputError, NotFoundError, PathError
+from explomemo.errors import ExportFileError, InputError, PathError
 from explomemo.files import MAX_PATH_CHARS, MAX_ROOT_CHARS, check_text_path, resolve_root
-from explomemo.memos import MemoCache, stale_entries
+from explomemo.memos import MemoCache, require_project, stale_entries
 from explomemo.models import (
     CheckedFile,
     ExportedFile,
@@ -54,12 +54,8 @@ def export_memos(cache: MemoCache, project: str | None = None) -> Iterator[str]:
     store = cache.store
     with store.errors(), store.read() as conn:
         memos = store.memos(conn, project=project)
+        cache.require_project(conn, project, memos)
         files = store.all_files(conn, project)
-    if project is not None and not memos:
-        raise NotFoundError(
-            f"project {project!r} has no memos, so its export would be empty: check the"
-            " name with explomemo list"
-        )
     for memo in memos:
         exported = ExportedMemo(
             id=memo.id,
@@ -333,17 +329,29 @@ def stale_from_export(
     progress: Progress | None = None,
     *,
     project: str | None = None,
+    source: Path | None = None,
 ) -> StaleReport:
     """Check exported memos (of ``project`` only, when given) against ``root`` (default: the
-    current directory), no database."""
+    current directory), no database.
+
+    A ``project`` without memos among them is refused (see
+    :func:`~explomemo.memos.require_project`), naming ``source``, the file they were read from.
+    """
     if project is not None:
         inputs.check_text("project", project, inputs.MAX_PROJECT)
+    memos = list(memos)
+    chosen = [m for m in memos if project is None or m.project == project]
+    require_project(
+        project,
+        chosen,
+        "the export" if source is None else f"export file {source}",
+        lambda: (m.project for m in memos),
+        _write_export_fix(project, source),
+    )
     where = resolve_root(root)
     rows: list[MemoRow] = []
     files: dict[int, list[FileRow]] = {}
-    for memo in memos:
-        if project is not None and memo.project != project:
-            continue
+    for memo in chosen:
         rows.append(
             MemoRow(
                 memo.id, memo.project, memo.question, memo.conclusion, where.path, memo.recorded_at
@@ -358,6 +366,13 @@ def stale_from_export(
     stale = stale_entries(rows, files, changes)
     stale.sort(key=lambda e: (e.project, e.id))
     return StaleReport(checked=len(rows), stale=stale)
+
+
+def _write_export_fix(project: str | None, source: Path | None) -> str:
+    from shlex import quote
+
+    target = "FILE" if source is None else quote(str(source))
+    return f"write it with explomemo export --project {quote(project or 'P')} -o {target}"
 
 
 def export_changes(
