@@ -501,7 +501,8 @@ def export_changes(
     """
     from explomemo.diffs import AGENT_LIMITS, ChangeFinder, stale_changes
 
-    memo_list = list(memos)
+    stale_ids = {entry.id for entry in report.stale}
+    memo_list = [memo for memo in memos if memo.id in stale_ids]
     files = {memo.id: _file_rows(memo) for memo in memo_list}
     finder = ChangeFinder(None, limits or AGENT_LIMITS)
     return stale_changes(finder, report.stale, files, _memo_roots(memo_list, root))
