@@ -149,21 +149,30 @@ def _stale(args: argparse.Namespace) -> int:
         # No diff is printed, and each annotation needs its whole diff's first changed line.
         limits = NO_LIMITS
     changes = None
+    folders = None
     with StderrProgress("checking files") as progress:
         if args.from_file is not None:
-            from explomemo.exchange import export_changes, read_export, stale_from_export
+            from explomemo.exchange import (
+                export_changes,
+                read_export,
+                repo_folders,
+                stale_from_export,
+            )
 
             memos = read_export(args.from_file)
-            report = stale_from_export(memos, args.root, progress, project=args.project)
+            report = stale_from_export(
+                memos, args.root, progress, project=args.project, source=args.from_file
+            )
             if with_diffs:
                 changes = export_changes(memos, report, args.root, limits)
+            folders = repo_folders(memos)
         else:
             with _cache(args.db, with_model=False) as cache:
                 cache.validator.progress = progress
                 report = cache.stale_report(project=args.project, root=args.root)
                 if with_diffs:
                     changes = cache.stale_changes(report, args.root, limits)
-    _echo(format_stale(report, args.format, changes))
+    _echo(format_stale(report, args.format, changes, folders))
     return EXIT_STALE if args.check and report.stale else EXIT_OK
 
 

@@ -6,6 +6,10 @@ repository diffs cleanly. It carries each file's SHA-256 and xxh3-128, so a CI
 job can check it (``explomemo stale --from``) with no database at all, and
 its git blob id, so the job can show what changed from git history. It holds
 no absolute root: a committed export must not carry a developer's paths.
+Instead, a memo recorded inside a git work tree carries its root relative to
+that work tree's top (``root_in_repo``), and checking or importing puts it
+under the top of the work tree being checked: memos recorded from different
+folders of one repository check from anywhere in a clone.
 Exports of earlier versions (with ``root``, without blob ids) are still read.
 """
 
@@ -25,20 +29,28 @@ from typing import TYPE_CHECKING, Any
 
 from explomemo import inputs
 from explomemo.atomic import Naming, replace_file
-from explomemo.errors import ExportFileError, InputError, NotFoundError, PathError
-from explomemo.files import MAX_PATH_CHARS, MAX_ROOT_CHARS, check_text_path, resolve_root
-from explomemo.memos import MemoCache, stale_entries
+from explomemo.errors import ExportFileError, InputError, PathError
+from explomemo.files import (
+    MAX_PATH_CHARS,
+    MAX_ROOT_CHARS,
+    Root,
+    check_text_path,
+    resolve_root,
+)
+from explomemo.memos import MemoCache, require_project, stale_entries
 from explomemo.models import (
     CheckedFile,
     ExportedFile,
     ExportedMemo,
     ImportResult,
+    StaleEntry,
     StaleReport,
     to_dict,
 )
 from explomemo.printable import json_text
+from explomemo.projects import work_tree_top
 from explomemo.store import MAX_ID, FileRow, MemoRow
-from explomemo.validity import Progress, Validator, expect
+from explomemo.validity import Progress, Seen, Validator, expect
 
 if TYPE_CHECKING:
     from explomemo.diffs import Limits
@@ -54,18 +66,18 @@ def export_memos(cache: MemoCache, project: str | None = None) -> Iterator[str]:
     store = cache.store
     with store.errors(), store.read() as conn:
         memos = store.memos(conn, project=project)
+        cache.require_project(conn, project, memos)
         files = store.all_files(conn, project)
-    if project is not None and not memos:
-        raise NotFoundError(
-            f"project {project!r} has no memos, so its export would be empty: check the"
-            " name with explomemo list"
-        )
+    in_repo: dict[str, str | None] = {}
     for memo in memos:
+        if memo.root not in in_repo:
+            in_repo[memo.root] = root_in_repo(memo.root)
         exported = ExportedMemo(
             id=memo.id,
             project=memo.project,
             question=memo.question,
             conclusion=memo.conclusion,
+            root_in_repo=in_repo[memo.root],
             recorded_at=memo.recorded_at,
             files=[
                 ExportedFile(
@@ -77,6 +89,72 @@ def export_memos(cache: MemoCache, project: str | None = None) -> Iterator[str]:
         # Characters some readers take for line ends (U+2028, U+2029, U+0085)
         # or a terminal for commands (C1, DEL) are written as \u escapes.
         yield json_text(json.dumps(to_dict(exported), ensure_ascii=False, separators=(",", ":")))
+
+
+def root_in_repo(root: str) -> str | None:
+    """``root`` relative to the top of the git work tree that holds it (``/``
+    separators), or None when it is the top or outside a work tree.
+
+    The top is the folder with the ``.git`` entry (see
+    :func:`~explomemo.projects.work_tree_top`), found from the real path, as
+    :func:`checking_base` finds it where the export is checked. None for the
+    top keeps such memos' lines as earlier versions wrote them (checked against
+    the checking root, which a CI job runs at the top), so a committed export
+    does not change on upgrade and imports at the top export the same bytes.
+    """
+    real = os.path.realpath(root)
+    top = work_tree_top(real)
+    if top is None or real == top:
+        return None
+    return Path(os.path.relpath(real, top)).as_posix()
+
+
+def checking_base(where: Root) -> Root:
+    """What an export's ``root_in_repo`` is relative to when checked or imported at
+    ``where``: the top of the git work tree holding it, else ``where`` itself."""
+    top = work_tree_top(where.real)
+    return where if top is None else Root(path=top, real=top)
+
+
+def _memo_root_path(memo: ExportedMemo, base: Root) -> str:
+    """Where ``memo`` (with a ``root_in_repo``) lies under ``base``, refusing a
+    folder that leads out of it through a symbolic link."""
+    assert memo.root_in_repo is not None
+    if memo.root_in_repo == ".":
+        return base.path
+    path = os.path.join(base.path, memo.root_in_repo)
+    real = os.path.realpath(path)
+    if real != base.real and not real.startswith(base.real.rstrip("/") + "/"):
+        raise ExportFileError(
+            f"memo {memo.id} of project {memo.project!r} has root_in_repo"
+            f" {memo.root_in_repo!r}, which leads out of {base.path} through a symbolic link:"
+            " remove the link, or check the export from a clone without it"
+        )
+    return path
+
+
+def _memo_roots(memos: Iterable[ExportedMemo], root: str | None) -> dict[int, Root | None]:
+    """The root each memo is checked against, by id: with a ``root_in_repo``, that
+    folder under :func:`checking_base` (None when it does not exist); else ``root``
+    (default: the current directory)."""
+    where = resolve_root(root)
+    base: Root | None = None
+    found: dict[str, Root | None] = {}
+    roots: dict[int, Root | None] = {}
+    for memo in memos:
+        if memo.root_in_repo is None:
+            roots[memo.id] = where
+            continue
+        if base is None:
+            base = checking_base(where)
+        path = _memo_root_path(memo, base)
+        if path not in found:
+            try:
+                found[path] = resolve_root(path)
+            except PathError:
+                found[path] = None  # a folder this checkout lacks: its files are missing
+        roots[memo.id] = found[path]
+    return roots
 
 
 def write_export(target: Path | None, text: str) -> None:
@@ -224,6 +302,9 @@ def _parse_line(line: str) -> ExportedMemo:
     question = _text(data, "question", inputs.MAX_QUESTION)
     conclusion = _text(data, "conclusion", inputs.MAX_CONCLUSION)
     root = None if data.get("root") is None else _text(data, "root", MAX_ROOT_CHARS)
+    in_repo = data.get("root_in_repo")
+    if in_repo is not None:
+        in_repo = _root_in_repo_field(in_repo)
     recorded_at = data.get("recorded_at")
     if not isinstance(recorded_at, str) or not _RECORDED_AT.fullmatch(recorded_at):
         raise _BadLine("recorded_at is not a UTC time such as 2026-11-30T10:00:00Z")
@@ -272,9 +353,25 @@ def _parse_line(line: str) -> ExportedMemo:
         question=question,
         conclusion=conclusion,
         root=root,
+        root_in_repo=in_repo,
         recorded_at=recorded_at,
         files=exported,
     )
+
+
+def _root_in_repo_field(value: object) -> str:
+    if not isinstance(value, str) or not value or len(value) > MAX_ROOT_CHARS:
+        raise _BadLine(f"root_in_repo is not a folder path of 1 to {MAX_ROOT_CHARS:,} characters")
+    try:
+        check_text_path(value, "root_in_repo")
+    except PathError:
+        raise _BadLine("root_in_repo holds a NUL byte or a lone surrogate") from None
+    if value != "." and value != _normal_path(value):
+        raise _BadLine(
+            f"root_in_repo {value!r} is not a plain folder path inside the work tree (no leading"
+            " /, no . or .. parts, / separators; . for the top)"
+        )
+    return value
 
 
 def _whole(digits: str) -> int:
@@ -333,31 +430,62 @@ def stale_from_export(
     progress: Progress | None = None,
     *,
     project: str | None = None,
+    source: Path | None = None,
 ) -> StaleReport:
     """Check exported memos (of ``project`` only, when given) against ``root`` (default: the
-    current directory), no database."""
+    current directory), no database.
+
+    A ``project`` without memos among them is refused (see
+    :func:`~explomemo.memos.require_project`), naming ``source``, the file they were read from.
+    """
     if project is not None:
         inputs.check_text("project", project, inputs.MAX_PROJECT)
-    where = resolve_root(root)
-    rows: list[MemoRow] = []
+    memos = list(memos)
+    chosen = [m for m in memos if project is None or m.project == project]
+    require_project(
+        project,
+        chosen,
+        "the export" if source is None else f"export file {source}",
+        lambda: (m.project for m in memos),
+        _write_export_fix(project, source),
+    )
+    roots = _memo_roots(chosen, root)
+    groups: dict[Root | None, list[MemoRow]] = {}
     files: dict[int, list[FileRow]] = {}
-    for memo in memos:
-        if project is not None and memo.project != project:
-            continue
-        rows.append(
+    for memo in chosen:
+        where = roots[memo.id]
+        groups.setdefault(where, []).append(
             MemoRow(
-                memo.id, memo.project, memo.question, memo.conclusion, where.path, memo.recorded_at
+                memo.id,
+                memo.project,
+                memo.question,
+                memo.conclusion,
+                "" if where is None else where.path,
+                memo.recorded_at,
             )
         )
         files[memo.id] = _file_rows(memo)
+    stale: list[StaleEntry] = []
     validator = Validator(None, progress=progress)
     try:
-        changes = validator.observe(where, expect(where, (f for fs in files.values() for f in fs)))
+        for where, rows in groups.items():
+            group_files = [f for row in rows for f in files[row.id]]
+            if where is None:
+                changes: dict[str, Seen] = {f.path: None for f in group_files}
+            else:
+                changes = validator.observe(where, expect(where, group_files))
+            stale += stale_entries(rows, files, changes)
     finally:
         validator.close()
-    stale = stale_entries(rows, files, changes)
     stale.sort(key=lambda e: (e.project, e.id))
-    return StaleReport(checked=len(rows), stale=stale)
+    return StaleReport(checked=len(chosen), stale=stale)
+
+
+def _write_export_fix(project: str | None, source: Path | None) -> str:
+    from shlex import quote
+
+    target = "FILE" if source is None else quote(str(source))
+    return f"write it with explomemo export --project {quote(project or 'P')} -o {target}"
 
 
 def export_changes(
@@ -373,10 +501,21 @@ def export_changes(
     """
     from explomemo.diffs import AGENT_LIMITS, ChangeFinder, stale_changes
 
-    where = resolve_root(root)
-    files = {memo.id: _file_rows(memo) for memo in memos}
+    stale_ids = {entry.id for entry in report.stale}
+    memo_list = [memo for memo in memos if memo.id in stale_ids]
+    files = {memo.id: _file_rows(memo) for memo in memo_list}
     finder = ChangeFinder(None, limits or AGENT_LIMITS)
-    return stale_changes(finder, report.stale, files, dict.fromkeys(files, where))
+    return stale_changes(finder, report.stale, files, _memo_roots(memo_list, root))
+
+
+def _given_root(memo: ExportedMemo, root: str | None, where: Root) -> str:
+    return memo.root if root is None and memo.root is not None else where.path
+
+
+def repo_folders(memos: Iterable[ExportedMemo]) -> dict[int, str]:
+    """By memo id, the folder (ending in ``/``) of the repository that a memo's paths are
+    relative to, for the memos recorded below the top of their work tree."""
+    return {m.id: m.root_in_repo + "/" for m in memos if m.root_in_repo not in (None, ".")}
 
 
 def _file_rows(memo: ExportedMemo) -> list[FileRow]:
@@ -391,13 +530,17 @@ def import_memos(
     Ties keep the memo already in the database. Everything lands in one
     transaction. Imported memos gain vectors the next time a model is used. A blob id
     known for a content (from the export or the database) is given to every row of it.
-    A memo's root is ``root`` when given, else the one an old export carries,
-    else the current directory (an export holds no root). Snapshots of the
+    A memo's root is, when the export gives its ``root_in_repo``, that folder
+    under :func:`checking_base` of ``root`` (default: the current directory);
+    else ``root`` when given, else the one an old export carries, else the
+    current directory (an export holds no absolute root). Snapshots of the
     memos an import replaces go with them when nothing else rests on them.
     """
     store = cache.store
     memo_list = list(memos)
-    fallback = resolve_root(root).path
+    where = resolve_root(root)
+    base = checking_base(where) if any(m.root_in_repo is not None for m in memo_list) else where
+    memo_roots = {m.id: _memo_root_path(m, base) for m in memo_list if m.root_in_repo is not None}
     added = replaced = kept = 0
     with store.errors(), store.write() as conn:
         for memo in memo_list:
@@ -417,7 +560,7 @@ def import_memos(
                 question=memo.question,
                 question_key=key,
                 conclusion=memo.conclusion,
-                root=memo.root if root is None and memo.root is not None else fallback,
+                root=memo_roots.get(memo.id) or _given_root(memo, root, where),
                 recorded_at=memo.recorded_at,
                 files=_file_rows(memo),
                 wanted_id=memo.id,

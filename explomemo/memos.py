@@ -42,6 +42,7 @@ from explomemo.store import MAX_ID, FileRow, MemoRow, StatRow, Store
 # they are used: ``list`` needs none of them, ``stale`` and ``show`` only the
 # validity engine, and each costs a short command's start-up.
 if TYPE_CHECKING:
+    import sqlite3
     from pathlib import Path
 
     from explomemo.diffs import Limits
@@ -652,6 +653,7 @@ class MemoCache:
         fixed = resolve_root(root) if root is not None else None
         with self.store.errors(), self.store.read() as conn:
             memos = self.store.memos(conn, project=project)
+            self.require_project(conn, project, memos)
             files = self.store.all_files(conn, project)
         groups: dict[str, list[MemoRow]] = {}
         for memo in memos:
@@ -664,6 +666,19 @@ class MemoCache:
             entries += stale_entries(group, files, changes)
         entries.sort(key=lambda e: (e.project, e.id))
         return StaleReport(checked=len(memos), stale=entries)
+
+    def require_project(
+        self, conn: sqlite3.Connection, project: str | None, found: Sequence[MemoRow]
+    ) -> None:
+        """Refuse a named ``project`` without memos in the database (see
+        :func:`require_project`); ``found`` are its memos, read through ``conn``."""
+        require_project(
+            project,
+            found,
+            f"database {self.store.path}",
+            lambda: self.store.projects(conn),
+            "record memos first, or check the database path (--db, $EXPLOMEMO_DB)",
+        )
 
     # Forget, list, show --------------------------------------------------
 
@@ -749,6 +764,41 @@ def _answer_chars(match: Match) -> int:
 def _overrun(match: Match, room: int) -> Callable[[list[CheckedFile]], int]:
     """How far ``match`` with the files described is over ``room`` characters."""
     return lambda files: _answer_chars(replace(match, files=files)) - room
+
+
+#: How many of a source's project names a refused ``--project`` lists.
+SHOWN_PROJECTS = 10
+
+
+def require_project(
+    project: str | None,
+    found: Sequence[object],
+    source: str,
+    projects: Callable[[], Iterable[str]],
+    when_empty: str,
+) -> None:
+    """Refuse a ``project`` that was named but has no memo (``found`` is empty) in
+    ``source`` (``database PATH``, ``export file PATH``).
+
+    A misspelt name must neither pass a CI check with nothing to check nor
+    empty a committed export. The refusal lists the projects ``source``
+    holds (``projects`` is called only then); when it holds none, it ends with
+    ``when_empty``, the fix for that.
+    """
+    if project is None or found:
+        return
+    names = sorted(set(projects()))
+    if not names:
+        raise NotFoundError(
+            f"project {project!r} has no memos in {source}, which holds none: {when_empty}"
+        )
+    shown = ", ".join(repr(name) for name in names[:SHOWN_PROJECTS])
+    if len(names) > SHOWN_PROJECTS:
+        shown += f" and {len(names) - SHOWN_PROJECTS} more"
+    raise NotFoundError(
+        f"project {project!r} has no memos in {source}, whose projects are {shown}:"
+        " check the name and pass one of those to --project"
+    )
 
 
 def _recorded_root(path: str) -> Root | None:

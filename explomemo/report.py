@@ -80,12 +80,17 @@ def _all_fresh(checked: int, memos: str) -> str:
 
 
 def stale_github(
-    report: StaleReport, changes: Mapping[int, Sequence[CheckedFile]] | None = None
+    report: StaleReport,
+    changes: Mapping[int, Sequence[CheckedFile]] | None = None,
+    folders: Mapping[int, str] | None = None,
 ) -> str:
     """GitHub Actions workflow commands: a warning on each changed file of a stale memo.
 
     With ``changes`` (see :meth:`~explomemo.memos.MemoCache.stale_changes`), a
-    warning points at the first changed line of the file (``line=``).
+    warning points at the first changed line of the file (``line=``). ``folders``
+    holds, by memo id, the folder of the repository a memo's paths are relative
+    to (see :func:`~explomemo.exchange.repo_folders`): GitHub places an annotation
+    by its path from the repository's top.
     """
     lines: list[str] = []
     for entry in report.stale:
@@ -96,8 +101,9 @@ def stale_github(
         first_lines = {
             f.path: first_changed_line(f.diff) for f in (changes or {}).get(entry.id, ())
         }
+        folder = (folders or {}).get(entry.id, "")
         for raw_path in entry.changed:
-            path = block(raw_path)
+            path = block(folder + raw_path)
             line = first_lines.get(raw_path)
             at = "" if line is None else f",line={line}"
             lines.append(
@@ -107,7 +113,7 @@ def stale_github(
                     " and record the memo again, or forget it"
                 )
             )
-        for path in map(block, entry.missing):
+        for path in (block(folder + p) for p in entry.missing):
             lines.append(
                 f"::warning title={title}::"
                 + _escape_data(
@@ -171,12 +177,16 @@ def stale_markdown(
 
 
 def format_stale(
-    report: StaleReport, fmt: str, changes: Mapping[int, Sequence[CheckedFile]] | None = None
+    report: StaleReport,
+    fmt: str,
+    changes: Mapping[int, Sequence[CheckedFile]] | None = None,
+    folders: Mapping[int, str] | None = None,
 ) -> str:
     """The stale report as ``table``, ``json``, ``github`` or ``markdown`` (the choices of
-    ``explomemo stale --format``; ``changes``: diffs, for github and markdown)."""
+    ``explomemo stale --format``; ``changes``: diffs, for github and markdown; ``folders``:
+    see :func:`stale_github`)."""
     if fmt == "github":
-        return stale_github(report, changes)
+        return stale_github(report, changes, folders)
     if fmt == "markdown":
         return stale_markdown(report, changes)
     return stale_table(report) if fmt == "table" else stale_json(report)

@@ -781,6 +781,10 @@ class Store:
             ).fetchall()
         return [MemoRow(*row) for row in rows]
 
+    def projects(self, conn: sqlite3.Connection) -> list[str]:
+        """The names of the projects that have memos, sorted."""
+        return [row[0] for row in conn.execute("SELECT DISTINCT project FROM memos ORDER BY 1")]
+
     def files_of(
         self, conn: sqlite3.Connection, memo_ids: Sequence[int]
     ) -> dict[int, list[FileRow]]:

@@ -343,7 +343,7 @@ def test_an_export_of_a_project_without_memos_leaves_the_file_alone(
     db, export = one_memo
     before = export.read_bytes()
     run = _cli("--db", str(db), "export", "--project", "typo", "-o", str(export))
-    assert_one_error_line(run, "project 'typo' has no memos", "explomemo list")
+    assert_one_error_line(run, "project 'typo' has no memos", str(db), "projects are 'p'")
     assert export.read_bytes() == before
     assert _cli("--db", str(db), "export", "--project", "typo").out == ""
     # A project that has memos, and no --project (every project), still export.

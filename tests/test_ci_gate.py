@@ -1,0 +1,210 @@
+"""The CI gate: `stale --check` over a database or a committed export.
+
+A misspelt `--project` is refused, not passed as "nothing stale"; an export
+of memos recorded from different folders of one repository checks fresh
+from the top of a clone.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from conftest import Repo, git, invoke_cli
+from reliability_helpers import CliRun, assert_one_error_line, cli_subprocess
+
+
+def _cli(*args: str) -> CliRun:
+    result = invoke_cli(list(args))
+    return CliRun(result.exit_code, result.stdout, result.stderr)
+
+
+@pytest.fixture
+def two_projects(tmp_path: Path) -> tuple[Path, Path]:
+    """A database with a memo of project "api" and one of "web", and their export."""
+    root = tmp_path / "proj"
+    root.mkdir()
+    (root / "a.py").write_text("A = 1\n")
+    db = tmp_path / "m.db"
+    for project in ("api", "web"):
+        record = ["--db", str(db), "record", "--project", project, "--root", str(root)]
+        assert _cli(*record, "--question", "q", "--conclusion", "c", "a.py").code == 0
+    export = tmp_path / "memos.jsonl"
+    assert _cli("--db", str(db), "export", "-o", str(export)).code == 0
+    return db, export
+
+
+@pytest.mark.usefixtures("no_model")
+def test_stale_check_refuses_a_project_the_database_does_not_hold(
+    two_projects: tuple[Path, Path],
+) -> None:
+    db, _ = two_projects
+    run = _cli("--db", str(db), "stale", "--project", "apj", "--check")
+    line = assert_one_error_line(run, "'apj'", f"database {db}", "'api', 'web'", "--project")
+    assert run.out == "", line
+    assert _cli("--db", str(db), "stale", "--project", "api", "--check").code == 0
+
+
+@pytest.mark.usefixtures("no_model")
+def test_stale_check_refuses_a_project_the_export_does_not_hold(
+    two_projects: tuple[Path, Path],
+) -> None:
+    _, export = two_projects
+    base = ["stale", "--from", str(export), "--check"]
+    for shape in ([], ["--format", "json"], ["--format", "github"]):
+        run = _cli(*base, *shape, "--project", "apj")
+        assert_one_error_line(run, "'apj'", f"export file {export}", "'api', 'web'")
+    root = str(export.parent / "proj")
+    assert _cli(*base, "--project", "web", "--root", root).out == "The one memo is fresh.\n"
+
+
+@pytest.mark.usefixtures("no_model")
+def test_a_project_over_an_empty_source_is_refused_and_no_project_still_passes(
+    tmp_path: Path,
+) -> None:
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    db = tmp_path / "empty.db"
+    run = _cli("stale", "--from", str(empty), "--project", "api", "--check")
+    assert_one_error_line(
+        run, "'api'", f"export file {empty}", "holds none", f"export --project api -o {empty}"
+    )
+    run = _cli("--db", str(db), "stale", "--project", "api", "--check")
+    assert_one_error_line(run, "'api'", f"database {db}", "holds none", "--db")
+    for source in (["stale", "--from", str(empty)], ["--db", str(db), "stale"]):
+        run = _cli(*source, "--check")
+        assert (run.code, run.out, run.err) == (0, "No memos to check.\n", "")
+
+
+# Memos recorded from different folders of one repository --------------------
+
+EXPORT = ".explomemo/memos.jsonl"
+
+
+def _run(args: list[str], cwd: Path) -> CliRun:
+    done = cli_subprocess(args, cwd=cwd)
+    return CliRun(done.returncode, done.stdout, done.stderr)
+
+
+@pytest.fixture
+def committed(tmp_path: Path) -> tuple[Path, Path]:
+    """A repository whose committed export holds a memo recorded in ``src/`` and one
+    recorded at the top; returns (the repository, a clone of it at another path)."""
+    repo = Repo(tmp_path / "dev" / "proj")
+    repo.write("src/auth.py", "def check(token):\n    return token\n")
+    repo.write("README", "proj\n")
+    repo.commit("code")
+    db = str(tmp_path / "dev.db")
+    record = ["--db", db, "record", "--project", "proj"]
+    auth = ["--question", "how is auth wired?", "--conclusion", "c", "auth.py"]
+    readme = ["--question", "what is the readme?", "--conclusion", "c", "README"]
+    assert _run([*record, *auth], repo.path / "src").code == 0
+    assert _run([*record, *readme], repo.path).code == 0
+    assert _run(["--db", db, "export", "--project", "proj", "-o", EXPORT], repo.path).code == 0
+    repo.commit("memos")
+    clone = tmp_path / "ci" / "proj"
+    git(tmp_path, "clone", "-q", str(repo.path), str(clone))
+    return repo.path, clone
+
+
+def test_an_export_of_memos_from_two_folders_checks_fresh_in_a_clone(
+    committed: tuple[Path, Path], tmp_path: Path
+) -> None:
+    _, clone = committed
+    text = (clone / EXPORT).read_text()
+    assert str(tmp_path) not in text  # still no absolute root
+    lines = [json.loads(line) for line in text.splitlines()]
+    assert [line.get("root_in_repo") for line in lines] == ["src", None]
+    check = ["stale", "--from", EXPORT, "--check"]
+    run = _run(check, clone)
+    assert (run.code, run.out) == (0, "All 2 memos are fresh.\n"), run
+    # From src/ the memo recorded there is found through the clone's top; the memo
+    # recorded at the top has no folder in the export, and is checked against src/.
+    run = _run(["stale", "--from", f"../{EXPORT}", "--format", "json"], clone / "src")
+    assert [(e["id"], e["missing"]) for e in json.loads(run.out)["stale"]] == [(2, ["README"])]
+    # From another folder, --root at the top does the same.
+    run = _run(["stale", "--from", f"../{EXPORT}", "--check", "--root", str(clone)], clone / "src")
+    assert (run.code, run.out) == (0, "All 2 memos are fresh.\n"), run
+    # A change under src/ is flagged, and GitHub gets its path from the repository's top.
+    (clone / "src" / "auth.py").write_text("def check(token):\n    return None\n")
+    run = _run([*check, "--format", "github"], clone)
+    assert run.code == 1, run
+    assert run.out.startswith("::warning file=src/auth.py,line=2,"), run.out
+
+
+def test_import_puts_each_memo_under_its_folder_and_exports_the_same_bytes(
+    committed: tuple[Path, Path], tmp_path: Path
+) -> None:
+    _, clone = committed
+    db = str(tmp_path / "ci.db")
+    assert _run(["--db", db, "import", EXPORT], clone).code == 0
+    listed = json.loads(_run(["--db", db, "list", "--json"], clone).out)
+    assert [memo["root"] for memo in listed] == [str(clone / "src"), str(clone)]
+    run = _run(["--db", db, "stale", "--check"], clone)
+    assert (run.code, run.out) == (0, "All 2 memos are fresh.\n"), run
+    again = _run(["--db", db, "export", "--project", "proj"], clone)
+    assert again.out == (clone / EXPORT).read_text()
+
+
+def test_an_export_line_without_the_field_is_checked_against_the_checking_root(
+    committed: tuple[Path, Path],
+) -> None:
+    _, clone = committed
+    old = clone / "old.jsonl"
+    old.write_text((clone / EXPORT).read_text().replace(',"root_in_repo":"src"', ""))
+    run = _run(["stale", "--from", "old.jsonl", "--format", "json"], clone)
+    assert [(e["id"], e["missing"]) for e in json.loads(run.out)["stale"]] == [(1, ["auth.py"])]
+    run = _run(["stale", "--from", "../old.jsonl", "--format", "json"], clone / "src")
+    assert [(e["id"], e["missing"]) for e in json.loads(run.out)["stale"]] == [(2, ["README"])]
+
+
+def test_outside_git_the_field_is_taken_from_the_checking_root(
+    committed: tuple[Path, Path], tmp_path: Path
+) -> None:
+    _, clone = committed
+    plain = tmp_path / "tarball"
+    shutil.copytree(clone, plain, ignore=shutil.ignore_patterns(".git"))
+    run = _run(["stale", "--from", EXPORT, "--check"], plain)
+    assert (run.code, run.out) == (0, "All 2 memos are fresh.\n"), run
+
+
+@pytest.mark.parametrize("value", ["..", "../src", "/etc", "src/../src", "./src", "src/", "", 5])
+def test_a_root_in_repo_that_is_not_a_plain_folder_is_refused(
+    committed: tuple[Path, Path], value: object
+) -> None:
+    _, clone = committed
+    bad = clone / "bad.jsonl"
+    field = json.dumps(value)
+    bad.write_text(
+        (clone / EXPORT).read_text().replace('"root_in_repo":"src"', f'"root_in_repo":{field}')
+    )
+    for args in (
+        ["stale", "--from", str(bad), "--check"],
+        ["--db", str(clone / "x.db"), "import", str(bad)],
+    ):
+        assert_one_error_line(_run(args, clone), f"line 1 of {bad}", "root_in_repo")
+    assert (
+        not (clone / "x.db").exists()
+        or "proj" not in _run(["--db", str(clone / "x.db"), "list"], clone).out
+    )
+
+
+def test_a_root_in_repo_through_a_link_out_of_the_clone_is_refused(
+    committed: tuple[Path, Path], tmp_path: Path
+) -> None:
+    _, clone = committed
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "auth.py").write_text("secret\n")
+    (clone / "out").symlink_to(outside)
+    bad = clone / "bad.jsonl"
+    bad.write_text(
+        (clone / EXPORT).read_text().replace('"root_in_repo":"src"', '"root_in_repo":"out"')
+    )
+    for args in (
+        ["stale", "--from", str(bad), "--format", "github"],
+        ["--db", str(clone / "x.db"), "import", str(bad)],
+    ):
+        assert_one_error_line(_run(args, clone), "'out'", "leads out of", str(clone))
