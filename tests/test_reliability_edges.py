@@ -25,6 +25,7 @@ from reliability_helpers import (
     assert_one_error_line,
     assert_tool_refused,
     call_tools,
+    call_tools_stdio,
     cli_subprocess,
 )
 
@@ -386,6 +387,55 @@ def test_forget_s_id_schema_carries_its_limits(tmp_path: Path) -> None:
 
     schema = asyncio.run(listed())["memory_exploration_forget"]["properties"]["id"]
     assert (schema["type"], schema["minimum"], schema["maximum"]) == ("integer", 1, 2**63 - 1)
+
+
+# Every tool's parameters are strict, as forget's id is ------------------------
+
+
+def test_recall_takes_only_json_integers_and_booleans(tmp_path: Path) -> None:
+    """``"limit": true`` is not 1 and ``"include_stale": "false"`` is not false: over a
+    real stdio server, each wrong type is refused naming the parameter and what to send."""
+    root = tmp_path / "proj"
+    root.mkdir()
+    for name in ("a.py", "b.py"):
+        (root / name).write_text(f"{name} = 1\n")
+    recall = "memory_exploration_recall"
+    query = {"query": "how is the parser wired?", "project": "p"}
+    bad: list[tuple[str, dict[str, Any], str]] = [
+        (recall, {**query, "limit": True}, "limit: must be a JSON integer"),
+        (recall, {**query, "limit": "5"}, "limit: must be a JSON integer (a number without"),
+        (recall, {**query, "limit": 2.0}, "limit: must be a JSON integer"),
+        (recall, {**query, "include_stale": "false"}, "include_stale: must be a JSON boolean"),
+        (recall, {**query, "include_stale": 0}, "include_stale: must be a JSON boolean"),
+        (recall, {**query, "project": 5}, "project: must be a JSON string (got 5)"),
+        (
+            "memory_exploration_record",
+            {"question": "q", "conclusion": "c", "files": "a.py", "project": "p"},
+            'files: must be a JSON array (got "a.py")',
+        ),
+        (
+            "memory_exploration_record",
+            {"question": 7, "conclusion": "c", "files": ["a.py"], "project": "p"},
+            "question: must be a JSON string (got 7)",
+        ),
+        ("memory_exploration_stale", {"project": "p", "root": True}, "root: must be a JSON"),
+    ]
+    record = {"conclusion": "the parser is wired in a.py", "files": ["a.py", "b.py"]}
+    replies = call_tools_stdio(
+        tmp_path / "m.db",
+        [
+            ("memory_exploration_record", {**record, "question": "parser wiring?", "project": "p"}),
+            ("memory_exploration_record", {**record, "question": "parser files?", "project": "p"}),
+            *[(tool, args) for tool, args, _ in bad],
+            (recall, {**query, "limit": 1, "include_stale": False}),
+        ],
+        cwd=root,
+    )
+    for (_, args, expected), reply in zip(bad, replies[2:-1], strict=True):
+        assert_tool_refused(reply, expected)
+        assert "matches" not in reply.text, args
+    assert replies[-1].data["project"] == "p"
+    assert len(replies[-1].data["matches"]) == 1, replies[-1].text
 
 
 # Nits: grammar, wording, positions ----------------------------------------------
