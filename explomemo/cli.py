@@ -452,7 +452,8 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     parser.add_argument(
         "--db",
         type=_path,
-        help="Database file (default: $EXPLOMEMO_DB, or explomemo.db in the user data directory).",
+        help="Database file (default: $EXPLOMEMO_DB, or explomemo.db in the user data directory);"
+        " a leading ~ is expanded.",
     )
     # prog given: working it out imports shutil and sizes the terminal.
     commands = parser.add_subparsers(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -259,3 +260,69 @@ def test_tables_are_drawn_without_rich(db_path: Path, tree: Path, no_model: None
     listed = _probe(db_path, ["list"])
     assert listed.splitlines()[0].split() == ["id", "project", "question", "files", "recorded_at"]
     assert "How do A and B relate?" in listed
+
+
+# A leading ~ in the database path ------------------------------------------------
+
+
+def test_a_leading_tilde_in_the_database_path_is_the_home_folder(
+    tmp_path: Path, tree: Path, no_model: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``EXPLOMEMO_DB=~/…`` (an MCP client's JSON env, no shell) and ``--db ~/…`` (an
+    argument list, no shell) are the home folder, not a folder named ``~`` here."""
+    import pwd
+
+    from explomemo.store import database_path
+
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.chdir(tree)
+    record = ["record", "--project", "p", "--question", "q", "--conclusion", "c", "pkg/a.py"]
+    monkeypatch.setenv("EXPLOMEMO_DB", "~/env/memos.db")
+    assert main(record) == 0
+    monkeypatch.delenv("EXPLOMEMO_DB")
+    assert main(["--db", "~/arg/memos.db", *record]) == 0
+    assert (home / "env" / "memos.db").is_file() and (home / "arg" / "memos.db").is_file()
+    assert not (tree / "~").exists()
+    # setup writes the expanded, absolute path into the client's configuration.
+    result = invoke_cli(["--db", "~/arg/memos.db", "setup", "cursor", "--dry-run"])
+    assert result.exit_code == 0, result.output
+    assert str(home / "arg" / "memos.db") in result.stdout and "/~/" not in result.stdout
+    # ~user is that user's home; a ~ inside the path is a name like any other.
+    user = pwd.getpwuid(os.getuid())
+    assert database_path(f"~{user.pw_name}/m.db") == Path(user.pw_dir) / "m.db"
+    assert database_path("data/~/m.db") == Path("data/~/m.db")
+
+
+def test_the_server_expands_a_tilde_in_its_environment(tmp_path: Path, tree: Path) -> None:
+    """As an MCP client starts it: ``EXPLOMEMO_DB`` from the JSON ``env``, the project
+    folder as working directory, over stdio."""
+    import asyncio
+
+    from mcp import Client, StdioServerParameters
+
+    home = tmp_path / "home"
+    home.mkdir()
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "explomemo", "serve"],
+        cwd=tree,
+        env={
+            **os.environ,
+            "HOME": str(home),
+            "EXPLOMEMO_DB": "~/memos.db",
+            "EXPLOMEMO_EMBEDDINGS": "off",
+        },
+    )
+
+    async def story() -> Any:
+        async with Client(params) as client:
+            return await client.call_tool(
+                "memory_exploration_record",
+                {"question": "q", "conclusion": "c", "files": ["pkg/a.py"], "project": "p"},
+            )
+
+    result = asyncio.run(story())
+    assert not result.is_error, result.content
+    assert (home / "memos.db").is_file() and not (tree / "~").exists()
