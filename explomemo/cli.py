@@ -255,6 +255,16 @@ def _path(value: str) -> Path:
     return Path(value)
 
 
+def _project(value: str) -> str:
+    from explomemo.errors import InputError
+    from explomemo.projects import project_name
+
+    try:
+        return project_name(value)
+    except InputError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def _limit(value: str) -> int:
     try:
         number = int(value)
@@ -377,7 +387,7 @@ def _setup_arguments(sub: argparse.ArgumentParser) -> None:
 
 
 def _project_option(sub: argparse.ArgumentParser, text: str = PROJECT_HELP) -> None:
-    sub.add_argument("--project", help=text)
+    sub.add_argument("--project", type=_project, help=text)
 
 
 def _root_option(sub: argparse.ArgumentParser, text: str) -> None:

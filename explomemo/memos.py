@@ -35,7 +35,7 @@ from explomemo.models import (
     replace,
     to_json,
 )
-from explomemo.projects import resolve_project
+from explomemo.projects import project_name, resolve_project
 from explomemo.store import MAX_ID, FileRow, MemoRow, StatRow, Store
 
 # Word search, vectors, snapshots and the validity engine are imported where
@@ -648,7 +648,7 @@ class MemoCache:
         makes its memos' files missing).
         """
         if project is not None:
-            inputs.check_text("project", project, inputs.MAX_PROJECT)
+            project = project_name(project)
         fixed = resolve_root(root) if root is not None else None
         with self.store.errors(), self.store.read() as conn:
             memos = self.store.memos(conn, project=project)
@@ -691,7 +691,7 @@ class MemoCache:
     def list(self, *, project: str | None = None) -> list[MemoSummary]:
         """Every memo (of a project, or all), without re-hashing."""
         if project is not None:
-            inputs.check_text("project", project, inputs.MAX_PROJECT)
+            project = project_name(project)
         with self.store.errors(), self.store.read() as conn:
             memos = self.store.memos(conn, project=project)
             counts = dict(
