@@ -73,6 +73,14 @@ def _echo(text: str) -> None:
     stdout.write(text + "\n")
 
 
+def _table_width() -> int:
+    """The terminal's width on a terminal, else the tables' fixed width (a CI log)."""
+    from explomemo.report import TABLE_WIDTH
+    from explomemo.stdout import terminal_width
+
+    return terminal_width() or TABLE_WIDTH
+
+
 def _err(text: str) -> None:
     """One line on stderr, with anything a terminal or a CI runner would act on escaped."""
     from explomemo.printable import message
@@ -163,7 +171,7 @@ def _stale(args: argparse.Namespace) -> int:
                 report = cache.stale_report(project=args.project, root=args.root)
                 if with_diffs:
                     changes = cache.stale_changes(report, args.root, limits)
-    _echo(format_stale(report, args.format, changes))
+    _echo(format_stale(report, args.format, changes, _table_width()))
     return EXIT_STALE if args.check and report.stale else EXIT_OK
 
 
@@ -173,7 +181,7 @@ def _list(args: argparse.Namespace) -> int:
 
     with _cache(args.db, with_model=False) as cache:
         memos = cache.list(project=args.project)
-    _echo(to_json(memos) if args.json else list_table(memos))
+    _echo(to_json(memos) if args.json else list_table(memos, _table_width()))
     return EXIT_OK
 
 
@@ -193,8 +201,9 @@ def _diff(args: argparse.Namespace) -> int:
 
     with _cache(args.db, with_model=False) as cache:
         memo = cache.show(args.id, root=args.root, limits=NO_LIMITS)
-    colour = sys.stdout.isatty() and not os.environ.get("NO_COLOR")
-    _echo(diff_text(memo, colour=colour))
+    from explomemo.stdout import takes_colour
+
+    _echo(diff_text(memo, colour=takes_colour()))
     return EXIT_OK
 
 

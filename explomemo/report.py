@@ -31,12 +31,13 @@ if TYPE_CHECKING:
     from rich.progress import Progress, TaskID
 
 
-#: Width of the tables, in terminal cells.
+#: Width of the tables, in terminal cells, when they are not shown on a terminal.
 TABLE_WIDTH = 120
 
 
-def stale_table(report: StaleReport) -> str:
-    """The stale report as a plain-text table, with a summary line."""
+def stale_table(report: StaleReport, width: int = TABLE_WIDTH) -> str:
+    """The stale report as a plain-text table at most ``width`` cells wide, with a
+    summary line."""
     if not report.stale:
         return _all_fresh(report.checked, "memos")
     rows = [
@@ -49,7 +50,7 @@ def stale_table(report: StaleReport) -> str:
         ]
         for entry in report.stale
     ]
-    table = draw(("id", "project", "question", "changed", "missing"), rows, TABLE_WIDTH)
+    table = draw(("id", "project", "question", "changed", "missing"), rows, width)
     summary = f"{len(report.stale)} of {report.checked} memos are stale."
     return no_workflow_commands(table + "\n" + summary)
 
@@ -171,15 +172,19 @@ def stale_markdown(
 
 
 def format_stale(
-    report: StaleReport, fmt: str, changes: Mapping[int, Sequence[CheckedFile]] | None = None
+    report: StaleReport,
+    fmt: str,
+    changes: Mapping[int, Sequence[CheckedFile]] | None = None,
+    width: int = TABLE_WIDTH,
 ) -> str:
-    """The stale report as ``table``, ``json``, ``github`` or ``markdown`` (the choices of
-    ``explomemo stale --format``; ``changes``: diffs, for github and markdown)."""
+    """The stale report as ``table`` (at most ``width`` cells wide), ``json``, ``github`` or
+    ``markdown`` (the choices of ``explomemo stale --format``; ``changes``: diffs, for
+    github and markdown)."""
     if fmt == "github":
         return stale_github(report, changes)
     if fmt == "markdown":
         return stale_markdown(report, changes)
-    return stale_table(report) if fmt == "table" else stale_json(report)
+    return stale_table(report, width) if fmt == "table" else stale_json(report)
 
 
 # What changed: diffs and moves for people ----------------------------------
@@ -323,15 +328,15 @@ def recall_text(result: RecallResult) -> str:
     return no_workflow_commands("\n\n".join(blocks) + "".join(f"\n{n}" for n in notes))
 
 
-def list_table(memos: Sequence[MemoSummary]) -> str:
-    """Memos as a plain-text table."""
+def list_table(memos: Sequence[MemoSummary], width: int = TABLE_WIDTH) -> str:
+    """Memos as a plain-text table at most ``width`` cells wide."""
     if not memos:
         return "No memos."
     rows = [
         [str(m.id), one_line(m.project), one_line(m.question), str(m.files), m.recorded_at]
         for m in memos
     ]
-    table = draw(("id", "project", "question", "files", "recorded_at"), rows, TABLE_WIDTH)
+    table = draw(("id", "project", "question", "files", "recorded_at"), rows, width)
     return no_workflow_commands(table)
 
 

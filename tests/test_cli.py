@@ -326,3 +326,114 @@ def test_the_server_expands_a_tilde_in_its_environment(tmp_path: Path, tree: Pat
     result = asyncio.run(story())
     assert not result.is_error, result.content
     assert (home / "memos.db").is_file() and not (tree / "~").exists()
+
+
+# Tables at the terminal's width ---------------------------------------------------
+
+
+def _on_terminal(args: list[str], columns: int, env: dict[str, str]) -> str:
+    """What ``explomemo ARGS`` prints on a pseudo-terminal ``columns`` cells wide."""
+    import fcntl
+    import pty
+    import struct
+    import termios
+
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, columns, 0, 0))
+    with subprocess.Popen(
+        [sys.executable, "-m", "explomemo", *args],
+        stdin=subprocess.DEVNULL,
+        stdout=slave,
+        stderr=subprocess.DEVNULL,
+        env=env,
+    ) as proc:
+        os.close(slave)
+        chunks = []
+        while True:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:  # EIO: the child closed the terminal
+                break
+            if not chunk:
+                break
+            chunks.append(chunk)
+        assert proc.wait(timeout=60) == 0
+    os.close(master)
+    return b"".join(chunks).decode().replace("\r\n", "\n")
+
+
+def test_tables_take_the_terminal_s_width(db_path: Path, tree: Path, no_model: None) -> None:
+    """On a 60-column terminal `list` and `stale` fit in 60 columns, laid out as Rich lays
+    them out at 60; $COLUMNS wins over the terminal; through a pipe (a CI log) the width
+    stays 120."""
+    from explomemo.report import list_table, stale_table
+    from explomemo.tables import _rich
+
+    seed(db_path, tree)
+    long = "How does the retry policy of the HTTP client decide when to give up? " * 2
+    code, _, err = run(
+        db_path,
+        "record",
+        "--project",
+        "alpha",
+        "--root",
+        str(tree),
+        "--question",
+        long,
+        "--conclusion",
+        "c",
+        "pkg/a.py",
+    )
+    assert code == 0, err
+    (tree / "pkg" / "b.py").write_text("B = 3\n")
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+    env["EXPLOMEMO_EMBEDDINGS"] = "off"
+    args = ["--db", str(db_path)]
+    memos = json.loads(run(db_path, "list", "--json")[1])
+    from explomemo.models import MemoSummary, StaleEntry, StaleReport
+
+    summaries = [MemoSummary(**m) for m in memos]
+    shown = _on_terminal([*args, "list"], 60, env)
+    assert shown == list_table(summaries, 60) + "\n"
+    assert (
+        max(map(len, shown.splitlines())) <= 60 < max(map(len, list_table(summaries).splitlines()))
+    )
+    report = json.loads(run(db_path, "stale", "--format", "json")[1])
+    stale = StaleReport(
+        checked=report["checked"], stale=[StaleEntry(**entry) for entry in report["stale"]]
+    )
+    shown = _on_terminal([*args, "stale"], 60, env)
+    assert shown == stale_table(stale, 60) + "\n"
+    assert max(map(len, shown.splitlines())) <= 60
+    # The layout here is Rich's at that width.
+    headers = ("id", "project", "question", "files", "recorded_at")
+    rows = [[str(m.id), m.project, m.question, str(m.files), m.recorded_at] for m in summaries]
+    assert list_table(summaries, 60) == _rich(headers, rows, 60)
+    # $COLUMNS, as Rich and shutil read it, wins over the terminal's own width.
+    assert (
+        _on_terminal([*args, "list"], 60, {**env, "COLUMNS": "45"})
+        == list_table(summaries, 45) + "\n"
+    )
+    # Not a terminal: the fixed width, whatever $COLUMNS says.
+    piped = subprocess.run(
+        [sys.executable, "-m", "explomemo", *args, "list"],
+        capture_output=True,
+        text=True,
+        env={**env, "COLUMNS": "45"},
+        check=True,
+        timeout=60,
+    )
+    assert piped.stdout == list_table(summaries) + "\n"
+
+
+def test_diff_is_coloured_only_on_a_terminal_that_takes_colour(
+    db_path: Path, tree: Path, no_model: None
+) -> None:
+    seed(db_path, tree)
+    (tree / "pkg" / "b.py").write_text("B = 3\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "TERM")}
+    args = ["--db", str(db_path), "diff", "1"]
+    assert "\x1b[31m-B = 2" in _on_terminal(args, 80, {**env, "TERM": "xterm-256color"})
+    for plain in ({**env, "TERM": "dumb"}, {**env, "TERM": "xterm", "NO_COLOR": "1"}):
+        shown = _on_terminal(args, 80, plain)
+        assert "-B = 2\n+B = 3" in shown and "\x1b" not in shown, shown
