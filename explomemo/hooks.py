@@ -296,7 +296,8 @@ def prompt_context(
             )
             state = f"stale ({what})"
         else:
-            state = f"fresh, {len(files.get(memo.id, []))} files unchanged"
+            count = len(files.get(memo.id, []))
+            state = f"fresh, {count} file{'' if count == 1 else 's'} unchanged"
         blocks.append((f"[memo {memo.id}, {state}] {memo.question}", memo.conclusion))
     share = (PROMPT_BYTES - len(head.encode()) - 2) // max(1, len(blocks)) - 2
     parts = [head]

@@ -133,6 +133,12 @@ def test_prompt_brings_the_memo_that_answers_it(project: Repo, db_path: Path) ->
     assert "memo 1" not in text and "memo 3" not in text
 
 
+def test_prompt_counts_one_file_as_one_file(project: Repo, db_path: Path) -> None:
+    payload = {"cwd": str(project.path), "prompt": "how does the parser handle escape sequences?"}
+    text = context(hook("prompt", payload, db_path)[0], "UserPromptSubmit")
+    assert "[memo 3, fresh, 1 file unchanged] How does the parser handle" in text, text
+
+
 @pytest.mark.parametrize(
     "prompt",
     [
