@@ -216,13 +216,18 @@ def changes_lines(memo_id: int, files: Sequence[CheckedFile]) -> list[str]:
     """What became of a memo's changed and missing files, as plain lines; the files
     past the diffs' budget of an answer share one last line."""
     lines = [line for f in files if f.diff_source != "budget" for line in change_lines(f)]
+    return lines + _spent_line(memo_id, files)
+
+
+def _spent_line(memo_id: int, files: Sequence[CheckedFile]) -> list[str]:
+    """The line naming how many changed files are past the diffs' budget (none if none)."""
     spent = sum(f.diff_source == "budget" for f in files)
-    if spent:
-        lines.append(
-            f"{spent} more changed file{'s' if spent != 1 else ''} without a diff here: the"
-            f" diffs are at their limit (explomemo diff {memo_id} shows them all)"
-        )
-    return lines
+    if not spent:
+        return []
+    return [
+        f"{spent} more changed file{'s' if spent != 1 else ''} without a diff here: the"
+        f" diffs are at their limit (explomemo diff {memo_id} shows them all)"
+    ]
 
 
 def first_changed_line(diff: str | None) -> int | None:
@@ -263,15 +268,19 @@ def diff_text(memo: MemoDetail, colour: bool = False) -> str:
         if f.state == "unchanged":
             continue
         path = one_line(f.path)
+        if f.state == "missing" and f.moved_to is not None:
+            # As git writes a rename: moved_to holds the recorded content, byte for byte.
+            moved = one_line(f.moved_to)
+            out += [
+                paint("head", f"diff --git a/{path} b/{moved}"),
+                paint("head", "similarity index 100%"),
+                paint("head", f"rename from {path}"),
+                paint("head", f"rename to {moved}"),
+            ]
+            continue
         out.append(paint("head", f"diff --git a/{path} b/{path}"))
         if f.state == "missing":
-            if f.moved_to is not None:
-                out += [
-                    paint("head", f"rename from {path}"),
-                    paint("head", f"rename to {one_line(f.moved_to)}"),
-                ]
-            else:
-                out.append(paint("head", "deleted file"))
+            out.append(paint("head", "deleted file"))
             continue
         if f.diff is None:
             out.append(_NO_DIFF.get(f.diff_source or "", "no diff"))
@@ -293,14 +302,26 @@ def diff_text(memo: MemoDetail, colour: bool = False) -> str:
 
 
 def markdown_changes(memo_id: int, files: Sequence[CheckedFile]) -> str:
-    """A collapsible Markdown section with a stale memo's diffs and moves."""
-    body = "\n".join(changes_lines(memo_id, files))
-    longest = max((len(run) for run in re.findall(r"`+", body)), default=0)
-    fence = "`" * max(3, longest + 1)
+    """A collapsible Markdown section with a stale memo's moves and deletions (a list), then
+    its diffs (one ``diff`` block, holding nothing but diffs)."""
+    diffs: list[str] = []
+    notes: list[str] = []
+    for f in files:
+        if f.diff_source != "budget":
+            shown = diffs if f.state == "changed" and f.diff is not None else notes
+            shown += change_lines(f)
+    parts = ["\n".join(f"- {_md_cell(note)}" for note in notes + _spent_line(memo_id, files))]
+    if diffs:
+        body = "\n".join(diffs)
+        longest = max((len(run) for run in re.findall(r"`+", body)), default=0)
+        fence = "`" * max(3, longest + 1)
+        parts.append(f"{fence}diff\n{body}\n{fence}")
     count = sum(f.state != "unchanged" for f in files)
     return (
         f"<details><summary>memo {memo_id}: what changed in {count} file"
-        f"{'s' if count != 1 else ''}</summary>\n\n{fence}diff\n{body}\n{fence}\n\n</details>"
+        f"{'s' if count != 1 else ''}</summary>\n\n"
+        + "\n\n".join(part for part in parts if part)
+        + "\n\n</details>"
     )
 
 
