@@ -497,6 +497,7 @@ class MemoCache:
             files = self.store.files_of(conn, ids)
         observed = self._observe(where, [f for i in ids for f in files.get(i, [])])
         ranked: list[tuple[bool, float, Match]] = []
+        left_out = 0
         for candidate in candidates:
             memo = memos.get(candidate.id)
             if memo is None:
@@ -504,6 +505,7 @@ class MemoCache:
             checked = _checked(files[memo.id], observed)
             stale = any(f.state != "unchanged" for f in checked)
             if stale and not include_stale:
+                left_out += 1
                 continue
             match_out = Match(
                 id=memo.id,
@@ -526,6 +528,7 @@ class MemoCache:
             query=query,
             semantic_index=embedder is not None,
             matches=[],
+            stale_left_out=left_out,
         )
         describe = self.describer(where, observed)
         matches: list[Match] = []

@@ -327,7 +327,16 @@ def markdown_changes(memo_id: int, files: Sequence[CheckedFile]) -> str:
 
 def recall_text(result: RecallResult) -> str:
     """Recalled memos as a readable list."""
+    left_out = result.stale_left_out
+    stale = f"{left_out} stale memo{'s' if left_out != 1 else ''}"
     if not result.matches:
+        if left_out:
+            return no_workflow_commands(
+                f"No fresh memo of {one_line(repr(result.project))} matches"
+                f" {one_line(repr(result.query))}; {stale} matched and"
+                f" {'were' if left_out != 1 else 'was'} left out (--fresh-only): recall"
+                " without --fresh-only to see what changed since."
+            )
         return no_workflow_commands(
             f"No memo of {one_line(repr(result.project))} matches {one_line(repr(result.query))}."
         )
@@ -340,6 +349,8 @@ def recall_text(result: RecallResult) -> str:
         changes = "".join(f"\n      {line}" for line in changes_lines(m.id, m.files))
         blocks.append(f"{head}\n  {block(m.conclusion)}\n  files:\n{files}{changes}")
     notes = [] if result.semantic_index else ["(found by words only: no embedding model)"]
+    if left_out:
+        notes.append(f"({stale} also matched, left out by --fresh-only)")
     if result.omitted:
         notes.append(
             f"({result.omitted} more match{'es' if result.omitted != 1 else ''} left out to"

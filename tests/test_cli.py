@@ -97,6 +97,31 @@ def test_recall_readable_and_json(db_path: Path, tree: Path, no_model: None) -> 
     assert result["query"] == "defined" and len(result["matches"]) == 1
 
 
+def test_recall_fresh_only_says_stale_memos_were_left_out(
+    db_path: Path, tree: Path, no_model: None
+) -> None:
+    seed(db_path, tree)
+    (tree / "pkg" / "b.py").write_text("B = 3\n")  # memo 3 (A and B) is stale now
+    ask = ["recall", "--project", "alpha", "--root", str(tree), "--fresh-only"]
+    code, out, _ = run(db_path, *ask, "relate A B")
+    assert code == 0
+    assert out == (
+        "No fresh memo of 'alpha' matches 'relate A B'; 1 stale memo matched and was left out"
+        " (--fresh-only): recall without --fresh-only to see what changed since.\n"
+    )
+    code, out, _ = run(db_path, *ask, "--json", "relate A B")
+    assert json.loads(out)["stale_left_out"] == 1
+    # A fresh match comes back, with a note of the stale one left out.
+    code, out, _ = run(db_path, *ask, "where is A defined, how do A and B relate")
+    assert out.startswith("#2 [fresh] Where is A defined?"), out
+    assert out.endswith("(1 stale memo also matched, left out by --fresh-only)\n"), out
+    # Nothing matched at all: said as before, and no count in the JSON.
+    code, out, _ = run(db_path, *ask, "unrelated words entirely")
+    assert out == "No memo of 'alpha' matches 'unrelated words entirely'.\n"
+    code, out, _ = run(db_path, *ask[:-1], "--json", "relate A B")
+    assert "stale_left_out" not in json.loads(out)
+
+
 def test_stale_formats_and_check(db_path: Path, tree: Path, no_model: None) -> None:
     seed(db_path, tree)
     (tree / "pkg" / "a.py").unlink()
