@@ -49,6 +49,35 @@ def test_an_export_file_that_is_a_folder_is_refused(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
+    ("given", "fragments"),
+    [
+        (".", ("'.' is root", "itself, a folder")),
+        ("./", ("'./' is root", "itself, a folder")),
+        ("pkg/..", ("'pkg/..' is root", "itself, a folder")),
+        ("{root}", ("is root", "itself, a folder")),
+        ("README/", ("'README/' ends with '/', so it names a folder, not a file",)),
+        ("README/.", ("'README/.' ends with '/'",)),
+        ("pkg/", ("'pkg/' ends with '/'",)),
+        ("../outside/", ("is outside root",)),
+    ],
+)
+def test_a_path_naming_a_folder_is_refused_for_what_it_is(
+    tmp_path: Path, given: str, fragments: tuple[str, ...]
+) -> None:
+    """``record .`` is root itself, not "outside root"; ``record README/`` names a folder
+    (the system refuses to open it), not the file README."""
+    root = tmp_path / "proj"
+    (root / "pkg").mkdir(parents=True)
+    (root / "README").write_text("read me\n")
+    (root / "pkg" / "a.py").write_text("A = 1\n")
+    db = str(tmp_path / "m.db")
+    record = ["--db", db, "record", "--project", "p", "--root", str(root), "--question", "q"]
+    run = _cli(*record, "--conclusion", "c", "pkg/a.py", given.format(root=root))
+    assert_one_error_line(run, *fragments)
+    assert _cli("--db", db, "list").out == "No memos.\n"
+
+
+@pytest.mark.parametrize(
     ("client", "parts"),
     [
         ("claude-code", (".mcp.json",)),
