@@ -73,6 +73,14 @@ def _echo(text: str) -> None:
     stdout.write(text + "\n")
 
 
+def _table_width() -> int:
+    """The terminal's width on a terminal, else the tables' fixed width (a CI log)."""
+    from explomemo.report import TABLE_WIDTH
+    from explomemo.stdout import terminal_width
+
+    return terminal_width() or TABLE_WIDTH
+
+
 def _err(text: str) -> None:
     """One line on stderr, with anything a terminal or a CI runner would act on escaped."""
     from explomemo.printable import message
@@ -172,7 +180,7 @@ def _stale(args: argparse.Namespace) -> int:
                 report = cache.stale_report(project=args.project, root=args.root)
                 if with_diffs:
                     changes = cache.stale_changes(report, args.root, limits)
-    _echo(format_stale(report, args.format, changes, folders))
+    _echo(format_stale(report, args.format, changes, folders, _table_width()))
     return EXIT_STALE if args.check and report.stale else EXIT_OK
 
 
@@ -182,7 +190,7 @@ def _list(args: argparse.Namespace) -> int:
 
     with _cache(args.db, with_model=False) as cache:
         memos = cache.list(project=args.project)
-    _echo(to_json(memos) if args.json else list_table(memos))
+    _echo(to_json(memos) if args.json else list_table(memos, _table_width()))
     return EXIT_OK
 
 
@@ -202,8 +210,9 @@ def _diff(args: argparse.Namespace) -> int:
 
     with _cache(args.db, with_model=False) as cache:
         memo = cache.show(args.id, root=args.root, limits=NO_LIMITS)
-    colour = sys.stdout.isatty() and not os.environ.get("NO_COLOR")
-    _echo(diff_text(memo, colour=colour))
+    from explomemo.stdout import takes_colour
+
+    _echo(diff_text(memo, colour=takes_colour()))
     return EXIT_OK
 
 
@@ -262,6 +271,16 @@ def _path(value: str) -> Path:
         # Path("") is the current directory: never what an empty word meant.
         raise argparse.ArgumentTypeError("the path is empty: pass a file path")
     return Path(value)
+
+
+def _project(value: str) -> str:
+    from explomemo.errors import InputError
+    from explomemo.projects import project_name
+
+    try:
+        return project_name(value)
+    except InputError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _limit(value: str) -> int:
@@ -386,7 +405,7 @@ def _setup_arguments(sub: argparse.ArgumentParser) -> None:
 
 
 def _project_option(sub: argparse.ArgumentParser, text: str = PROJECT_HELP) -> None:
-    sub.add_argument("--project", help=text)
+    sub.add_argument("--project", type=_project, help=text)
 
 
 def _root_option(sub: argparse.ArgumentParser, text: str) -> None:
@@ -461,7 +480,8 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     parser.add_argument(
         "--db",
         type=_path,
-        help="Database file (default: $EXPLOMEMO_DB, or explomemo.db in the user data directory).",
+        help="Database file (default: $EXPLOMEMO_DB, or explomemo.db in the user data directory);"
+        " a leading ~ is expanded.",
     )
     # prog given: working it out imports shutil and sizes the terminal.
     commands = parser.add_subparsers(

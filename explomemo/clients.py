@@ -53,7 +53,7 @@ from explomemo.errors import SetupError
 from explomemo.files import check_text_path, file_kind
 from explomemo.printable import block, message, no_workflow_commands
 from explomemo.projects import resolve_project, work_tree_top
-from explomemo.store import default_db_path
+from explomemo.store import database_path
 
 SERVER_NAME = "explomemo"
 #: Each Claude Code hook: (event, matcher, explomemo hook name, timeout in seconds).
@@ -124,7 +124,7 @@ def setup(
     target = Target(
         folder=folder,
         command=_explomemo_command(),
-        db=os.path.abspath(db if db is not None else default_db_path()),
+        db=os.path.abspath(database_path(db)),
         project=resolve_project(project, str(folder)),
     )
     plan = PLANNERS[client](target)

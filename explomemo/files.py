@@ -143,10 +143,22 @@ def relative_path(root: Root, given: str, what: str) -> str:
             lexical = os.path.relpath(real_candidate, root.real)
     else:
         lexical = os.path.normpath(given)
-    if lexical == "." or lexical == ".." or lexical.startswith("../") or os.path.isabs(lexical):
+    if lexical == ".":
+        raise PathError(
+            f"{what} {given!r} is root {root.path!r} itself, a folder: pass the files in it"
+            " that the conclusion rests on"
+        )
+    if lexical == ".." or lexical.startswith("../") or os.path.isabs(lexical):
         raise PathError(
             f"{what} {given!r} is outside root {root.path!r}: record only files inside root,"
             " or pass a root that contains them"
+        )
+    if given.endswith(("/", "/.")):
+        # The system refuses to open "README/" (ENOTDIR): the path names a folder,
+        # whatever normalising it would make of it.
+        raise PathError(
+            f"{what} {given!r} ends with '/', so it names a folder, not a file: pass the"
+            " path of a file, without the '/'"
         )
     if len(lexical) > MAX_PATH_CHARS:
         raise PathError(

@@ -11,9 +11,10 @@ the hook's JSON on stdout:
   words): up to :data:`MAX_FRESH` fresh ones with id, question and
   conclusion, and up to :data:`MAX_STALE` stale ones with what changed,
   within :data:`PROMPT_BYTES`; nothing when none clears the cut-off.
-* ``stop``: when the turn read :data:`MIN_FILES_READ` files or more and
-  recorded no memo, blocks once with a reason listing them; never when
-  ``stop_hook_active`` is set (the agent is already answering a block).
+* ``stop``: when the turn read :data:`MIN_FILES_READ` files or more inside
+  the root (files ``record`` would take) and recorded no memo, blocks once
+  with a reason listing them; never when ``stop_hook_active`` is set (the
+  agent is already answering a block).
 
 Memos are checked against Claude Code's project folder (``$CLAUDE_PROJECT_DIR``,
 the folder it was started in, also the MCP server's working directory), else
@@ -295,7 +296,8 @@ def prompt_context(
             )
             state = f"stale ({what})"
         else:
-            state = f"fresh, {len(files.get(memo.id, []))} files unchanged"
+            count = len(files.get(memo.id, []))
+            state = f"fresh, {count} file{'' if count == 1 else 's'} unchanged"
         blocks.append((f"[memo {memo.id}, {state}] {memo.question}", memo.conclusion))
     share = (PROMPT_BYTES - len(head.encode()) - 2) // max(1, len(blocks)) - 2
     parts = [head]
@@ -322,14 +324,36 @@ def stop(payload: dict[str, Any], db: Path | None, project: str | None) -> Answe
     )
     if recorded or len(read) < MIN_FILES_READ:
         return None
-    where = _project_dir() or _field(payload, "cwd", str, "")
-    return {"decision": "block", "reason": stop_reason(read, where)}
+    inside = _inside_root(read, _root(payload))
+    if len(inside) < MIN_FILES_READ:
+        return None
+    return {"decision": "block", "reason": stop_reason(inside)}
 
 
-def stop_reason(read: Sequence[str], root: str) -> str:
-    """Why the Stop hook sends the agent back: the files it read (relative to ``root``),
+def _inside_root(paths: Sequence[str], root: str) -> list[str]:
+    """The ``paths`` a memo recorded against ``root`` could rest on, relative to it.
+
+    A file outside root (``/etc/hosts``, a dependency, ``~/.config``) is one
+    that ``record`` refuses: asking for a memo resting on it would cost the
+    agent a turn for nothing. Inside means what ``record`` means by it.
+    """
+    from explomemo.errors import PathError
+    from explomemo.files import relative_path, resolve_root
+
+    where = resolve_root(root)
+    found: dict[str, None] = {}
+    for path in paths:
+        try:
+            found[relative_path(where, path, "file")] = None
+        except PathError:
+            continue
+    return list(found)
+
+
+def stop_reason(read: Sequence[str]) -> str:
+    """Why the Stop hook sends the agent back: the files it read (relative to the root),
     and what to record."""
-    shown = [_relative(path, root) for path in read[:MAX_FILES_NAMED]]
+    shown = read[:MAX_FILES_NAMED]
     more = f" and {len(read) - len(shown)} more" if len(read) > len(shown) else ""
     return (
         f"explomemo: this turn read {len(read)} files ({', '.join(shown)}{more}) and recorded"
@@ -338,12 +362,6 @@ def stop_reason(read: Sequence[str], root: str) -> str:
         " the question, your conclusion and the files it rests on, so a later session can"
         " reuse it without reading them again. Otherwise, finish as you were."
     )
-
-
-def _relative(path: str, cwd: str) -> str:
-    if cwd and path.startswith(cwd.rstrip("/") + "/"):
-        return path[len(cwd.rstrip("/")) + 1 :]
-    return path
 
 
 _HANDLERS: dict[str, Callable[[dict[str, Any], Path | None, str | None], Answer]] = {

@@ -35,7 +35,7 @@ from explomemo.models import (
     replace,
     to_json,
 )
-from explomemo.projects import resolve_project
+from explomemo.projects import project_name, resolve_project
 from explomemo.store import MAX_ID, FileRow, MemoRow, StatRow, Store
 
 # Word search, vectors, snapshots and the validity engine are imported where
@@ -498,6 +498,7 @@ class MemoCache:
             files = self.store.files_of(conn, ids)
         observed = self._observe(where, [f for i in ids for f in files.get(i, [])])
         ranked: list[tuple[bool, float, Match]] = []
+        left_out = 0
         for candidate in candidates:
             memo = memos.get(candidate.id)
             if memo is None:
@@ -505,6 +506,7 @@ class MemoCache:
             checked = _checked(files[memo.id], observed)
             stale = any(f.state != "unchanged" for f in checked)
             if stale and not include_stale:
+                left_out += 1
                 continue
             match_out = Match(
                 id=memo.id,
@@ -527,6 +529,7 @@ class MemoCache:
             query=query,
             semantic_index=embedder is not None,
             matches=[],
+            stale_left_out=left_out,
         )
         describe = self.describer(where, observed)
         matches: list[Match] = []
@@ -649,7 +652,7 @@ class MemoCache:
         makes its memos' files missing).
         """
         if project is not None:
-            inputs.check_text("project", project, inputs.MAX_PROJECT)
+            project = project_name(project)
         fixed = resolve_root(root) if root is not None else None
         with self.store.errors(), self.store.read() as conn:
             memos = self.store.memos(conn, project=project)
@@ -706,7 +709,7 @@ class MemoCache:
     def list(self, *, project: str | None = None) -> list[MemoSummary]:
         """Every memo (of a project, or all), without re-hashing."""
         if project is not None:
-            inputs.check_text("project", project, inputs.MAX_PROJECT)
+            project = project_name(project)
         with self.store.errors(), self.store.read() as conn:
             memos = self.store.memos(conn, project=project)
             counts = dict(

@@ -247,6 +247,11 @@ class RecallResult(Shape):
         f"Lower-ranked matches left out to keep the answer within {RECALL_CHARS:,} characters.",
         default=0,
     )
+    stale_left_out: int = shown_when(
+        lambda result: result.stale_left_out > 0,
+        "Stale matches not returned.",
+        default=0,
+    )
 
 
 class StaleMemo(Shape):

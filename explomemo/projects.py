@@ -27,10 +27,22 @@ _MAX_LEVELS = 64
 _MAX_POINTER_BYTES = 4096
 
 
+def project_name(value: str, what: str = "project") -> str:
+    """A project name as given (``--project``, a tool's ``project``, ``$EXPLOMEMO_PROJECT``),
+    trimmed and checked; ``what`` names it in a refusal.
+
+    Trimmed as questions are: a stray space from an agent or a configuration
+    file must not quietly start a second project.
+    """
+    return inputs.check_text(
+        what, value.strip() if isinstance(value, str) else value, inputs.MAX_PROJECT
+    )
+
+
 def resolve_project(project: str | None, root: str) -> str:
     """The project a call works on: ``project`` when given, else :func:`default_project`."""
     if project is not None:
-        return inputs.check_text("project", project, inputs.MAX_PROJECT)
+        return project_name(project)
     return default_project(root)
 
 
@@ -43,7 +55,7 @@ def default_project(root: str) -> str:
     """
     from_env = os.environ.get(ENV, "")
     if from_env.strip():
-        return inputs.check_text(ENV, from_env, inputs.MAX_PROJECT)
+        return project_name(from_env, ENV)
     real = os.path.realpath(root)
     main = main_work_tree(real)
     name = _folder_name(os.path.realpath(main) if main is not None else real)

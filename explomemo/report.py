@@ -31,12 +31,13 @@ if TYPE_CHECKING:
     from rich.progress import Progress, TaskID
 
 
-#: Width of the tables, in terminal cells.
+#: Width of the tables, in terminal cells, when they are not shown on a terminal.
 TABLE_WIDTH = 120
 
 
-def stale_table(report: StaleReport) -> str:
-    """The stale report as a plain-text table, with a summary line."""
+def stale_table(report: StaleReport, width: int = TABLE_WIDTH) -> str:
+    """The stale report as a plain-text table at most ``width`` cells wide, with a
+    summary line."""
     if not report.stale:
         return _all_fresh(report.checked, "memos")
     rows = [
@@ -49,7 +50,7 @@ def stale_table(report: StaleReport) -> str:
         ]
         for entry in report.stale
     ]
-    table = draw(("id", "project", "question", "changed", "missing"), rows, TABLE_WIDTH)
+    table = draw(("id", "project", "question", "changed", "missing"), rows, width)
     summary = f"{len(report.stale)} of {report.checked} memos are stale."
     return no_workflow_commands(table + "\n" + summary)
 
@@ -181,15 +182,16 @@ def format_stale(
     fmt: str,
     changes: Mapping[int, Sequence[CheckedFile]] | None = None,
     folders: Mapping[int, str] | None = None,
+    width: int = TABLE_WIDTH,
 ) -> str:
-    """The stale report as ``table``, ``json``, ``github`` or ``markdown`` (the choices of
-    ``explomemo stale --format``; ``changes``: diffs, for github and markdown; ``folders``:
-    see :func:`stale_github`)."""
+    """The stale report as ``table`` (at most ``width`` cells wide), ``json``, ``github`` or
+    ``markdown`` (the choices of ``explomemo stale --format``; ``changes``: diffs, for
+    github and markdown; ``folders``: see :func:`stale_github`)."""
     if fmt == "github":
         return stale_github(report, changes, folders)
     if fmt == "markdown":
         return stale_markdown(report, changes)
-    return stale_table(report) if fmt == "table" else stale_json(report)
+    return stale_table(report, width) if fmt == "table" else stale_json(report)
 
 
 # What changed: diffs and moves for people ----------------------------------
@@ -221,13 +223,18 @@ def changes_lines(memo_id: int, files: Sequence[CheckedFile]) -> list[str]:
     """What became of a memo's changed and missing files, as plain lines; the files
     past the diffs' budget of an answer share one last line."""
     lines = [line for f in files if f.diff_source != "budget" for line in change_lines(f)]
+    return lines + _spent_line(memo_id, files)
+
+
+def _spent_line(memo_id: int, files: Sequence[CheckedFile]) -> list[str]:
+    """The line naming how many changed files are past the diffs' budget (none if none)."""
     spent = sum(f.diff_source == "budget" for f in files)
-    if spent:
-        lines.append(
-            f"{spent} more changed file{'s' if spent != 1 else ''} without a diff here: the"
-            f" diffs are at their limit (explomemo diff {memo_id} shows them all)"
-        )
-    return lines
+    if not spent:
+        return []
+    return [
+        f"{spent} more changed file{'s' if spent != 1 else ''} without a diff here: the"
+        f" diffs are at their limit (explomemo diff {memo_id} shows them all)"
+    ]
 
 
 def first_changed_line(diff: str | None) -> int | None:
@@ -268,15 +275,19 @@ def diff_text(memo: MemoDetail, colour: bool = False) -> str:
         if f.state == "unchanged":
             continue
         path = one_line(f.path)
+        if f.state == "missing" and f.moved_to is not None:
+            # As git writes a rename: moved_to holds the recorded content, byte for byte.
+            moved = one_line(f.moved_to)
+            out += [
+                paint("head", f"diff --git a/{path} b/{moved}"),
+                paint("head", "similarity index 100%"),
+                paint("head", f"rename from {path}"),
+                paint("head", f"rename to {moved}"),
+            ]
+            continue
         out.append(paint("head", f"diff --git a/{path} b/{path}"))
         if f.state == "missing":
-            if f.moved_to is not None:
-                out += [
-                    paint("head", f"rename from {path}"),
-                    paint("head", f"rename to {one_line(f.moved_to)}"),
-                ]
-            else:
-                out.append(paint("head", "deleted file"))
+            out.append(paint("head", "deleted file"))
             continue
         if f.diff is None:
             out.append(_NO_DIFF.get(f.diff_source or "", "no diff"))
@@ -298,20 +309,41 @@ def diff_text(memo: MemoDetail, colour: bool = False) -> str:
 
 
 def markdown_changes(memo_id: int, files: Sequence[CheckedFile]) -> str:
-    """A collapsible Markdown section with a stale memo's diffs and moves."""
-    body = "\n".join(changes_lines(memo_id, files))
-    longest = max((len(run) for run in re.findall(r"`+", body)), default=0)
-    fence = "`" * max(3, longest + 1)
+    """A collapsible Markdown section with a stale memo's moves and deletions (a list), then
+    its diffs (one ``diff`` block, holding nothing but diffs)."""
+    diffs: list[str] = []
+    notes: list[str] = []
+    for f in files:
+        if f.diff_source != "budget":
+            shown = diffs if f.state == "changed" and f.diff is not None else notes
+            shown += change_lines(f)
+    parts = ["\n".join(f"- {_md_cell(note)}" for note in notes + _spent_line(memo_id, files))]
+    if diffs:
+        body = "\n".join(diffs)
+        longest = max((len(run) for run in re.findall(r"`+", body)), default=0)
+        fence = "`" * max(3, longest + 1)
+        parts.append(f"{fence}diff\n{body}\n{fence}")
     count = sum(f.state != "unchanged" for f in files)
     return (
         f"<details><summary>memo {memo_id}: what changed in {count} file"
-        f"{'s' if count != 1 else ''}</summary>\n\n{fence}diff\n{body}\n{fence}\n\n</details>"
+        f"{'s' if count != 1 else ''}</summary>\n\n"
+        + "\n\n".join(part for part in parts if part)
+        + "\n\n</details>"
     )
 
 
 def recall_text(result: RecallResult) -> str:
     """Recalled memos as a readable list."""
+    left_out = result.stale_left_out
+    stale = f"{left_out} stale memo{'s' if left_out != 1 else ''}"
     if not result.matches:
+        if left_out:
+            return no_workflow_commands(
+                f"No fresh memo of {one_line(repr(result.project))} matches"
+                f" {one_line(repr(result.query))}; {stale} matched and"
+                f" {'were' if left_out != 1 else 'was'} left out (--fresh-only): recall"
+                " without --fresh-only to see what changed since."
+            )
         return no_workflow_commands(
             f"No memo of {one_line(repr(result.project))} matches {one_line(repr(result.query))}."
         )
@@ -324,6 +356,8 @@ def recall_text(result: RecallResult) -> str:
         changes = "".join(f"\n      {line}" for line in changes_lines(m.id, m.files))
         blocks.append(f"{head}\n  {block(m.conclusion)}\n  files:\n{files}{changes}")
     notes = [] if result.semantic_index else ["(found by words only: no embedding model)"]
+    if left_out:
+        notes.append(f"({stale} also matched, left out by --fresh-only)")
     if result.omitted:
         notes.append(
             f"({result.omitted} more match{'es' if result.omitted != 1 else ''} left out to"
@@ -333,15 +367,15 @@ def recall_text(result: RecallResult) -> str:
     return no_workflow_commands("\n\n".join(blocks) + "".join(f"\n{n}" for n in notes))
 
 
-def list_table(memos: Sequence[MemoSummary]) -> str:
-    """Memos as a plain-text table."""
+def list_table(memos: Sequence[MemoSummary], width: int = TABLE_WIDTH) -> str:
+    """Memos as a plain-text table at most ``width`` cells wide."""
     if not memos:
         return "No memos."
     rows = [
         [str(m.id), one_line(m.project), one_line(m.question), str(m.files), m.recorded_at]
         for m in memos
     ]
-    table = draw(("id", "project", "question", "files", "recorded_at"), rows, TABLE_WIDTH)
+    table = draw(("id", "project", "question", "files", "recorded_at"), rows, width)
     return no_workflow_commands(table)
 
 

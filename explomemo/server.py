@@ -205,10 +205,11 @@ def create_server(
         project: Project = None,
         root: RootParam = None,
         limit: Annotated[
-            int, Field(description="Most matches to return.", ge=1, le=inputs.MAX_LIMIT)
+            int,
+            Field(description="Most matches to return.", strict=True, ge=1, le=inputs.MAX_LIMIT),
         ] = inputs.DEFAULT_LIMIT,
         include_stale: Annotated[
-            bool, Field(description="Also return stale memos (marked stale).")
+            bool, Field(description="Also return stale memos (marked stale).", strict=True)
         ] = True,
     ) -> Annotated[CallToolResult, schema_type(RecallResult)]:
         return _structured(
@@ -450,14 +451,31 @@ class ExplomemoServer(MCPServer[Any]):
             raise ToolError(_describe(name, cause)) from None
 
 
+#: What a parameter of each JSON type must be sent as, by Pydantic's error type. Every
+#: parameter is strict (``"5"`` or ``true`` is not the integer 5 or 1), so a wrong type
+#: is the caller's mistake to name, not to convert.
+_SEND_AS = {
+    "int_type": "a JSON integer (a number without quotes or decimal point)",
+    "bool_type": "a JSON boolean (true or false, without quotes)",
+    "string_type": "a JSON string",
+    "list_type": "a JSON array",
+}
+#: A text argument longer than this is not repeated in an error (a conclusion may be
+#: 20,000 characters long).
+_SHOWN_CHARS = 40
+
+
 def _describe(tool: str, error: ValidationError) -> str:
     problems = []
     for item in error.errors(include_url=False):
         where = ".".join(str(part) for part in item["loc"]) or "arguments"
         given = item.get("input")
-        # A number is named (forget's id -1); a text may be 20,000 characters long.
-        got = f" (got {json.dumps(given)})" if isinstance(given, int | float) else ""
-        problems.append(f"{where}: {item['msg'].rstrip('.')}{got}")
+        shown = given is None or isinstance(given, int | float)
+        shown = shown or (isinstance(given, str) and len(given) <= _SHOWN_CHARS)
+        got = f" (got {json.dumps(given)})" if shown else ""
+        send = _SEND_AS.get(item["type"])
+        what = f"must be {send}" if send else item["msg"].rstrip(".")
+        problems.append(f"{where}: {what}{got}")
     return (
         f"invalid arguments for {tool}: {'; '.join(problems)}; fix them as the input schema"
         " describes and call again"

@@ -1,4 +1,5 @@
-"""Writing to standard output: a write that fails is an error of its own, said once.
+"""Writing to standard output: a write that fails is an error of its own, said once;
+and what standard output is (a terminal of some width, one that takes colour).
 
 A full disk (``> /dev/full``) or a reader that has gone (``| head``) makes a
 write fail. The failure becomes an :class:`~explomemo.errors.OutputError`,
@@ -48,3 +49,35 @@ def silence() -> None:
             os.dup2(null, fd)
         finally:
             os.close(null)
+
+
+def _is_terminal() -> bool:
+    try:
+        return sys.stdout.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+def terminal_width() -> int | None:
+    """The width of the terminal standard output is, in cells: ``$COLUMNS`` when it is a
+    positive whole number (as Rich and ``shutil`` read it), else the terminal's own; None
+    when standard output is not a terminal (a pipe, a file, a CI log)."""
+    if not _is_terminal():
+        return None
+    columns = os.environ.get("COLUMNS", "")
+    if columns.isascii() and columns.isdigit() and int(columns) > 0:
+        return int(columns)
+    try:
+        found = os.get_terminal_size(sys.stdout.fileno()).columns
+    except (AttributeError, ValueError, OSError, io.UnsupportedOperation):
+        return None
+    return found if found > 0 else None
+
+
+def takes_colour() -> bool:
+    """Whether to colour what is written: standard output is a terminal, ``$NO_COLOR`` is
+    unset or empty (no-color.org), and ``$TERM`` is not ``dumb`` (a terminal that shows
+    escape sequences as text)."""
+    return (
+        _is_terminal() and not os.environ.get("NO_COLOR") and os.environ.get("TERM", "") != "dumb"
+    )

@@ -97,11 +97,17 @@ class Migration(NamedTuple):
     sql: str
 
 
-def default_db_path() -> Path:
-    """``explomemo.db`` in the platform's user data directory (or ``$EXPLOMEMO_DB``)."""
-    env = os.environ.get("EXPLOMEMO_DB")
-    if env:
-        return Path(env)
+def database_path(path: Path | str | None = None) -> Path:
+    """The database file: ``path`` (``--db``), else ``$EXPLOMEMO_DB``, else
+    ``explomemo.db`` in the platform's user data directory.
+
+    A leading ``~`` or ``~user`` of the path given is expanded: an MCP client
+    starts the server from its JSON configuration, where no shell expands it,
+    and a folder named ``~`` in the project is never what was meant.
+    """
+    given = path if path is not None else os.environ.get("EXPLOMEMO_DB") or None
+    if given is not None:
+        return Path(os.path.expanduser(given))
     import platformdirs
 
     return Path(platformdirs.user_data_dir("explomemo", appauthor=False)) / "explomemo.db"
@@ -217,7 +223,7 @@ class Store:
     @classmethod
     def open(cls, path: Path | None = None) -> Store:
         """Open (creating it and its parent folders if needed) and migrate a database."""
-        db_path = Path(path) if path is not None else default_db_path()
+        db_path = database_path(path)
         if db_path.exists() and not db_path.is_file():
             kind = "a directory" if db_path.is_dir() else "not a regular file"
             raise StoreError(
@@ -250,7 +256,7 @@ class Store:
         another process is waited for at most ``busy_timeout_ms`` (the Claude
         Code hooks answer within a fraction of a second, whatever happens).
         """
-        db_path = Path(path) if path is not None else default_db_path()
+        db_path = database_path(path)
         if not db_path.is_file():
             raise StoreError(f"no database at {db_path} yet: nothing has been recorded there")
         store = cls._connected(db_path, busy_timeout_ms)

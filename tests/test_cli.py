@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -94,6 +95,31 @@ def test_recall_readable_and_json(db_path: Path, tree: Path, no_model: None) -> 
     )
     result = json.loads(out)
     assert result["query"] == "defined" and len(result["matches"]) == 1
+
+
+def test_recall_fresh_only_says_stale_memos_were_left_out(
+    db_path: Path, tree: Path, no_model: None
+) -> None:
+    seed(db_path, tree)
+    (tree / "pkg" / "b.py").write_text("B = 3\n")  # memo 3 (A and B) is stale now
+    ask = ["recall", "--project", "alpha", "--root", str(tree), "--fresh-only"]
+    code, out, _ = run(db_path, *ask, "relate A B")
+    assert code == 0
+    assert out == (
+        "No fresh memo of 'alpha' matches 'relate A B'; 1 stale memo matched and was left out"
+        " (--fresh-only): recall without --fresh-only to see what changed since.\n"
+    )
+    code, out, _ = run(db_path, *ask, "--json", "relate A B")
+    assert json.loads(out)["stale_left_out"] == 1
+    # A fresh match comes back, with a note of the stale one left out.
+    code, out, _ = run(db_path, *ask, "where is A defined, how do A and B relate")
+    assert out.startswith("#2 [fresh] Where is A defined?"), out
+    assert out.endswith("(1 stale memo also matched, left out by --fresh-only)\n"), out
+    # Nothing matched at all: said as before, and no count in the JSON.
+    code, out, _ = run(db_path, *ask, "unrelated words entirely")
+    assert out == "No memo of 'alpha' matches 'unrelated words entirely'.\n"
+    code, out, _ = run(db_path, *ask[:-1], "--json", "relate A B")
+    assert "stale_left_out" not in json.loads(out)
 
 
 def test_stale_formats_and_check(db_path: Path, tree: Path, no_model: None) -> None:
@@ -259,3 +285,180 @@ def test_tables_are_drawn_without_rich(db_path: Path, tree: Path, no_model: None
     listed = _probe(db_path, ["list"])
     assert listed.splitlines()[0].split() == ["id", "project", "question", "files", "recorded_at"]
     assert "How do A and B relate?" in listed
+
+
+# A leading ~ in the database path ------------------------------------------------
+
+
+def test_a_leading_tilde_in_the_database_path_is_the_home_folder(
+    tmp_path: Path, tree: Path, no_model: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``EXPLOMEMO_DB=~/…`` (an MCP client's JSON env, no shell) and ``--db ~/…`` (an
+    argument list, no shell) are the home folder, not a folder named ``~`` here."""
+    import pwd
+
+    from explomemo.store import database_path
+
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.chdir(tree)
+    record = ["record", "--project", "p", "--question", "q", "--conclusion", "c", "pkg/a.py"]
+    monkeypatch.setenv("EXPLOMEMO_DB", "~/env/memos.db")
+    assert main(record) == 0
+    monkeypatch.delenv("EXPLOMEMO_DB")
+    assert main(["--db", "~/arg/memos.db", *record]) == 0
+    assert (home / "env" / "memos.db").is_file() and (home / "arg" / "memos.db").is_file()
+    assert not (tree / "~").exists()
+    # setup writes the expanded, absolute path into the client's configuration.
+    result = invoke_cli(["--db", "~/arg/memos.db", "setup", "cursor", "--dry-run"])
+    assert result.exit_code == 0, result.output
+    assert str(home / "arg" / "memos.db") in result.stdout and "/~/" not in result.stdout
+    # ~user is that user's home; a ~ inside the path is a name like any other.
+    user = pwd.getpwuid(os.getuid())
+    assert database_path(f"~{user.pw_name}/m.db") == Path(user.pw_dir) / "m.db"
+    assert database_path("data/~/m.db") == Path("data/~/m.db")
+
+
+def test_the_server_expands_a_tilde_in_its_environment(tmp_path: Path, tree: Path) -> None:
+    """As an MCP client starts it: ``EXPLOMEMO_DB`` from the JSON ``env``, the project
+    folder as working directory, over stdio."""
+    import asyncio
+
+    from mcp import Client, StdioServerParameters
+
+    home = tmp_path / "home"
+    home.mkdir()
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "explomemo", "serve"],
+        cwd=tree,
+        env={
+            **os.environ,
+            "HOME": str(home),
+            "EXPLOMEMO_DB": "~/memos.db",
+            "EXPLOMEMO_EMBEDDINGS": "off",
+        },
+    )
+
+    async def story() -> Any:
+        async with Client(params) as client:
+            return await client.call_tool(
+                "memory_exploration_record",
+                {"question": "q", "conclusion": "c", "files": ["pkg/a.py"], "project": "p"},
+            )
+
+    result = asyncio.run(story())
+    assert not result.is_error, result.content
+    assert (home / "memos.db").is_file() and not (tree / "~").exists()
+
+
+# Tables at the terminal's width ---------------------------------------------------
+
+
+def _on_terminal(args: list[str], columns: int, env: dict[str, str]) -> str:
+    """What ``explomemo ARGS`` prints on a pseudo-terminal ``columns`` cells wide."""
+    import fcntl
+    import pty
+    import struct
+    import termios
+
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, columns, 0, 0))
+    with subprocess.Popen(
+        [sys.executable, "-m", "explomemo", *args],
+        stdin=subprocess.DEVNULL,
+        stdout=slave,
+        stderr=subprocess.DEVNULL,
+        env=env,
+    ) as proc:
+        os.close(slave)
+        chunks = []
+        while True:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:  # EIO: the child closed the terminal
+                break
+            if not chunk:
+                break
+            chunks.append(chunk)
+        assert proc.wait(timeout=60) == 0
+    os.close(master)
+    return b"".join(chunks).decode().replace("\r\n", "\n")
+
+
+def test_tables_take_the_terminal_s_width(db_path: Path, tree: Path, no_model: None) -> None:
+    """On a 60-column terminal `list` and `stale` fit in 60 columns, laid out as Rich lays
+    them out at 60; $COLUMNS wins over the terminal; through a pipe (a CI log) the width
+    stays 120."""
+    from explomemo.report import list_table, stale_table
+    from explomemo.tables import _rich
+
+    seed(db_path, tree)
+    long = "How does the retry policy of the HTTP client decide when to give up? " * 2
+    code, _, err = run(
+        db_path,
+        "record",
+        "--project",
+        "alpha",
+        "--root",
+        str(tree),
+        "--question",
+        long,
+        "--conclusion",
+        "c",
+        "pkg/a.py",
+    )
+    assert code == 0, err
+    (tree / "pkg" / "b.py").write_text("B = 3\n")
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+    env["EXPLOMEMO_EMBEDDINGS"] = "off"
+    args = ["--db", str(db_path)]
+    memos = json.loads(run(db_path, "list", "--json")[1])
+    from explomemo.models import MemoSummary, StaleEntry, StaleReport
+
+    summaries = [MemoSummary(**m) for m in memos]
+    shown = _on_terminal([*args, "list"], 60, env)
+    assert shown == list_table(summaries, 60) + "\n"
+    assert (
+        max(map(len, shown.splitlines())) <= 60 < max(map(len, list_table(summaries).splitlines()))
+    )
+    report = json.loads(run(db_path, "stale", "--format", "json")[1])
+    stale = StaleReport(
+        checked=report["checked"], stale=[StaleEntry(**entry) for entry in report["stale"]]
+    )
+    shown = _on_terminal([*args, "stale"], 60, env)
+    assert shown == stale_table(stale, 60) + "\n"
+    assert max(map(len, shown.splitlines())) <= 60
+    # The layout here is Rich's at that width.
+    headers = ("id", "project", "question", "files", "recorded_at")
+    rows = [[str(m.id), m.project, m.question, str(m.files), m.recorded_at] for m in summaries]
+    assert list_table(summaries, 60) == _rich(headers, rows, 60)
+    # $COLUMNS, as Rich and shutil read it, wins over the terminal's own width.
+    assert (
+        _on_terminal([*args, "list"], 60, {**env, "COLUMNS": "45"})
+        == list_table(summaries, 45) + "\n"
+    )
+    # Not a terminal: the fixed width, whatever $COLUMNS says.
+    piped = subprocess.run(
+        [sys.executable, "-m", "explomemo", *args, "list"],
+        capture_output=True,
+        text=True,
+        env={**env, "COLUMNS": "45"},
+        check=True,
+        timeout=60,
+    )
+    assert piped.stdout == list_table(summaries) + "\n"
+
+
+def test_diff_is_coloured_only_on_a_terminal_that_takes_colour(
+    db_path: Path, tree: Path, no_model: None
+) -> None:
+    seed(db_path, tree)
+    (tree / "pkg" / "b.py").write_text("B = 3\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "TERM")}
+    args = ["--db", str(db_path), "diff", "1"]
+    assert "\x1b[31m-B = 2" in _on_terminal(args, 80, {**env, "TERM": "xterm-256color"})
+    for plain in ({**env, "TERM": "dumb"}, {**env, "TERM": "xterm", "NO_COLOR": "1"}):
+        shown = _on_terminal(args, 80, plain)
+        assert "-B = 2\n+B = 3" in shown and "\x1b" not in shown, shown

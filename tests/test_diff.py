@@ -378,13 +378,31 @@ def test_ci_clone_shows_diffs_from_git_history(
         "::warning file=src/tokens.py,line=2,title=explomemo%3A memo 1 is stale::"
     )
     markdown = invoke_cli([*args, "--format", "markdown"]).stdout
+    # Moves and deletions are a list; the diff block holds nothing but the diffs.
     assert markdown.endswith(
-        "<details><summary>memo 1: what changed in 3 files</summary>\n\n```diff\n"
-        "src/db.py: deleted\nsrc/old.py: moved to src/new.py\n"
+        "<details><summary>memo 1: what changed in 3 files</summary>\n\n"
+        "- src/db.py: deleted\n- src/old.py: moved to src/new.py\n\n```diff\n"
         + TOKENS_DIFF
         + "```\n\n</details>\n"
     )
     assert not (tmp_path / "absent.db").exists()
+
+
+def test_diff_writes_a_move_as_git_writes_a_rename(repo: Repo, db_path: Path) -> None:
+    """``diff --git a/old b/new`` with git's rename lines; ``git apply`` takes it."""
+    build(repo)
+    memo = record(db_path, repo, QUESTION, "src/old.py", "src/db.py")
+    change(repo)
+    shown = invoke(db_path, "diff", str(memo)).stdout
+    rename = (
+        "diff --git a/src/old.py b/src/new.py\nsimilarity index 100%\n"
+        "rename from src/old.py\nrename to src/new.py\n"
+    )
+    assert rename in shown, shown
+    git(repo.path, "stash", "-q")  # back to the recorded tree
+    patch = repo.path.parent / "rename.patch"
+    patch.write_text(rename)
+    git(repo.path, "apply", "--check", str(patch))
 
 
 def _old_database(path: Path, root: Path, files: dict[str, bytes]) -> None:
@@ -605,6 +623,7 @@ def test_diff_is_coloured_on_a_terminal_only(repo: Repo, db_path: Path) -> None:
     change(repo)
     command = [sys.executable, "-m", "explomemo", "--db", str(db_path), "diff", str(memo)]
     env = {k: v for k, v in os.environ.items() if k != "NO_COLOR"}
+    env["TERM"] = "xterm"
     piped = subprocess.run(command, capture_output=True, text=True, check=True, env=env).stdout
     assert "\x1b[" not in piped
     assert piped == (

@@ -1847,15 +1847,18 @@ def test_dot_and_dot_dot_and_a_root_realpath_fails_on_are_refused_with_their_sen
 
     root = tmp_path / "proj"
     root.mkdir()
-    for given in (".", ".."):
+    expected = {
+        ".": f"files[0] '.' is root {str(root)!r} itself, a folder: pass the files in it"
+        " that the conclusion rests on",
+        "..": f"files[0] '..' is outside root {str(root)!r}: record only files inside root,"
+        " or pass a root that contains them",
+    }
+    for given, sentence in expected.items():
         with pytest.raises(PathError) as caught:
             words_cache.record(
                 question="q", conclusion="c", files=[given], project="p", root=str(root)
             )
-        assert str(caught.value) == (
-            f"files[0] {given!r} is outside root {str(root)!r}: record only files inside root,"
-            " or pass a root that contains them"
-        )
+        assert str(caught.value) == sentence
 
     def failing_realpath(path: Any, *args: Any, **kwargs: Any) -> str:
         raise OSError(errno.ELOOP, os.strerror(errno.ELOOP))

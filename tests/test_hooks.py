@@ -133,6 +133,12 @@ def test_prompt_brings_the_memo_that_answers_it(project: Repo, db_path: Path) ->
     assert "memo 1" not in text and "memo 3" not in text
 
 
+def test_prompt_counts_one_file_as_one_file(project: Repo, db_path: Path) -> None:
+    payload = {"cwd": str(project.path), "prompt": "how does the parser handle escape sequences?"}
+    text = context(hook("prompt", payload, db_path)[0], "UserPromptSubmit")
+    assert "[memo 3, fresh, 1 file unchanged] How does the parser handle" in text, text
+
+
 @pytest.mark.parametrize(
     "prompt",
     [
@@ -262,40 +268,70 @@ def stop_payload(path: Path, cwd: str, active: bool = False) -> dict[str, Any]:
     }
 
 
+def _top(tmp_path: Path) -> str:
+    """The session's folder: the root the Stop hook checks reads against."""
+    top = tmp_path / "repo"
+    top.mkdir(exist_ok=True)
+    return str(top)
+
+
 def test_stop_blocks_once_when_files_were_read_and_nothing_recorded(
     tmp_path: Path, db_path: Path
 ) -> None:
-    files = [f"/repo/src/{n}.py" for n in ("a", "b", "c")]
+    top = _top(tmp_path)
+    files = [f"{top}/src/{n}.py" for n in ("a", "b", "c")]
     path = transcript(tmp_path / "t.jsonl", files, record=False)
-    answer, err = hook("stop", stop_payload(path, "/repo"), db_path)
+    answer, err = hook("stop", stop_payload(path, top), db_path)
     assert answer["decision"] == "block" and err == ""
     assert "read 3 files (src/a.py, src/b.py, src/c.py)" in answer["reason"]
     assert "memory_exploration_record" in answer["reason"]
     # The agent answers the block: Claude Code says so, and the hook lets it finish.
-    assert hook("stop", stop_payload(path, "/repo", active=True), db_path) == (None, "")
+    assert hook("stop", stop_payload(path, top, active=True), db_path) == (None, "")
 
 
 def test_stop_is_silent_when_a_memo_was_recorded(tmp_path: Path, db_path: Path) -> None:
-    files = [f"/repo/src/{n}.py" for n in ("a", "b", "c", "d")]
+    top = _top(tmp_path)
+    files = [f"{top}/src/{n}.py" for n in ("a", "b", "c", "d")]
     path = transcript(tmp_path / "t.jsonl", files, record=True)
-    assert hook("stop", stop_payload(path, "/repo"), db_path) == (None, "")
+    assert hook("stop", stop_payload(path, top), db_path) == (None, "")
 
 
 def test_stop_counts_only_this_turns_successful_reads(tmp_path: Path, db_path: Path) -> None:
-    files = ["/repo/a.py", "/repo/b.py", "/repo/c.py"]
-    path = transcript(tmp_path / "t.jsonl", files, record=False, error_on="/repo/c.py")
-    assert hook("stop", stop_payload(path, "/repo"), db_path) == (None, "")
+    top = _top(tmp_path)
+    files = [f"{top}/a.py", f"{top}/b.py", f"{top}/c.py"]
+    path = transcript(tmp_path / "t.jsonl", files, record=False, error_on=f"{top}/c.py")
+    assert hook("stop", stop_payload(path, top), db_path) == (None, "")
+
+
+def test_stop_counts_only_files_inside_the_root(tmp_path: Path, db_path: Path) -> None:
+    """Files ``record`` would refuse (outside root, also through ``..`` or a link) do not
+    count: reading three of them and one project file asks for nothing."""
+    top = _top(tmp_path)
+    (tmp_path / "elsewhere").mkdir()
+    (Path(top) / "vendor").symlink_to(tmp_path / "elsewhere")
+    outside = ["/etc/hosts", f"{top}/../other/x.py", f"{top}/vendor/lib.py", "/etc/passwd"]
+    path = transcript(tmp_path / "t.jsonl", [*outside, f"{top}/src/a.py"], record=False)
+    assert hook("stop", stop_payload(path, top), db_path) == (None, "")
+    # Two more project files make three inside: only those are counted and named.
+    path = transcript(
+        tmp_path / "t.jsonl", [*outside, f"{top}/src/a.py", f"{top}/b.py", f"{top}/c.py"], False
+    )
+    answer, err = hook("stop", stop_payload(path, top), db_path)
+    assert answer["decision"] == "block" and err == ""
+    assert "read 3 files (src/a.py, b.py, c.py) and recorded" in answer["reason"]
+    assert "/etc" not in answer["reason"] and "lib.py" not in answer["reason"]
 
 
 def test_stop_skips_a_transcript_line_nested_too_deep_to_parse(
     tmp_path: Path, db_path: Path
 ) -> None:
-    files = [f"/repo/src/{n}.py" for n in ("a", "b", "c")]
+    top = _top(tmp_path)
+    files = [f"{top}/src/{n}.py" for n in ("a", "b", "c")]
     path = transcript(tmp_path / "t.jsonl", files, record=False)
     lines = path.read_text().splitlines(keepends=True)
     lines.insert(len(lines) - 1, "[" * 100_000 + "]" * 100_000 + "\n")
     path.write_text("".join(lines))
-    answer, err = hook("stop", stop_payload(path, "/repo"), db_path)
+    answer, err = hook("stop", stop_payload(path, top), db_path)
     assert answer["decision"] == "block" and err == ""
     assert "read 3 files (src/a.py, src/b.py, src/c.py)" in answer["reason"]
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 from pathlib import Path
@@ -104,3 +105,41 @@ def test_forget_without_project_uses_the_default_and_names_it(
     )
     monkeypatch.chdir(api.path)
     assert words_cache.forget(memo_id=memo.id).project == "my-api"
+
+
+def test_project_names_are_trimmed_wherever_they_come_from(
+    api: Repo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``' p '`` from --project, EXPLOMEMO_PROJECT or a tool's ``project`` is project ``p``,
+    as a question is trimmed: a stray space does not start a second project."""
+    from conftest import invoke_cli
+    from reliability_helpers import call_tools_stdio
+
+    db = tmp_path / "m.db"
+    monkeypatch.chdir(api.path)
+
+    def cli(*args: str) -> str:
+        result = invoke_cli(["--db", str(db), *args])
+        assert result.exit_code == 0, result.output
+        return result.stdout
+
+    ask = ["--question", "Where are tokens checked?", "--conclusion", "in check()", "src/auth.py"]
+    first = json.loads(cli("record", "--project", " p ", *ask))
+    assert (first["project"], first["replaced"]) == ("p", False)
+    monkeypatch.setenv("EXPLOMEMO_PROJECT", "\tp\n")
+    again = json.loads(cli("record", *ask))
+    assert (again["project"], again["id"], again["replaced"]) == ("p", first["id"], True)
+    monkeypatch.delenv("EXPLOMEMO_PROJECT")
+    record = {"question": "Where are tokens checked?", "conclusion": "in check()"}
+    (reply,) = call_tools_stdio(
+        db,
+        [("memory_exploration_record", {**record, "files": ["src/auth.py"], "project": " p"})],
+        cwd=api.path,
+    )
+    assert (reply.data["project"], reply.data["id"], reply.data["replaced"]) == ("p", 1, True)
+    assert [m["project"] for m in json.loads(cli("list", "--json"))] == ["p"]
+    # Every command that takes --project finds it by the trimmed name.
+    assert len(json.loads(cli("list", "--json", "--project", "p "))) == 1
+    assert json.loads(cli("stale", "--format", "json", "--project", " p"))["checked"] == 1
+    assert json.loads(cli("export", "--project", " p "))["project"] == "p"
+    assert "Where are tokens checked?" in cli("recall", "--project", " p", "tokens checked")

@@ -25,6 +25,7 @@ from reliability_helpers import (
     assert_one_error_line,
     assert_tool_refused,
     call_tools,
+    call_tools_stdio,
     cli_subprocess,
 )
 
@@ -45,6 +46,35 @@ def test_an_export_file_that_is_a_folder_is_refused(tmp_path: Path) -> None:
     assert_one_error_line(
         CliRun(run.returncode, run.stdout, run.stderr), str(folder), "not a regular file"
     )
+
+
+@pytest.mark.parametrize(
+    ("given", "fragments"),
+    [
+        (".", ("'.' is root", "itself, a folder")),
+        ("./", ("'./' is root", "itself, a folder")),
+        ("pkg/..", ("'pkg/..' is root", "itself, a folder")),
+        ("{root}", ("is root", "itself, a folder")),
+        ("README/", ("'README/' ends with '/', so it names a folder, not a file",)),
+        ("README/.", ("'README/.' ends with '/'",)),
+        ("pkg/", ("'pkg/' ends with '/'",)),
+        ("../outside/", ("is outside root",)),
+    ],
+)
+def test_a_path_naming_a_folder_is_refused_for_what_it_is(
+    tmp_path: Path, given: str, fragments: tuple[str, ...]
+) -> None:
+    """``record .`` is root itself, not "outside root"; ``record README/`` names a folder
+    (the system refuses to open it), not the file README."""
+    root = tmp_path / "proj"
+    (root / "pkg").mkdir(parents=True)
+    (root / "README").write_text("read me\n")
+    (root / "pkg" / "a.py").write_text("A = 1\n")
+    db = str(tmp_path / "m.db")
+    record = ["--db", db, "record", "--project", "p", "--root", str(root), "--question", "q"]
+    run = _cli(*record, "--conclusion", "c", "pkg/a.py", given.format(root=root))
+    assert_one_error_line(run, *fragments)
+    assert _cli("--db", db, "list").out == "No memos.\n"
 
 
 @pytest.mark.parametrize(
@@ -332,9 +362,9 @@ def test_list_and_export_check_the_project_as_stale_does(
 ) -> None:
     db, _ = one_memo
     stale = _cli("--db", str(db), "stale", "--project", project)
-    expected = assert_one_error_line(stale, "project")
+    expected = assert_one_error_line(stale, "project").replace("explomemo stale --help", "")
     run = _cli("--db", str(db), *command, "--project", project)
-    assert assert_one_error_line(run) == expected
+    assert assert_one_error_line(run).replace(f"explomemo {command[0]} --help", "") == expected
 
 
 def test_an_export_of_a_project_without_memos_leaves_the_file_alone(
@@ -386,6 +416,55 @@ def test_forget_s_id_schema_carries_its_limits(tmp_path: Path) -> None:
 
     schema = asyncio.run(listed())["memory_exploration_forget"]["properties"]["id"]
     assert (schema["type"], schema["minimum"], schema["maximum"]) == ("integer", 1, 2**63 - 1)
+
+
+# Every tool's parameters are strict, as forget's id is ------------------------
+
+
+def test_recall_takes_only_json_integers_and_booleans(tmp_path: Path) -> None:
+    """``"limit": true`` is not 1 and ``"include_stale": "false"`` is not false: over a
+    real stdio server, each wrong type is refused naming the parameter and what to send."""
+    root = tmp_path / "proj"
+    root.mkdir()
+    for name in ("a.py", "b.py"):
+        (root / name).write_text(f"{name} = 1\n")
+    recall = "memory_exploration_recall"
+    query = {"query": "how is the parser wired?", "project": "p"}
+    bad: list[tuple[str, dict[str, Any], str]] = [
+        (recall, {**query, "limit": True}, "limit: must be a JSON integer"),
+        (recall, {**query, "limit": "5"}, "limit: must be a JSON integer (a number without"),
+        (recall, {**query, "limit": 2.0}, "limit: must be a JSON integer"),
+        (recall, {**query, "include_stale": "false"}, "include_stale: must be a JSON boolean"),
+        (recall, {**query, "include_stale": 0}, "include_stale: must be a JSON boolean"),
+        (recall, {**query, "project": 5}, "project: must be a JSON string (got 5)"),
+        (
+            "memory_exploration_record",
+            {"question": "q", "conclusion": "c", "files": "a.py", "project": "p"},
+            'files: must be a JSON array (got "a.py")',
+        ),
+        (
+            "memory_exploration_record",
+            {"question": 7, "conclusion": "c", "files": ["a.py"], "project": "p"},
+            "question: must be a JSON string (got 7)",
+        ),
+        ("memory_exploration_stale", {"project": "p", "root": True}, "root: must be a JSON"),
+    ]
+    record = {"conclusion": "the parser is wired in a.py", "files": ["a.py", "b.py"]}
+    replies = call_tools_stdio(
+        tmp_path / "m.db",
+        [
+            ("memory_exploration_record", {**record, "question": "parser wiring?", "project": "p"}),
+            ("memory_exploration_record", {**record, "question": "parser files?", "project": "p"}),
+            *[(tool, args) for tool, args, _ in bad],
+            (recall, {**query, "limit": 1, "include_stale": False}),
+        ],
+        cwd=root,
+    )
+    for (_, args, expected), reply in zip(bad, replies[2:-1], strict=True):
+        assert_tool_refused(reply, expected)
+        assert "matches" not in reply.text, args
+    assert replies[-1].data["project"] == "p"
+    assert len(replies[-1].data["matches"]) == 1, replies[-1].text
 
 
 # Nits: grammar, wording, positions ----------------------------------------------

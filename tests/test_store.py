@@ -19,7 +19,7 @@ from explomemo import store as store_module
 from explomemo.cli import main
 from explomemo.errors import StoreError
 from explomemo.hooks import run_hook
-from explomemo.store import Migration, Store, default_db_path, load_migrations
+from explomemo.store import Migration, Store, database_path, load_migrations
 
 PROJECT = Path(__file__).resolve().parent.parent
 
@@ -112,7 +112,7 @@ def test_tests_never_touch_the_real_user_folders(monkeypatch: pytest.MonkeyPatch
     real_home = pwd.getpwuid(os.getuid()).pw_dir
     assert os.environ["HOME"] != real_home
     monkeypatch.delenv("EXPLOMEMO_DB")
-    default = str(default_db_path())
+    default = str(database_path())
     assert default.startswith(os.environ["HOME"] + "/"), default
     assert not default.startswith(real_home + "/")
 
