@@ -208,6 +208,16 @@ def test_observe_answers_only_paths_that_may_differ(old_tree: Path) -> None:
     assert validator.observe(root, two) == {"m0.py": rows[0].xxh3, "m2.py": xxh3_hex(edited)}
 
 
+def test_a_path_the_system_cannot_take_is_missing(old_tree: Path) -> None:
+    # Only a hand-edited database holds such a path (record and import refuse
+    # a NUL): lstat raises ValueError, which carries no errno.
+    root = resolve_root(str(old_tree))
+    data = (old_tree / "m0.py").read_bytes()
+    rows = [FileRow(p, "", xxh3_hex(data), len(data)) for p in ("m0.py", "m\x00.py")]
+    validator = validity.Validator(None)
+    assert validator.observe(root, validity.expect(root, rows)) == {"m\x00.py": None}
+
+
 def test_a_file_dated_after_2262_is_checked(words_cache: MemoCache, old_tree: Path) -> None:
     # No int64 holds its time in nanoseconds, so its stat key cannot be packed.
     record_all(words_cache, old_tree)
