@@ -1534,6 +1534,12 @@ def test_each_bad_root_is_refused_with_its_own_sentence(
             f"root '{tmp_path}\\xff' is not valid UTF-8: explomemo stores paths as UTF-8;"
             " pass a root whose path is UTF-8"
         ),
+        # A lone surrogate from JSON ("\ud800"), not a byte of a file name: no
+        # surrogate escape holds it, so it is written as its code point.
+        f"{tmp_path}\ud800": (
+            f"root '{tmp_path}\\ud800' is not valid UTF-8: explomemo stores paths as UTF-8;"
+            " pass a root whose path is UTF-8"
+        ),
         at_limit: f"root {at_limit!r} does not exist: pass an existing directory",
         over: (
             "root is 1025 characters long, over the limit of 1024:"
