@@ -147,7 +147,9 @@ def test_export_is_deterministic_and_import_round_trips(
     lines = [json.loads(line) for line in out.splitlines()]
     assert [(m["project"], m["id"]) for m in lines] == [("alpha", 2), ("alpha", 3)]
     other = tmp_path / "other.db"
-    code, out, _ = run(other, "import", str(first))
+    # Imported at the recorded root (outside git): imported at the working
+    # directory, the memos would carry where that lies in its repository.
+    code, out, _ = run(other, "import", str(first), "--root", str(tree))
     assert code == 0 and json.loads(out) == {"read": 2, "added": 2, "replaced": 0, "kept": 2 - 2}
     assert run(other, "export")[1] == first.read_text()
     # Importing again keeps what is there (same age); a newer memo replaces it.

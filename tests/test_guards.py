@@ -621,7 +621,7 @@ def test_export_sorts_by_project_then_id_and_reads_back(
         ("b", 3),
     ]
     fresh = tmp_path / "fresh.db"
-    run = run_cli(capsys, ["--db", str(fresh), "import", str(export)])
+    run = run_cli(capsys, ["--db", str(fresh), "import", str(export), "--root", str(root)])
     assert json.loads(run.out) == {"read": 3, "added": 3, "replaced": 0, "kept": 0}
     assert run_cli(capsys, ["--db", str(fresh), "export"]).out == text
     code, report = stale_json(
@@ -798,15 +798,19 @@ def test_import_keeps_free_ids_renumbers_taken_ones_and_round_trips_byte_identic
     assert [(m.project, m.id) for m in memos] == [("a", 2), ("b", 1), ("b", 3)]
     target = open_cache(tmp_path / "target.db")
     try:
-        assert import_memos(target, memos) == ImportResult(read=3, added=3, replaced=0, kept=0)
+        assert import_memos(target, memos, str(one_file)) == ImportResult(
+            read=3, added=3, replaced=0, kept=0
+        )
         assert list(export_memos(target)) == lines
-        assert import_memos(target, memos) == ImportResult(read=3, added=0, replaced=0, kept=3)
+        assert import_memos(target, memos, str(one_file)) == ImportResult(
+            read=3, added=0, replaced=0, kept=3
+        )
         assert list(export_memos(target)) == lines
         newer = edited(tmp_path, lines[1], conclusion="revised", recorded_at="2099-01-01T00:00:00Z")
         older = edited(
             tmp_path, lines[2], conclusion="outdated", recorded_at="2000-01-01T00:00:00Z"
         )
-        assert import_memos(target, [newer, older]) == ImportResult(
+        assert import_memos(target, [newer, older], str(one_file)) == ImportResult(
             read=2, added=0, replaced=1, kept=1
         )
         assert {m.id: m.conclusion for m in (target.show(i) for i in (1, 2, 3))} == {
@@ -1536,7 +1540,7 @@ def test_each_bad_root_is_refused_with_its_own_sentence(
         ),
         # A lone surrogate from JSON ("\ud800"), not a byte of a file name: no
         # surrogate escape holds it, so it is written as its code point.
-        f"{tmp_path}\ud800": (
+        f"{tmp_path}{chr(0xD800)}": (
             f"root '{tmp_path}\\ud800' is not valid UTF-8: explomemo stores paths as UTF-8;"
             " pass a root whose path is UTF-8"
         ),

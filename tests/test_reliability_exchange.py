@@ -113,7 +113,7 @@ def test_any_recordable_memo_survives_export_import_export(
             recorded = {(m.project, m.question) for m in cache.list()}
         first, second = base / "first.jsonl", base / "second.jsonl"
         assert _quiet(["--db", str(source), "export", "-o", str(first)])[0] == 0
-        assert _quiet(["--db", str(target), "import", str(first)])[0] == 0
+        assert _quiet(["--db", str(target), "import", str(first), "--root", str(root)])[0] == 0
         assert _quiet(["--db", str(target), "export", "-o", str(second)])[0] == 0
         assert first.read_bytes() == second.read_bytes()
         assert _quiet(["--db", str(target), "export"])[1].encode() == first.read_bytes()
