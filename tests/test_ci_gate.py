@@ -84,8 +84,14 @@ EXPORT = ".explomemo/memos.jsonl"
 
 
 def _run(args: list[str], cwd: Path) -> CliRun:
-    done = cli_subprocess(args, cwd=cwd)
-    return CliRun(done.returncode, done.stdout, done.stderr)
+    """The CLI in-process, run from ``cwd`` (mutation testing sees only the calls made in
+    the test's own process); the first test also runs the check as a real command."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(cwd)
+        patch.delenv("PWD", raising=False)
+        patch.setenv("EXPLOMEMO_EMBEDDINGS", "off")
+        result = invoke_cli(args)
+    return CliRun(result.exit_code, result.stdout, result.stderr)
 
 
 @pytest.fixture
@@ -120,6 +126,8 @@ def test_an_export_of_memos_from_two_folders_checks_fresh_in_a_clone(
     check = ["stale", "--from", EXPORT, "--check"]
     run = _run(check, clone)
     assert (run.code, run.out) == (0, "All 2 memos are fresh.\n"), run
+    done = cli_subprocess(check, cwd=clone)
+    assert (done.returncode, done.stdout) == (0, "All 2 memos are fresh.\n"), done
     # From src/ the memo recorded there is found through the clone's top; the memo
     # recorded at the top has no folder in the export, and is checked against src/.
     run = _run(["stale", "--from", f"../{EXPORT}", "--format", "json"], clone / "src")
