@@ -105,7 +105,8 @@ DEEP = "[" * 100_000
 def test_an_export_line_nested_too_deeply_is_refused(tmp_path: Path) -> None:
     deep = tmp_path / "deep.jsonl"
     deep.write_text(DEEP + "\n")
-    expected = (f"line 1 of {deep} is not an explomemo memo", "nested")
+    # The test's folder is named after it: "nested" alone is in the path.
+    expected = (f"line 1 of {deep} is not an explomemo memo (JSON nested too deeply)",)
     assert_one_error_line(_cli("import", str(deep)), *expected)
     run = cli_subprocess(["stale", "--from", str(deep), "--check"], cwd=tmp_path)
     assert_one_error_line(CliRun(run.returncode, run.stdout, run.stderr), *expected)
@@ -118,7 +119,7 @@ def test_a_configuration_file_nested_too_deeply_is_refused(
     config.parent.mkdir()
     config.write_text(DEEP)
     run = _cli("setup", "cursor", "--root", str(tmp_path))
-    assert_one_error_line(run, str(config), "not valid JSON", "nested")
+    assert_one_error_line(run, f"{config} is not valid JSON (nested too deeply)")
     assert config.read_text() == DEEP
 
 
