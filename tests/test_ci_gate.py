@@ -216,3 +216,41 @@ def test_a_root_in_repo_through_a_link_out_of_the_clone_is_refused(
         ["--db", str(clone / "x.db"), "import", str(bad)],
     ):
         assert_one_error_line(_run(args, clone), "'out'", "leads out of", str(clone))
+
+
+def test_a_folder_the_clone_lacks_makes_its_memos_files_missing(
+    committed: tuple[Path, Path],
+) -> None:
+    _, clone = committed
+    (clone / "src").rename(clone / "lib")
+    run = _run(["stale", "--from", EXPORT, "--check", "--format", "json"], clone)
+    assert run.code == 1, run
+    assert [(e["id"], e["missing"]) for e in json.loads(run.out)["stale"]] == [(1, ["auth.py"])]
+
+
+def test_import_below_the_top_puts_memos_under_the_clone_top(
+    committed: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """An export whose every memo has a folder, imported from a subfolder: each memo
+    goes under the clone's top, not under the folder the import ran in."""
+    _, clone = committed
+    only_src = clone / "src.jsonl"
+    only_src.write_text((clone / EXPORT).read_text().splitlines()[0] + "\n")
+    db = str(tmp_path / "sub.db")
+    assert _run(["--db", db, "import", str(only_src)], clone / "src").code == 0
+    listed = json.loads(_run(["--db", db, "list", "--json"], clone).out)
+    assert [memo["root"] for memo in listed] == [str(clone / "src")]
+
+
+def test_an_earlier_exports_root_gives_way_to_the_root_given(
+    committed: tuple[Path, Path], tmp_path: Path
+) -> None:
+    _, clone = committed
+    line = json.loads((clone / EXPORT).read_text().splitlines()[1])
+    old = clone / "old.jsonl"
+    old.write_text(json.dumps({**line, "root": str(tmp_path / "elsewhere")}) + "\n")
+    for given, root in ((["--root", str(clone)], str(clone)), ([], str(tmp_path / "elsewhere"))):
+        db = str(tmp_path / f"old{len(given)}.db")
+        assert _run(["--db", db, "import", str(old), *given], clone).code == 0
+        listed = json.loads(_run(["--db", db, "list", "--json"], clone).out)
+        assert [memo["root"] for memo in listed] == [root]

@@ -3219,6 +3219,16 @@ def test_stale_from_an_export_reports_progress_and_names_a_bad_project(
     assert calls and calls[-1] == (1, 1)
     with pytest.raises(InputError, match=r"^project is empty: "):
         stale_from_export(read_export(export), str(one_file), project=" ")
+    # Read by a caller that names no file: the sentence says "the export", and the
+    # fix names no path.
+    from explomemo.errors import NotFoundError
+
+    with pytest.raises(NotFoundError) as caught:
+        stale_from_export([], str(one_file), project="nope")
+    assert str(caught.value) == (
+        "project 'nope' has no memos in the export, which holds none:"
+        " write it with explomemo export --project nope -o FILE"
+    )
 
 
 def test_stale_from_an_export_diffs_within_the_limits_given(
