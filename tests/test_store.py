@@ -19,6 +19,7 @@ from explomemo import store as store_module
 from explomemo.cli import main
 from explomemo.errors import StoreError
 from explomemo.hooks import run_hook
+from explomemo.memos import MemoCache
 from explomemo.store import Migration, Store, database_path, load_migrations
 
 PROJECT = Path(__file__).resolve().parent.parent
@@ -198,3 +199,25 @@ def test_a_database_that_skipped_a_migration_is_migrated(
     out = io.BytesIO()
     run_hook("session-start", db=db, project=None, stdin=io.BytesIO(payload), stdout=out)
     assert "'shop' has 2 memos (2 fresh" in out.getvalue().decode()
+
+
+def test_collect_snapshots_deletes_only_unused_contents_and_counts_them(
+    tmp_path: Path, words_cache: MemoCache
+) -> None:
+    root = tmp_path / "proj"
+    root.mkdir()
+    (root / "a.py").write_text("A\n")
+    words_cache.record(question="q", conclusion="c", files=["a.py"], project="p", root=str(root))
+    used = hashlib.sha256(b"A\n").hexdigest()
+    # More than one batch of SQL variables: the counts of every batch add up.
+    unused = [f"{n:064x}" for n in range(store_module._BATCH + 2)]
+    store = words_cache.store
+    with store.write() as conn:
+        conn.executemany(
+            "INSERT OR REPLACE INTO snapshots (sha256, codec, data) VALUES (?, 'raw', x'00')",
+            [(sha,) for sha in (used, *unused)],
+        )
+        assert store.collect_snapshots(conn, [used, *unused, "f" * 64]) == len(unused)
+        assert store.collect_snapshots(conn, [used, *unused]) == 0
+        assert store.snapshot_contents(conn, [used, *unused]) == {used}
+        assert used > unused[-1]  # in the last batch, after every unused one
