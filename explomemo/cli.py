@@ -74,11 +74,13 @@ def _echo(text: str) -> None:
 
 
 def _table_width() -> int:
-    """The terminal's width on a terminal, else the tables' fixed width (a CI log)."""
-    from explomemo.report import TABLE_WIDTH
+    """The terminal's width on a terminal (at least the tables' narrowest), else the
+    tables' fixed width (a CI log)."""
+    from explomemo.report import MIN_TABLE_WIDTH, TABLE_WIDTH
     from explomemo.stdout import terminal_width
 
-    return terminal_width() or TABLE_WIDTH
+    width = terminal_width()
+    return TABLE_WIDTH if width is None else max(width, MIN_TABLE_WIDTH)
 
 
 def _err(text: str) -> None:

@@ -21,6 +21,7 @@ import hashlib
 import logging
 import os
 import shutil
+import stat
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -154,16 +155,13 @@ def _cache_dir() -> Path:
     return Path(platformdirs.user_cache_dir("explomemo", appauthor=False))
 
 
-def _named_model(name: str, cache_dir: Path | None = None) -> Embedder:
+def _named_model(name: str) -> Embedder:
     """The fastembed model ``name``, unless it failed less than :data:`RETRY_SECONDS` ago."""
     digest = hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:16]
-    marker = (cache_dir or _cache_dir()) / "failed-models" / digest
-    try:
-        age = time.time() - marker.stat().st_mtime
-        reason = marker.read_text(encoding="utf-8", errors="replace")[:500]
-    except OSError:
-        age, reason = RETRY_SECONDS, ""
-    if 0 <= age < RETRY_SECONDS:
+    marker = _cache_dir() / "failed-models" / digest
+    failed = _read_marker(marker)
+    if failed is not None:
+        age, reason = failed
         raise ModelError(
             f"embedding model {name!r} failed to load {age / 60:.0f} min ago ({reason});"
             f" it is tried again {RETRY_SECONDS // 60} min after that failure: delete {marker}"
@@ -173,15 +171,50 @@ def _named_model(name: str, cache_dir: Path | None = None) -> Embedder:
     try:
         embedder = FastembedEmbedder(name, name, None)
     except ModelError as exc:
-        # Remembering the failure only saves time: an unwritable cache costs
-        # the next command the same wait, nothing else.
-        with contextlib.suppress(OSError):
-            marker.parent.mkdir(parents=True, exist_ok=True)
-            marker.write_text(str(exc.__cause__ or exc), encoding="utf-8", errors="replace")
+        _write_marker(marker, str(exc.__cause__ or exc))
         raise
     with contextlib.suppress(OSError):
         marker.unlink(missing_ok=True)
     return embedder
+
+
+def _read_marker(marker: Path) -> tuple[float, str] | None:
+    """(age in seconds, reason) of a failure remembered less than :data:`RETRY_SECONDS` ago.
+
+    Only a regular file counts, opened without blocking: a FIFO put there would
+    otherwise hold every command.
+    """
+    try:
+        fd = os.open(marker, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
+    except OSError:
+        return None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            return None
+        age = time.time() - info.st_mtime
+        reason = os.read(fd, 500).decode("utf-8", "replace")
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    return (age, reason) if 0 <= age < RETRY_SECONDS else None
+
+
+def _write_marker(marker: Path, reason: str) -> None:
+    """Remember a failed load (a fresh regular file in place of whatever was there).
+
+    Remembering only saves time: an unwritable cache costs the next command the
+    same wait, nothing else.
+    """
+    with contextlib.suppress(OSError):
+        marker.parent.mkdir(parents=True, exist_ok=True)
+        marker.unlink(missing_ok=True)
+        fd = os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        try:
+            os.write(fd, reason.encode("utf-8", "replace"))
+        finally:
+            os.close(fd)
 
 
 def default_model_dir(cache_dir: Path | None = None) -> Path:

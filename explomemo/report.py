@@ -33,6 +33,9 @@ if TYPE_CHECKING:
 
 #: Width of the tables, in terminal cells, when they are not shown on a terminal.
 TABLE_WIDTH = 120
+#: The narrowest a table is drawn, whatever the terminal: narrower, its columns
+#: hold a letter or none (at 5 cells every row is blank), so it wraps instead.
+MIN_TABLE_WIDTH = 40
 
 
 def stale_table(report: StaleReport, width: int = TABLE_WIDTH) -> str:
@@ -150,11 +153,14 @@ def _md_code(text: str) -> str:
 
 
 def stale_markdown(
-    report: StaleReport, changes: Mapping[int, Sequence[CheckedFile]] | None = None
+    report: StaleReport,
+    changes: Mapping[int, Sequence[CheckedFile]] | None = None,
+    folders: Mapping[int, str] | None = None,
 ) -> str:
     """The stale report as a Markdown table (for a PR comment or a job summary).
 
     With ``changes``, each stale memo then gets a collapsible section with its diffs.
+    ``folders``: as for :func:`stale_github`, in front of the table's paths.
     """
     if not report.stale:
         return _all_fresh(report.checked, "explomemo memos")
@@ -165,8 +171,9 @@ def stale_markdown(
         "|---:|---|---|---|---|",
     ]
     for e in report.stale:
-        changed = "<br>".join(_md_code(p) for p in e.changed)
-        missing = "<br>".join(_md_code(p) for p in e.missing)
+        folder = (folders or {}).get(e.id, "")
+        changed = "<br>".join(_md_code(folder + p) for p in e.changed)
+        missing = "<br>".join(_md_code(folder + p) for p in e.missing)
         lines.append(
             f"| {e.id} | {_md_cell(e.project)} | {_md_cell(e.question)} | {changed} | {missing} |"
         )
@@ -190,7 +197,7 @@ def format_stale(
     if fmt == "github":
         return stale_github(report, changes, folders)
     if fmt == "markdown":
-        return stale_markdown(report, changes)
+        return stale_markdown(report, changes, folders)
     return stale_table(report, width) if fmt == "table" else stale_json(report)
 
 

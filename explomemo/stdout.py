@@ -65,7 +65,8 @@ def terminal_width() -> int | None:
     if not _is_terminal():
         return None
     columns = os.environ.get("COLUMNS", "")
-    if columns.isascii() and columns.isdigit() and int(columns) > 0:
+    # At most five digits: int() refuses a string of over 4,300.
+    if columns.isascii() and columns.isdigit() and len(columns) <= 5 and int(columns) > 0:
         return int(columns)
     try:
         found = os.get_terminal_size(sys.stdout.fileno()).columns

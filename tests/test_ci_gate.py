@@ -140,6 +140,9 @@ def test_an_export_of_memos_from_two_folders_checks_fresh_in_a_clone(
     run = _run([*check, "--format", "github"], clone)
     assert run.code == 1, run
     assert run.out.startswith("::warning file=src/auth.py,line=2,"), run.out
+    # A pull request's comment names it the same way.
+    run = _run([*check, "--format", "markdown"], clone)
+    assert "| 1 | proj | how is auth wired? | `src/auth.py` |  |" in run.out, run.out
 
 
 def test_import_puts_each_memo_under_its_folder_and_exports_the_same_bytes(

@@ -441,6 +441,12 @@ def test_tables_take_the_terminal_s_width(db_path: Path, tree: Path, no_model: N
         _on_terminal([*args, "list"], 60, {**env, "COLUMNS": "45"})
         == list_table(summaries, 45) + "\n"
     )
+    # A $COLUMNS too long to be a width is ignored; a terminal narrower than a table
+    # can be read at gets the narrowest table, which the terminal wraps.
+    huge = "9" * 5000
+    shown = _on_terminal([*args, "list"], 60, {**env, "COLUMNS": huge})
+    assert shown == list_table(summaries, 60) + "\n"
+    assert _on_terminal([*args, "list"], 5, env) == list_table(summaries, 40) + "\n"
     # Not a terminal: the fixed width, whatever $COLUMNS says.
     piped = subprocess.run(
         [sys.executable, "-m", "explomemo", *args, "list"],

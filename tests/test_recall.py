@@ -246,6 +246,24 @@ def test_a_named_model_that_failed_to_load_is_not_tried_again_for_a_while(
     assert len(tried) == 2
 
 
+@pytest.mark.timeout(60)
+def test_a_failed_model_marker_that_is_not_a_file_is_replaced_without_blocking(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A FIFO where the marker goes would hold a plain open() for ever.
+    import hashlib
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    name = "example-org/no-such-model"
+    folder = tmp_path / "cache" / "explomemo" / "failed-models"
+    folder.mkdir(parents=True)
+    marker = folder / hashlib.sha256(name.encode()).hexdigest()[:16]
+    os.mkfifo(marker)
+    with pytest.raises(ModelError, match="cannot be loaded"):
+        load_embedder({"EXPLOMEMO_MODEL": name})
+    assert marker.is_file() and "not supported" in marker.read_text()
+
+
 def test_server_answers_while_model_warms_up(
     app: Path, db_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
