@@ -3253,3 +3253,37 @@ def test_stale_from_an_export_diffs_within_the_limits_given(
     (changed,) = export_changes(memos, report, str(repo.path), NO_LIMITS)[report.stale[0].id]
     assert changed.diff is not None and len(changed.diff) > FILE_DIFF_CHARS
     assert "+A1999 = 2000" in changed.diff
+
+
+def test_an_export_whose_reader_left_ends_quietly_with_exit_2(
+    tmp_path: Path,
+    one_file: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Kills ``write_export`` passing anything but the pipe's error on (in-process; the
+    real closed pipe is test_reliability_edges', left out of mutation runs as slow)."""
+    from explomemo import exchange
+
+    db = str(tmp_path / "m.db")
+    record = ["--db", db, "record", "--project", "p", "--root", str(one_file)]
+    assert run_cli(capsys, [*record, "--question", "q", "--conclusion", "c", "a.py"]).code == 0
+
+    def closed(text: str) -> None:
+        raise BrokenPipeError(32, "Broken pipe")
+
+    monkeypatch.setattr(exchange, "_write_stdout", closed)
+    monkeypatch.setattr("explomemo.stdout.silence", lambda: None)
+    run = run_cli(capsys, ["--db", db, "export"])
+    assert (run.code, run.out, run.err) == (2, "", "")
+
+
+def test_a_library_export_names_a_bad_project(words_cache: MemoCache) -> None:
+    """Kills ``export_memos`` checking the project under another name (the CLI checks
+    ``--project`` while parsing, so only a library caller meets this check)."""
+    from explomemo.errors import InputError
+
+    with pytest.raises(InputError, match=r"^project is empty: "):
+        list(export_memos(words_cache, project=""))
+    with pytest.raises(InputError, match=r"^project is 201 characters long"):
+        list(export_memos(words_cache, project="p" * 201))
