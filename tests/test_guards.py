@@ -1862,6 +1862,10 @@ def test_dot_and_dot_dot_and_a_root_realpath_fails_on_are_refused_with_their_sen
         " that the conclusion rests on",
         "..": f"files[0] '..' is outside root {str(root)!r}: record only files inside root,"
         " or pass a root that contains them",
+        "a.py/": "files[0] 'a.py/' ends with '/', so it names a folder, not a file: pass the"
+        " path of a file, without the '/'",
+        ("d" * 99 + "/") * 40 + "x" * 97: "files[0] is 4,097 characters long relative to root,"
+        " over 4,096: record files with shorter paths, or pass a root nearer to them",
     }
     for given, sentence in expected.items():
         with pytest.raises(PathError) as caught:
@@ -1869,6 +1873,15 @@ def test_dot_and_dot_dot_and_a_root_realpath_fails_on_are_refused_with_their_sen
                 question="q", conclusion="c", files=[given], project="p", root=str(root)
             )
         assert str(caught.value) == sentence
+    # At the limit a path is looked up (and here does not exist), not refused for its length.
+    with pytest.raises(PathError, match="a folder on the way cannot be opened"):
+        words_cache.record(
+            question="q",
+            conclusion="c",
+            files=[("d" * 99 + "/") * 40 + "x" * 96],
+            project="p",
+            root=str(root),
+        )
 
     def failing_realpath(path: Any, *args: Any, **kwargs: Any) -> str:
         raise OSError(errno.ELOOP, os.strerror(errno.ELOOP))
