@@ -36,14 +36,14 @@ CACHE_BUSY_TIMEOUT_MS = 250
 #: PRAGMA application_id of explomemo databases ("EXPM").
 APPLICATION_ID = 0x4558504D
 #: The name under which sqlite-utils records the migrations applied.
-T = TypeVar("T")
-
 MIGRATION_SET = "explomemo"
 #: Memo ids are SQLite integers.
 MAX_ID = 2**63 - 1
 #: The smallest SQLite integer.
 _INT64_MIN = -(2**63)
 _BATCH = 500
+#: What a cache write's ``fill`` returns (see :meth:`Store.write_cache`).
+T = TypeVar("T")
 #: Memos of a project with pending identifiers that a search reads from their texts:
 #: those of records whose identifiers are not stored yet are a few; beyond this many
 #: (a database migrated from schema 2 and never searched), the newest.
