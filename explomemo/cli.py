@@ -73,16 +73,6 @@ def _echo(text: str) -> None:
     stdout.write(text + "\n")
 
 
-def _table_width() -> int:
-    """The terminal's width on a terminal (at least the tables' narrowest), else the
-    tables' fixed width (a CI log)."""
-    from explomemo.report import MIN_TABLE_WIDTH, TABLE_WIDTH
-    from explomemo.stdout import terminal_width
-
-    width = terminal_width()
-    return TABLE_WIDTH if width is None else max(width, MIN_TABLE_WIDTH)
-
-
 def _err(text: str) -> None:
     """One line on stderr, with anything a terminal or a CI runner would act on escaped."""
     from explomemo.printable import message
@@ -149,7 +139,7 @@ def _recall(args: argparse.Namespace) -> int:
 
 
 def _stale(args: argparse.Namespace) -> int:
-    from explomemo.report import StderrProgress, format_stale
+    from explomemo.report import StderrProgress, format_stale, table_width
 
     with_diffs = args.format in ("github", "markdown")
     limits = None
@@ -182,17 +172,17 @@ def _stale(args: argparse.Namespace) -> int:
                 report = cache.stale_report(project=args.project, root=args.root)
                 if with_diffs:
                     changes = cache.stale_changes(report, args.root, limits)
-    _echo(format_stale(report, args.format, changes, folders, _table_width()))
+    _echo(format_stale(report, args.format, changes, folders, table_width()))
     return EXIT_STALE if args.check and report.stale else EXIT_OK
 
 
 def _list(args: argparse.Namespace) -> int:
     from explomemo.models import to_json
-    from explomemo.report import list_table
+    from explomemo.report import list_table, table_width
 
     with _cache(args.db, with_model=False) as cache:
         memos = cache.list(project=args.project)
-    _echo(to_json(memos) if args.json else list_table(memos, _table_width()))
+    _echo(to_json(memos) if args.json else list_table(memos, table_width()))
     return EXIT_OK
 
 

@@ -38,6 +38,15 @@ TABLE_WIDTH = 120
 MIN_TABLE_WIDTH = 40
 
 
+def table_width() -> int:
+    """How wide to draw a table: the width of the terminal standard output is (never under
+    :data:`MIN_TABLE_WIDTH`), else :data:`TABLE_WIDTH` (a pipe, a file, a CI log)."""
+    from explomemo.stdout import terminal_width
+
+    width = terminal_width()
+    return TABLE_WIDTH if width is None else max(width, MIN_TABLE_WIDTH)
+
+
 def stale_table(report: StaleReport, width: int = TABLE_WIDTH) -> str:
     """The stale report as a plain-text table at most ``width`` cells wide, with a
     summary line."""
