@@ -257,3 +257,20 @@ def test_an_earlier_exports_root_gives_way_to_the_root_given(
         assert _run(["--db", db, "import", str(old), *given], clone).code == 0
         listed = json.loads(_run(["--db", db, "list", "--json"], clone).out)
         assert [memo["root"] for memo in listed] == [root]
+
+
+def test_a_root_in_repo_of_dot_is_the_top_and_adds_no_folder_to_paths(
+    committed: tuple[Path, Path],
+) -> None:
+    """A hand-written ``"root_in_repo": "."`` means the top: GitHub and the markdown
+    table get ``README``, not ``./README``."""
+    _, clone = committed
+    lines = [json.loads(line) for line in (clone / EXPORT).read_text().splitlines()]
+    lines[1]["root_in_repo"] = "."
+    dot = clone / "dot.jsonl"
+    dot.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    (clone / "README").write_text("proj, changed\n")
+    run = _run(["stale", "--from", "dot.jsonl", "--format", "github"], clone)
+    assert run.out.startswith("::warning file=README,line=1,"), run.out
+    run = _run(["stale", "--from", "dot.jsonl", "--format", "markdown"], clone)
+    assert "| 2 | proj | what is the readme? | `README` |  |" in run.out, run.out
