@@ -106,17 +106,12 @@ class SnapshotWriter:
         self._changed = threading.Condition()
         self._thread: threading.Thread | None = None
 
-    def submit(
-        self, contents: dict[str, bytes], blobs: dict[str, str], memo_id: int | None = None
-    ) -> None:
+    def submit(self, contents: dict[str, bytes], blobs: dict[str, str], memo_id: int) -> None:
         """Store the snapshots of these contents soon, give their blob ids (by SHA-256)
         to the older rows of each content, and index the identifiers of memo ``memo_id``."""
         # Only what must happen now, on the record's path: the writer's thread
         # does the rest.
-        memos = () if memo_id is None else (memo_id,)
-        job = _Job(blobs, contents if self.keep_snapshots else {}, memos)
-        if not job.blobs and not job.contents and not job.memos:
-            return
+        job = _Job(blobs, contents if self.keep_snapshots else {}, (memo_id,))
         size = _size(job)
         with self._changed:
             if self._pending_bytes + size > _PENDING_MAX_BYTES:

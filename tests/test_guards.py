@@ -43,7 +43,7 @@ from explomemo.exchange import (
     stale_from_export,
     write_export,
 )
-from explomemo.files import relative_path, resolve_root, working_directory
+from explomemo.files import Root, relative_path, resolve_root, working_directory
 from explomemo.hooks import run_hook
 from explomemo.memos import MemoCache
 from explomemo.models import ExportedMemo, ImportResult
@@ -1851,7 +1851,8 @@ def test_dot_and_dot_dot_and_a_root_realpath_fails_on_are_refused_with_their_sen
     words_cache: MemoCache, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Kills the checks of ``files.relative_path`` for "." and ".." changed (each would
-    then be refused later, with the sentence for a link), and the sentence of a root
+    then be refused later, with the sentence for a link), the sentence of a file name
+    that is not UTF-8 (the default advice of ``check_text_path``), and of a root
     ``os.path.realpath`` fails on in ``resolve_root``."""
     import errno
 
@@ -1866,6 +1867,8 @@ def test_dot_and_dot_dot_and_a_root_realpath_fails_on_are_refused_with_their_sen
         " path of a file, without the '/'",
         ("d" * 99 + "/") * 40 + "x" * 97: "files[0] is 4,097 characters long relative to root,"
         " over 4,096: record files with shorter paths, or pass a root nearer to them",
+        "bad\udcff.py": "files[0] 'bad\\xff.py' is not valid UTF-8: explomemo stores paths as"
+        " UTF-8; rename the file",
     }
     for given, sentence in expected.items():
         with pytest.raises(PathError) as caught:
@@ -2831,6 +2834,47 @@ def test_records_beyond_the_pending_limit_wait_for_the_writer_and_never_for_ever
     assert len(_snapshot_rows(db)) == 3
 
 
+def test_a_record_waits_only_while_the_pending_bytes_would_pass_the_limit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kills ``SnapshotWriter.submit`` getting its limit wrong (``-`` for ``+``, ``>=``
+    for ``>``): with the writer held (the store's lock taken), contents that bring the
+    pending bytes exactly to the limit go through at once, and one byte more waits until
+    the writer stores what is queued."""
+    import threading
+
+    from explomemo import snapshots
+    from explomemo.store import Store
+
+    monkeypatch.setattr(snapshots, "_PENDING_MAX_BYTES", 1200)
+    store = Store.open(tmp_path / "memos.db")
+    writer = snapshots.SnapshotWriter(store, keep_snapshots=True)
+
+    def submit(n: int, size: int) -> threading.Thread:
+        data = bytes([n]) * size
+        sha256 = hashlib.sha256(data).hexdigest()
+        thread = threading.Thread(target=writer.submit, args=({sha256: data}, {}, n))
+        thread.start()
+        return thread
+
+    try:
+        with store.lock:
+            for n in (1, 2):
+                submit(n, 400).join(10)
+            at_limit = submit(3, 400)
+            at_limit.join(10)
+            assert not at_limit.is_alive(), "contents up to the limit waited"
+            over = submit(4, 1)
+            over.join(0.5)
+            assert over.is_alive(), "contents over the limit did not wait"
+        over.join(10)
+        assert not over.is_alive()
+        assert writer.wait(10)
+    finally:
+        writer.close()
+        store.close()
+
+
 # The working directory as the user reached it ----------------------------------------
 
 
@@ -2868,6 +2912,38 @@ def test_the_working_directory_is_pwd_only_when_pwd_names_it(
         monkeypatch.setenv("PWD", pwd.format(tmp=tmp_path))
     expected = pwd.format(tmp=tmp_path) if logical and pwd else os.getcwd()
     assert working_directory() == expected
+
+
+def test_the_working_directory_as_root_is_checked_like_a_root_given(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kills ``files.resolve_root`` skipping or garbling the checks of a root left out
+    (the working directory), which only commands run without ``--root`` meet: the
+    directory itself is the root; a name that is not UTF-8 and a path over the
+    1,024-character limit are refused with sentences that say to pass ``--root``."""
+    monkeypatch.delenv("PWD", raising=False)
+    monkeypatch.chdir(tmp_path)
+    assert resolve_root(None) == Root(path=str(tmp_path), real=str(tmp_path))
+    odd = os.fsencode(tmp_path) + b"/w\xff"
+    os.mkdir(odd)
+    monkeypatch.chdir(odd)
+    with pytest.raises(PathError) as caught:
+        resolve_root(None)
+    assert str(caught.value) == (
+        f"the working directory '{tmp_path}/w\\xff' is not valid UTF-8: explomemo stores"
+        " paths as UTF-8; pass a root whose path is UTF-8 (--root), or work from such a folder"
+    )
+    at_limit = "/" + "r" * 1023
+    monkeypatch.setattr("explomemo.files.working_directory", lambda: at_limit)
+    with pytest.raises(PathError, match="does not exist"):
+        resolve_root(None)
+    monkeypatch.setattr("explomemo.files.working_directory", lambda: at_limit + "r")
+    with pytest.raises(PathError) as caught:
+        resolve_root(None)
+    assert str(caught.value) == (
+        "the working directory is 1025 characters long, over the limit of 1024 for a root:"
+        " pass a shorter root, or work from a shorter path"
+    )
 
 
 def test_an_absolute_path_through_another_link_to_a_folder_in_root_is_that_file(
