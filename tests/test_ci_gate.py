@@ -175,15 +175,36 @@ def test_outside_git_the_field_is_taken_from_the_checking_root(
     committed: tuple[Path, Path], tmp_path: Path
 ) -> None:
     _, clone = committed
-    plain = tmp_path / "tarball"
+    # A folder name ending in a space: the containment check strips only "/".
+    plain = tmp_path / "tarball "
     shutil.copytree(clone, plain, ignore=shutil.ignore_patterns(".git"))
     run = _run(["stale", "--from", EXPORT, "--check"], plain)
     assert (run.code, run.out) == (0, "All 2 memos are fresh.\n"), run
 
 
-@pytest.mark.parametrize("value", ["..", "../src", "/etc", "src/../src", "./src", "src/", "", 5])
+LENGTH = "root_in_repo is not a folder path of 1 to 1,024 characters"
+
+
+def _not_plain(value: str) -> str:
+    return (
+        f"root_in_repo {value!r} is not a plain folder path inside the work tree (no leading"
+        " /, no . or .. parts, / separators; . for the top)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("value", "reason"),
+    [
+        *((v, _not_plain(v)) for v in ("..", "../src", "/etc", "src/../src", "./src", "src/")),
+        ("", LENGTH),
+        (5, LENGTH),
+        ("s" * 1025, LENGTH),
+        ("src\x00", "root_in_repo holds a NUL byte or a lone surrogate"),
+        ("src\ud800", "root_in_repo holds a NUL byte or a lone surrogate"),
+    ],
+)
 def test_a_root_in_repo_that_is_not_a_plain_folder_is_refused(
-    committed: tuple[Path, Path], value: object
+    committed: tuple[Path, Path], value: object, reason: str
 ) -> None:
     _, clone = committed
     bad = clone / "bad.jsonl"
@@ -195,11 +216,37 @@ def test_a_root_in_repo_that_is_not_a_plain_folder_is_refused(
         ["stale", "--from", str(bad), "--check"],
         ["--db", str(clone / "x.db"), "import", str(bad)],
     ):
-        assert_one_error_line(_run(args, clone), f"line 1 of {bad}", "root_in_repo")
+        sentence = f"line 1 of {bad} is not an explomemo memo ({reason}):"
+        assert_one_error_line(_run(args, clone), sentence)
     assert (
         not (clone / "x.db").exists()
         or "proj" not in _run(["--db", str(clone / "x.db"), "list"], clone).out
     )
+
+
+def test_a_root_in_repo_at_the_length_limit_is_a_folder_to_look_for(
+    committed: tuple[Path, Path],
+) -> None:
+    _, clone = committed
+    long = clone / "long.jsonl"
+    long.write_text(
+        (clone / EXPORT)
+        .read_text()
+        .replace('"root_in_repo":"src"', f'"root_in_repo":"{"s" * 1024}"')
+    )
+    run = _run(["stale", "--from", str(long), "--format", "json"], clone)
+    assert [(e["id"], e["missing"]) for e in json.loads(run.out)["stale"]] == [(1, ["auth.py"])]
+
+
+def test_an_export_made_from_another_folder_gives_the_same_bytes(
+    committed: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """``root_in_repo`` is relative to the work tree's top, not to where export runs."""
+    repo, _ = committed
+    db = str(tmp_path / "dev.db")
+    for cwd in (repo / "src", tmp_path):
+        run = _run(["--db", db, "export", "--project", "proj"], cwd)
+        assert run.out == (repo / EXPORT).read_text(), cwd
 
 
 def test_a_root_in_repo_through_a_link_out_of_the_clone_is_refused(
@@ -218,7 +265,12 @@ def test_a_root_in_repo_through_a_link_out_of_the_clone_is_refused(
         ["stale", "--from", str(bad), "--format", "github"],
         ["--db", str(clone / "x.db"), "import", str(bad)],
     ):
-        assert_one_error_line(_run(args, clone), "'out'", "leads out of", str(clone))
+        assert_one_error_line(
+            _run(args, clone),
+            f"memo 1 of project 'proj' has root_in_repo 'out', which leads out of {clone}"
+            " through a symbolic link: remove the link, or check the export from a clone"
+            " without it",
+        )
 
 
 def test_a_folder_the_clone_lacks_makes_its_memos_files_missing(

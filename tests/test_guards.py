@@ -2875,6 +2875,27 @@ def test_a_record_waits_only_while_the_pending_bytes_would_pass_the_limit(
         store.close()
 
 
+def test_waiting_for_the_writer_includes_the_job_it_is_storing(tmp_path: Path) -> None:
+    """Kills ``SnapshotWriter._work`` not marking itself busy while it stores a job:
+    with the writer held (the store's lock taken), the job it took is not stored, so
+    waiting for the writer times out until the lock is let go."""
+    from explomemo import snapshots
+    from explomemo.store import Store
+
+    store = Store.open(tmp_path / "memos.db")
+    writer = snapshots.SnapshotWriter(store, keep_snapshots=True)
+    try:
+        with store.lock:
+            data = b"x = 1\n"
+            writer.submit({hashlib.sha256(data).hexdigest(): data}, {}, 1)
+            for _ in range(10):
+                assert writer.wait(0.05) is False
+        assert writer.wait(10) is True
+    finally:
+        writer.close()
+        store.close()
+
+
 # The working directory as the user reached it ----------------------------------------
 
 
