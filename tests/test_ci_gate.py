@@ -315,7 +315,7 @@ def test_a_root_in_repo_of_dot_is_the_top_and_adds_no_folder_to_paths(
     committed: tuple[Path, Path],
 ) -> None:
     """A hand-written ``"root_in_repo": "."`` means the top: GitHub and the markdown
-    table get ``README``, not ``./README``."""
+    table get ``README``, not ``./README``, and an import gives the top as root."""
     _, clone = committed
     lines = [json.loads(line) for line in (clone / EXPORT).read_text().splitlines()]
     lines[1]["root_in_repo"] = "."
@@ -326,3 +326,7 @@ def test_a_root_in_repo_of_dot_is_the_top_and_adds_no_folder_to_paths(
     assert run.out.startswith("::warning file=README,line=1,"), run.out
     run = _run(["stale", "--from", "dot.jsonl", "--format", "markdown"], clone)
     assert "| 2 | proj | what is the readme? | `README` |  |" in run.out, run.out
+    db = str(clone / "dot.db")
+    assert _run(["--db", db, "import", "../dot.jsonl"], clone / "src").code == 0
+    listed = json.loads(_run(["--db", db, "list", "--json"], clone).out)
+    assert [memo["root"] for memo in listed] == [str(clone / "src"), str(clone)]

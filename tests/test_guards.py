@@ -2857,7 +2857,7 @@ def test_a_record_waits_only_while_the_pending_bytes_would_pass_the_limit(
         thread.start()
         return thread
 
-    try:
+    def up_to_the_limit_then_one_byte_more() -> None:
         with store.lock:
             for n in (1, 2):
                 submit(n, 400).join(10)
@@ -2870,6 +2870,11 @@ def test_a_record_waits_only_while_the_pending_bytes_would_pass_the_limit(
         over.join(10)
         assert not over.is_alive()
         assert writer.wait(10)
+
+    try:
+        up_to_the_limit_then_one_byte_more()
+        # Again: what the writer stored no longer counts as pending.
+        up_to_the_limit_then_one_byte_more()
     finally:
         writer.close()
         store.close()
