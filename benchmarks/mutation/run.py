@@ -221,8 +221,8 @@ def ensure_venv() -> str:
     return str(python)
 
 
-def _copy(paths: list[str], without: list[str]) -> None:
-    """Copy the project's files under ``paths`` to WORK (tracked, and untracked ones
+def _copy(paths: list[str], without: list[str], to: Path = WORK) -> None:
+    """Copy the project's files under ``paths`` to ``to`` (tracked, and untracked ones
     git does not ignore), leaving out ``without``."""
     listed = subprocess.run(
         ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard", "--", *paths],
@@ -234,8 +234,8 @@ def _copy(paths: list[str], without: list[str]) -> None:
     for rel in sorted({name for name in listed.decode().split("\0") if name} - left_out):
         source = ROOT / rel
         if source.is_file():
-            (WORK / rel).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(source, WORK / rel)
+            (to / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, to / rel)
 
 
 def run_mutmut(
@@ -274,19 +274,23 @@ def run_mutmut(
 def run_again(targets: list[Target], workers: int, niceness: int, without: list[str]) -> int:
     """Test again the mutants the last run did not catch, with the tests as they are now.
 
-    Adding tests cannot save a caught mutant, so its verdict stands; mutmut
-    finds the new tests, learns which functions they call, and runs the
-    named mutants with every test that calls theirs.
+    Adding tests cannot save a caught mutant, so its verdict stands. The rest
+    of the package is copied as it is now (new tests may need newer code), and
+    mutmut learns again which functions every test calls: it would otherwise
+    keep what a test it knows by name called before that test changed.
     """
     if not (WORK / "mutants").is_dir():
         raise SystemExit(f"no earlier run in {WORK}: run without --again first")
     modules = sorted({module for module, _ in targets})
-    for module in modules:
-        rel = f"explomemo/{module}.py"
+    mutated = {f"explomemo/{module}.py" for module in modules}
+    for rel in sorted(mutated):
         if (ROOT / rel).read_bytes() != (WORK / rel).read_bytes():
             raise SystemExit(f"{rel} changed since the last run: run without --again")
     shutil.rmtree(WORK / "tests")
-    _copy(["tests"], without)
+    _copy([name for name in COPIED if name != "explomemo"], without)
+    for folder in (WORK, WORK / "mutants"):
+        _copy(["explomemo"], [*without, *mutated], folder)
+    (WORK / "mutants" / "mutmut-stats.json").unlink(missing_ok=True)
     shutil.rmtree(WORK / "mutants" / "tests")
     for folder in (WORK, WORK / "mutants"):
         shutil.copy2(HERE / "mutmut_fixups.py", folder / "mutmut_fixups.py")
