@@ -274,7 +274,8 @@ def run_mutmut(
 def run_again(targets: list[Target], workers: int, niceness: int, without: list[str]) -> int:
     """Test again the mutants the last run did not catch, with the tests as they are now.
 
-    Adding tests cannot save a caught mutant, so its verdict stands. The rest
+    Adding tests cannot save a caught mutant, so its verdict stands; nor can
+    they kill one listed as equivalent, which is not run again. The rest
     of the package is copied as it is now (new tests may need newer code), and
     mutmut learns again which functions every test calls: it would otherwise
     keep what a test it knows by name called before that test changed.
@@ -294,8 +295,15 @@ def run_again(targets: list[Target], workers: int, niceness: int, without: list[
     shutil.rmtree(WORK / "mutants" / "tests")
     for folder in (WORK, WORK / "mutants"):
         shutil.copy2(HERE / "mutmut_fixups.py", folder / "mutmut_fixups.py")
-    names = [name for name, status in _verdicts(targets) if status not in CAUGHT]
-    print(f"testing again the {len(names)} mutants not caught")
+    left = [name for name, status in _verdicts(targets) if status not in CAUGHT]
+    # No test can kill a mutant listed as equivalent: each would cost a run of every
+    # test that calls its function.
+    equivalent = equivalent_mutants()
+    names = [name for name in left if name not in equivalent]
+    print(
+        f"testing again the {len(names)} mutants not caught"
+        f" ({len(left) - len(names)} listed equivalent in RESULTS.md left out)"
+    )
     if not names:
         return 0
     return _mutmut(["run", "--max-children", str(workers), *names], niceness, modules)
