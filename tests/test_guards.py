@@ -2881,15 +2881,16 @@ def test_a_record_waits_only_while_the_pending_bytes_would_pass_the_limit(
 
 
 def test_waiting_for_the_writer_includes_the_job_it_is_storing(tmp_path: Path) -> None:
-    """Kills ``SnapshotWriter._work`` not marking itself busy while it stores a job:
-    with the writer held (the store's lock taken), the job it took is not stored, so
-    waiting for the writer times out until the lock is let go."""
+    """Kills ``SnapshotWriter`` busy before its first job, or ``_work`` not marking itself
+    busy while it stores a job: with the writer held (the store's lock taken), the job
+    it took is not stored, so waiting for the writer times out until the lock is let go."""
     from explomemo import snapshots
     from explomemo.store import Store
 
     store = Store.open(tmp_path / "memos.db")
     writer = snapshots.SnapshotWriter(store, keep_snapshots=True)
     try:
+        assert writer.wait(0) is True  # nothing submitted: nothing to wait for
         with store.lock:
             data = b"x = 1\n"
             writer.submit({hashlib.sha256(data).hexdigest(): data}, {}, 1)
