@@ -2870,6 +2870,8 @@ def test_a_record_waits_only_while_the_pending_bytes_would_pass_the_limit(
         over.join(10)
         assert not over.is_alive()
         assert writer.wait(10)
+        # Stored is no longer pending (white-box: only a race could show it otherwise).
+        assert writer._pending_bytes == 0
 
     try:
         up_to_the_limit_then_one_byte_more()
