@@ -175,11 +175,12 @@ def test_outside_git_the_field_is_taken_from_the_checking_root(
     committed: tuple[Path, Path], tmp_path: Path
 ) -> None:
     _, clone = committed
-    # A folder name ending in a space: the containment check strips only "/".
-    plain = tmp_path / "tarball "
-    shutil.copytree(clone, plain, ignore=shutil.ignore_patterns(".git"))
-    run = _run(["stale", "--from", EXPORT, "--check"], plain)
-    assert (run.code, run.out) == (0, "All 2 memos are fresh.\n"), run
+    # Folder names ending in a space or an X: the containment check strips only "/".
+    for name in ("tarball ", "tarballX"):
+        plain = tmp_path / name
+        shutil.copytree(clone, plain, ignore=shutil.ignore_patterns(".git"))
+        run = _run(["stale", "--from", EXPORT, "--check"], plain)
+        assert (run.code, run.out) == (0, "All 2 memos are fresh.\n"), (name, run)
 
 
 LENGTH = "root_in_repo is not a folder path of 1 to 1,024 characters"
