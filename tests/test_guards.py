@@ -16,7 +16,7 @@ import shutil
 import sqlite3
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -47,6 +47,8 @@ from explomemo.files import Root, relative_path, resolve_root, working_directory
 from explomemo.hooks import run_hook
 from explomemo.memos import MemoCache
 from explomemo.models import ExportedMemo, ImportResult
+from explomemo.snapshots import SnapshotWriter
+from explomemo.store import Store
 
 RECORD = "memory_exploration_record"
 RECALL = "memory_exploration_recall"
@@ -2834,8 +2836,20 @@ def test_records_beyond_the_pending_limit_wait_for_the_writer_and_never_for_ever
     assert len(_snapshot_rows(db)) == 3
 
 
+@pytest.fixture
+def writer(tmp_path: Path) -> Iterator[tuple[Store, SnapshotWriter]]:
+    """A snapshot writer over a fresh database, and that database's store."""
+    store = Store.open(tmp_path / "memos.db")
+    writer = SnapshotWriter(store, keep_snapshots=True)
+    try:
+        yield store, writer
+    finally:
+        writer.close()
+        store.close()
+
+
 def test_a_record_waits_only_while_the_pending_bytes_would_pass_the_limit(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    writer: tuple[Store, SnapshotWriter], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Kills ``SnapshotWriter.submit`` getting its limit wrong (``-`` for ``+``, ``>=``
     for ``>``): with the writer held (the store's lock taken), contents that bring the
@@ -2844,16 +2858,14 @@ def test_a_record_waits_only_while_the_pending_bytes_would_pass_the_limit(
     import threading
 
     from explomemo import snapshots
-    from explomemo.store import Store
 
+    store, held = writer
     monkeypatch.setattr(snapshots, "_PENDING_MAX_BYTES", 1200)
-    store = Store.open(tmp_path / "memos.db")
-    writer = snapshots.SnapshotWriter(store, keep_snapshots=True)
 
     def submit(n: int, size: int) -> threading.Thread:
         data = bytes([n]) * size
         sha256 = hashlib.sha256(data).hexdigest()
-        thread = threading.Thread(target=writer.submit, args=({sha256: data}, {}, n))
+        thread = threading.Thread(target=held.submit, args=({sha256: data}, {}, n))
         thread.start()
         return thread
 
@@ -2869,39 +2881,29 @@ def test_a_record_waits_only_while_the_pending_bytes_would_pass_the_limit(
             assert over.is_alive(), "contents over the limit did not wait"
         over.join(10)
         assert not over.is_alive()
-        assert writer.wait(10)
+        assert held.wait(10)
         # Stored is no longer pending (white-box: only a race could show it otherwise).
-        assert writer._pending_bytes == 0
+        assert held._pending_bytes == 0
 
-    try:
-        up_to_the_limit_then_one_byte_more()
-        # Again: what the writer stored no longer counts as pending.
-        up_to_the_limit_then_one_byte_more()
-    finally:
-        writer.close()
-        store.close()
+    up_to_the_limit_then_one_byte_more()
+    # Again: what the writer stored no longer counts as pending.
+    up_to_the_limit_then_one_byte_more()
 
 
-def test_waiting_for_the_writer_includes_the_job_it_is_storing(tmp_path: Path) -> None:
+def test_waiting_for_the_writer_includes_the_job_it_is_storing(
+    writer: tuple[Store, SnapshotWriter],
+) -> None:
     """Kills ``SnapshotWriter`` busy before its first job, or ``_work`` not marking itself
     busy while it stores a job: with the writer held (the store's lock taken), the job
     it took is not stored, so waiting for the writer times out until the lock is let go."""
-    from explomemo import snapshots
-    from explomemo.store import Store
-
-    store = Store.open(tmp_path / "memos.db")
-    writer = snapshots.SnapshotWriter(store, keep_snapshots=True)
-    try:
-        assert writer.wait(0) is True  # nothing submitted: nothing to wait for
-        with store.lock:
-            data = b"x = 1\n"
-            writer.submit({hashlib.sha256(data).hexdigest(): data}, {}, 1)
-            for _ in range(10):
-                assert writer.wait(0.05) is False
-        assert writer.wait(10) is True
-    finally:
-        writer.close()
-        store.close()
+    store, held = writer
+    assert held.wait(0) is True  # nothing submitted: nothing to wait for
+    with store.lock:
+        data = b"x = 1\n"
+        held.submit({hashlib.sha256(data).hexdigest(): data}, {}, 1)
+        for _ in range(10):
+            assert held.wait(0.05) is False
+    assert held.wait(10) is True
 
 
 # The working directory as the user reached it ----------------------------------------
