@@ -183,6 +183,15 @@ def test_outside_git_the_field_is_taken_from_the_checking_root(
         assert (run.code, run.out) == (0, "All 2 memos are fresh.\n"), (name, run)
 
 
+def _export_with_src_as(clone: Path, value: object) -> Path:
+    """A copy of the clone's export whose memo recorded in ``src/`` has ``value`` (any
+    JSON value) as its ``root_in_repo``."""
+    copy = clone / "edited.jsonl"
+    field = f'"root_in_repo":{json.dumps(value)}'
+    copy.write_text((clone / EXPORT).read_text().replace('"root_in_repo":"src"', field))
+    return copy
+
+
 LENGTH = "root_in_repo is not a folder path of 1 to 1,024 characters"
 
 
@@ -208,11 +217,7 @@ def test_a_root_in_repo_that_is_not_a_plain_folder_is_refused(
     committed: tuple[Path, Path], value: object, reason: str
 ) -> None:
     _, clone = committed
-    bad = clone / "bad.jsonl"
-    field = json.dumps(value)
-    bad.write_text(
-        (clone / EXPORT).read_text().replace('"root_in_repo":"src"', f'"root_in_repo":{field}')
-    )
+    bad = _export_with_src_as(clone, value)
     for args in (
         ["stale", "--from", str(bad), "--check"],
         ["--db", str(clone / "x.db"), "import", str(bad)],
@@ -229,12 +234,7 @@ def test_a_root_in_repo_at_the_length_limit_is_a_folder_to_look_for(
     committed: tuple[Path, Path],
 ) -> None:
     _, clone = committed
-    long = clone / "long.jsonl"
-    long.write_text(
-        (clone / EXPORT)
-        .read_text()
-        .replace('"root_in_repo":"src"', f'"root_in_repo":"{"s" * 1024}"')
-    )
+    long = _export_with_src_as(clone, "s" * 1024)
     run = _run(["stale", "--from", str(long), "--format", "json"], clone)
     assert [(e["id"], e["missing"]) for e in json.loads(run.out)["stale"]] == [(1, ["auth.py"])]
 
@@ -258,10 +258,7 @@ def test_a_root_in_repo_through_a_link_out_of_the_clone_is_refused(
     outside.mkdir()
     (outside / "auth.py").write_text("secret\n")
     (clone / "out").symlink_to(outside)
-    bad = clone / "bad.jsonl"
-    bad.write_text(
-        (clone / EXPORT).read_text().replace('"root_in_repo":"src"', '"root_in_repo":"out"')
-    )
+    bad = _export_with_src_as(clone, "out")
     for args in (
         ["stale", "--from", str(bad), "--format", "github"],
         ["--db", str(clone / "x.db"), "import", str(bad)],
