@@ -204,8 +204,8 @@ def code_line() -> str:
     import hashlib
 
     digest = hashlib.sha256()
-    for path in sorted((REPO / "explomemo").glob("*.py")):
-        digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    for path in sorted((REPO / "explomemo").rglob("*.py")):
+        digest.update(str(path.relative_to(REPO)).encode() + b"\0" + path.read_bytes())
     try:
         head = subprocess.run(
             ["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"],

@@ -2,7 +2,7 @@
 
 Texts are templated questions and conclusions about an imaginary web service
 (components x aspects x phrasings). ``distinct`` of them are embedded with the
-real shipped model (explomemo.embeddings.load_embedder, offline). A database of
+real shipped model (explomemo.recall.embeddings.load_embedder, offline). A database of
 N memos reuses those vectors: memo i gets text i mod distinct (its question
 carries a variant number so questions stay unique per project, as the store
 requires) and the text's two vectors (whole memo, question) each plus small
@@ -10,7 +10,7 @@ Gaussian noise, re-normalised (cosine to the original about 0.95). Word
 search sees the real templated texts through the FTS index that
 ``Store.save_memo`` fills.
 
-Memos are written straight through :class:`explomemo.store.Store` in one
+Memos are written straight through :class:`explomemo.store.database.Store` in one
 transaction (``save_memo`` + ``set_embedding``), which is what
 ``MemoCache.record`` does minus the hashing and the model call.
 """
@@ -26,13 +26,13 @@ from typing import TYPE_CHECKING
 
 import xxhash
 
-from explomemo.store import FileRow, Store
+from explomemo.store.database import FileRow, Store
 
 if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
-    from explomemo.embeddings import Embedder
+    from explomemo.recall.embeddings import Embedder
 
 COMPONENTS = [
     "authentication", "session handling", "rate limiting", "billing", "invoice export",
@@ -130,10 +130,10 @@ def make_pool(root: Path, count: int, size: int) -> Pool:
 
 def base_vectors(embedder: Embedder, distinct: int, batch: int = 128) -> npt.NDArray[np.float32]:
     """Real vectors of the first ``distinct`` memos, embedded in batches: (distinct, 2, dim),
-    the whole memo's then the question's (explomemo.vectors.MemoTexts)."""
+    the whole memo's then the question's (explomemo.recall.vectors.MemoTexts)."""
     import numpy as np
 
-    from explomemo.vectors import MemoTexts
+    from explomemo.recall.vectors import MemoTexts
 
     out = []
     for start in range(0, distinct, batch):
@@ -161,8 +161,8 @@ def populate(
     import numpy as np
 
     from explomemo import inputs
-    from explomemo.memos import now_iso
-    from explomemo.vectors import embedding_text, text_hash
+    from explomemo.memos.cache import now_iso
+    from explomemo.recall.vectors import embedding_text, text_hash
 
     rng = np.random.default_rng(count)
     pick = random.Random(count)

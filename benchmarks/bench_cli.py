@@ -58,17 +58,17 @@ from _corpus import make_pool, memo_text, queries
 from bench_stale import change_bytes, reference_times, wait_until_not_racy
 
 from explomemo import inputs
-from explomemo.memos import FixedModel, MemoCache, now_iso
-from explomemo.store import Store
+from explomemo.memos.cache import FixedModel, MemoCache, now_iso
+from explomemo.store.database import Store
 
 PROJECT = "bench-cli"
 HEAVY = ("fastembed", "onnxruntime", "mcp", "mcp_types", "tokenizers")
 
 WRAPPER = """
 import json, sys
-from explomemo.cli import main
+from explomemo.cli.main import main
 rc = main(sys.argv[1:])
-from explomemo.hashing import COUNTERS
+from explomemo.check.hashing import COUNTERS
 heavy = sorted({m.split('.')[0] for m in sys.modules} & set(HEAVY))
 print(json.dumps({"rc": rc, "heavy": heavy, "files_read": COUNTERS.files,
                   "bytes_read": COUNTERS.bytes, "modules": len(sys.modules),
@@ -98,7 +98,8 @@ def import_times(args: list[str], top: int = 12) -> list[tuple[str, float, float
     Each entry is (name indented by its nesting depth, cumulative s, self s).
     """
     done = run([PYTHON, "-X", "importtime", "-c",
-                "import sys; from explomemo.cli import main; sys.exit(main(sys.argv[1:]))", *args])
+                "import sys; from explomemo.cli.main import main; sys.exit(main(sys.argv[1:]))",
+                *args])
     found: list[tuple[str, float, float]] = []
     for line in done.stderr.splitlines():
         m = re.match(r"import time:\s+(\d+) \|\s+(\d+) \|( *)(\S+)", line)
@@ -175,7 +176,7 @@ def main() -> int:
 
         commands: dict[str, list[str]] = {
             "python -c pass": [PYTHON, "-c", "pass"],
-            "python -c 'import explomemo.cli'": [PYTHON, "-c", "import explomemo.cli"],
+            "python -c 'import explomemo.cli.main'": [PYTHON, "-c", "import explomemo.cli.main"],
             "explomemo --version": [EXPLOMEMO, "--version"],
             "explomemo stale (nothing changed)": [EXPLOMEMO, *stale_args],
             "explomemo list --json": [EXPLOMEMO, *list_args],
@@ -252,7 +253,7 @@ def main() -> int:
             ["command", f"imports {'/'.join(HEAVY)}?", "modules loaded", "numpy", "pydantic",
              "content read", "exit"],
             check_rows,
-            title="Import check (sys.modules at exit, via a wrapper around explomemo.cli.main)",
+            title="Import check (sys.modules at exit, via a wrapper around explomemo's main)",
         ))
         print()
         print(table(

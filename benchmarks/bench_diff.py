@@ -48,7 +48,7 @@ TEXT_SUFFIXES = {".py", ".md", ".txt", ".toml", ".cfg", ".rst", ".in", ".ini", "
 WORKER = r"""
 import json, sys, time
 from pathlib import Path
-from explomemo.memos import FixedModel, MemoCache
+from explomemo.memos.cache import FixedModel, MemoCache
 plan = json.loads(sys.stdin.read())
 PAUSE = plan["pause"]
 times, background = [], []
@@ -177,8 +177,8 @@ def check_releases(
     work: Path, repo: Path, commits: list[str], memos: list[list[str]]
 ) -> list[list[object]]:
     """Record at the oldest release (with and without snapshots); check at each later one."""
-    from explomemo.diffs import NO_LIMITS
-    from explomemo.memos import FixedModel, MemoCache
+    from explomemo.changes.diffs import NO_LIMITS
+    from explomemo.memos.cache import FixedModel, MemoCache
 
     git(repo, "checkout", "-q", commits[0])
     caches = {}

@@ -59,7 +59,8 @@ REFERENCES = {
     "python -c pass": "pass",
     'python -c "import fastembed, onnxruntime"': "import fastembed, onnxruntime",
     "load shipped model + embed 1 text": (
-        "from explomemo.embeddings import load_embedder; load_embedder().embed(['hello world'])"
+        "from explomemo.recall.embeddings import load_embedder;"
+        " load_embedder().embed(['hello world'])"
     ),
 }
 
@@ -153,7 +154,7 @@ def main() -> int:
         " (two 384-dim float32 vectors each)"
     )
 
-    from explomemo.embeddings import load_embedder
+    from explomemo.recall.embeddings import load_embedder
 
     tmp = Path(tempfile.mkdtemp(prefix="explomemo-bench-memory-"))
     try:

@@ -56,7 +56,7 @@ from _common import (
 )
 from _corpus import Pool, base_vectors, make_pool, populate, queries
 
-from explomemo.embeddings import load_embedder
+from explomemo.recall.embeddings import load_embedder
 
 PROJECT = "bench-recall"
 GOALS_P95 = {10_000: 0.030, 100_000: 0.100}
@@ -106,7 +106,7 @@ async def drive_server(
     """Warm the in-process server, then time recall, record, and recall after record."""
     from mcp import Client
 
-    from explomemo.server import create_server
+    from explomemo.server.tools import create_server
 
     root = str(pool.root)
     texts = queries(calls + record_reps + 2, offset)
@@ -169,7 +169,7 @@ def library_and_numpy(
     """References: the same recall without MCP, and a bare numpy top-k over the matrix."""
     import numpy as np
 
-    from explomemo.memos import FixedModel, MemoCache
+    from explomemo.memos.cache import FixedModel, MemoCache
 
     with MemoCache.open(db, FixedModel(embedder)) as cache:
         texts = queries(calls + 2, offset)

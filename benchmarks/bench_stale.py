@@ -49,9 +49,9 @@ from _common import (
     wait_for_quiet,
 )
 
-from explomemo.hashing import COUNTERS
-from explomemo.memos import FixedModel, MemoCache
-from explomemo.models import StaleResult
+from explomemo.check.hashing import COUNTERS
+from explomemo.memos.cache import FixedModel, MemoCache
+from explomemo.shapes import StaleResult
 
 PROJECT = "bench-stale"
 CHUNK = 1000

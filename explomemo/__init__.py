@@ -1,7 +1,7 @@
 """explomemo: an exploration-memo cache for coding agents, keyed by file hashes.
 
-The library is :class:`explomemo.memos.MemoCache`; the MCP server
-(:mod:`explomemo.server`) and the CLI (:mod:`explomemo.cli`) only parse,
+The library is :class:`explomemo.memos.cache.MemoCache`; the MCP server
+(:mod:`explomemo.server.tools`) and the CLI (:mod:`explomemo.cli.main`) only parse,
 call it and print.
 """
 

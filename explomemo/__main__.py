@@ -1,3 +1,3 @@
-from explomemo.cli import main
+from explomemo.cli.main import main
 
 raise SystemExit(main())

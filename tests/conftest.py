@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from explomemo.cli import main
-from explomemo.embeddings import Embedder, load_embedder
-from explomemo.memos import FixedModel, MemoCache
+from explomemo.cli.main import main
+from explomemo.memos.cache import FixedModel, MemoCache
+from explomemo.recall.embeddings import Embedder, load_embedder
 
 
 def git(repo: Path, *args: str) -> str:
@@ -48,7 +48,7 @@ class CliResult:
 
 
 def invoke_cli(args: Sequence[str]) -> CliResult:
-    """Run ``explomemo.cli.main(args)`` in-process, capturing stdout and stderr."""
+    """Run ``explomemo.cli.main.main(args)`` in-process, capturing stdout and stderr."""
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         code = main(list(args))

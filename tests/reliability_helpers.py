@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from explomemo.memos import FixedModel, MemoCache
+from explomemo.memos.cache import FixedModel, MemoCache
 
 PYTHON = sys.executable
 EMBEDDINGS_OFF = {"EXPLOMEMO_EMBEDDINGS": "off"}
@@ -136,8 +136,8 @@ class CliRun:
 
 
 def run_cli(capsys: pytest.CaptureFixture[str], args: list[str]) -> CliRun:
-    """Run ``explomemo.cli.main(args)`` in-process; returns exit code, stdout, stderr."""
-    from explomemo.cli import main
+    """Run ``explomemo.cli.main.main(args)`` in-process; returns exit code, stdout, stderr."""
+    from explomemo.cli.main import main
 
     capsys.readouterr()
     code = main(args)
@@ -201,7 +201,7 @@ async def _replies(client: Any, calls: list[tuple[str, dict[str, Any]]]) -> list
 async def _call_tools(db: Path, calls: list[tuple[str, dict[str, Any]]]) -> list[ToolReply]:
     from mcp import Client
 
-    from explomemo.server import create_server
+    from explomemo.server.tools import create_server
 
     async with Client(create_server(db, env=dict(EMBEDDINGS_OFF))) as client:
         return await _replies(client, calls)
@@ -324,7 +324,7 @@ CHILD_SOURCE = r"""
 import json, os, random, sys, time, traceback
 from pathlib import Path
 os.environ["EXPLOMEMO_EMBEDDINGS"] = "off"
-from explomemo.memos import FixedModel, MemoCache
+from explomemo.memos.cache import FixedModel, MemoCache
 
 role, db, root, k = sys.argv[1], Path(sys.argv[2]), sys.argv[3], int(sys.argv[4])
 count = int(sys.argv[5]) if role in ("writer", "opener") else 0

@@ -12,8 +12,8 @@ import pytest
 from conftest import Repo, invoke_cli
 from reliability_helpers import call_tools_stdio, open_cache
 
-from explomemo.diffs import ANSWER_DIFF_CHARS, FILE_DIFF_CHARS
-from explomemo.models import RECALL_CHARS
+from explomemo.changes.diffs import ANSWER_DIFF_CHARS, FILE_DIFF_CHARS
+from explomemo.shapes import RECALL_CHARS
 
 QUERY = "where is the budget handled"
 

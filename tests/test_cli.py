@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from conftest import invoke_cli
 
-from explomemo.cli import main
+from explomemo.cli.main import main
 
 
 @pytest.fixture
@@ -206,12 +206,12 @@ START_UP_GUARD = {
     "rich",
     "hashlib",
     "logging",
-    "explomemo.search",
-    "explomemo.vectors",
-    "explomemo.snapshots",
-    "explomemo.diffs",
-    "explomemo.gitrepo",
-    "explomemo.embeddings",
+    "explomemo.recall.search",
+    "explomemo.recall.vectors",
+    "explomemo.changes.snapshots",
+    "explomemo.changes.diffs",
+    "explomemo.changes.gitrepo",
+    "explomemo.recall.embeddings",
 }
 
 
@@ -219,7 +219,7 @@ def _probe(db_path: Path, args: list[str], hook_input: dict[str, Any] | None = N
     """Run the CLI in a new process; its exit code and the guarded modules it imported."""
     probe = (
         "import sys\n"
-        "from explomemo.cli import main\n"
+        "from explomemo.cli.main import main\n"
         f"code = main(['--db', {str(db_path)!r}, *{args!r}])\n"
         "heavy = sorted(m for m in sys.modules if m.split('.')[0] in"
         " {'fastembed', 'onnxruntime', 'mcp', 'tokenizers', 'sqlite_utils', 'numpy', 'pydantic',"
@@ -270,12 +270,16 @@ def test_fast_commands_do_not_import_heavy_packages(
     if command[0] == "hook":
         # The hooks print no result shape: they do not even import them.
         modules = subprocess.run(
-            [sys.executable, "-c", "import sys, explomemo.hooks; print(sorted(sys.modules))"],
+            [
+                sys.executable,
+                "-c",
+                "import sys, explomemo.clients.hooks; print(sorted(sys.modules))",
+            ],
             capture_output=True,
             text=True,
             check=True,
         ).stdout
-        assert "explomemo.models" not in modules and "explomemo.memos" not in modules
+        assert "explomemo.shapes" not in modules and "explomemo.memos.cache" not in modules
 
 
 def test_tables_are_drawn_without_rich(db_path: Path, tree: Path, no_model: None) -> None:
@@ -299,7 +303,7 @@ def test_a_leading_tilde_in_the_database_path_is_the_home_folder(
     argument list, no shell) are the home folder, not a folder named ``~`` here."""
     import pwd
 
-    from explomemo.store import database_path
+    from explomemo.store.database import database_path
 
     home = tmp_path / "home"
     home.mkdir()
@@ -393,8 +397,8 @@ def test_tables_take_the_terminal_s_width(db_path: Path, tree: Path, no_model: N
     """On a 60-column terminal `list` and `stale` fit in 60 columns, laid out as Rich lays
     them out at 60; $COLUMNS wins over the terminal; through a pipe (a CI log) the width
     stays 120."""
-    from explomemo.report import list_table, stale_table
-    from explomemo.tables import _rich
+    from explomemo.cli.report import list_table, stale_table
+    from explomemo.cli.tables import _rich
 
     seed(db_path, tree)
     long = "How does the retry policy of the HTTP client decide when to give up? " * 2
@@ -417,7 +421,7 @@ def test_tables_take_the_terminal_s_width(db_path: Path, tree: Path, no_model: N
     env["EXPLOMEMO_EMBEDDINGS"] = "off"
     args = ["--db", str(db_path)]
     memos = json.loads(run(db_path, "list", "--json")[1])
-    from explomemo.models import MemoSummary, StaleEntry, StaleReport
+    from explomemo.shapes import MemoSummary, StaleEntry, StaleReport
 
     summaries = [MemoSummary(**m) for m in memos]
     shown = _on_terminal([*args, "list"], 60, env)

@@ -23,7 +23,7 @@ import pytest
 import xxhash
 from conftest import Repo, git, invoke_cli
 
-from explomemo.diffs import ANSWER_DIFF_CHARS, FILE_DIFF_CHARS
+from explomemo.changes.diffs import ANSWER_DIFF_CHARS, FILE_DIFF_CHARS
 
 TOKENS_DIFF = (
     "--- a/src/tokens.py\n"
@@ -410,7 +410,7 @@ def _old_database(path: Path, root: Path, files: dict[str, bytes]) -> None:
     from sqlite_utils import Database
     from sqlite_utils.migrations import Migrations
 
-    from explomemo.store import APPLICATION_ID, _statements, load_migrations
+    from explomemo.store.database import APPLICATION_ID, _statements, load_migrations
 
     conn = sqlite3.connect(path, isolation_level=None)
     steps = Migrations("explomemo")
@@ -476,8 +476,8 @@ def _blob_id(data: bytes) -> str:
 def test_a_memo_without_blob_ids_searches_git_once_and_not_past_the_budget(
     repo: Repo, db_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from explomemo.gitrepo import GitRepo
-    from explomemo.memos import MemoCache
+    from explomemo.changes.gitrepo import GitRepo
+    from explomemo.memos.cache import MemoCache
 
     big = [f"f{i}.txt" for i in range(6)]
     old = [f"old{i}.txt" for i in range(3)]

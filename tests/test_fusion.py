@@ -7,9 +7,9 @@ from pathlib import Path
 
 from fakes import FakeEmbedder
 
-from explomemo import search
-from explomemo.memos import FixedModel, MemoCache
-from explomemo.search import VectorHits, WordScores, fuse
+from explomemo.memos.cache import FixedModel, MemoCache
+from explomemo.recall import search
+from explomemo.recall.search import VectorHits, WordScores, fuse
 
 
 def hits(scores: dict[int, float]) -> VectorHits:

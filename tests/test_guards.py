@@ -33,9 +33,14 @@ from reliability_helpers import (
     run_cli,
 )
 
-from explomemo import hashing, printable, validity
+from explomemo import printable
+from explomemo.changes.snapshots import SnapshotWriter
+from explomemo.check import hashing, validity
+from explomemo.clients.hooks import run_hook
 from explomemo.errors import ExportFileError, PathError
-from explomemo.exchange import (
+from explomemo.files import Root, relative_path, resolve_root, working_directory
+from explomemo.memos.cache import MemoCache
+from explomemo.memos.exchange import (
     export_changes,
     export_memos,
     import_memos,
@@ -43,12 +48,8 @@ from explomemo.exchange import (
     stale_from_export,
     write_export,
 )
-from explomemo.files import Root, relative_path, resolve_root, working_directory
-from explomemo.hooks import run_hook
-from explomemo.memos import MemoCache
-from explomemo.models import ExportedMemo, ImportResult
-from explomemo.snapshots import SnapshotWriter
-from explomemo.store import Store
+from explomemo.shapes import ExportedMemo, ImportResult
+from explomemo.store.database import Store
 
 RECORD = "memory_exploration_record"
 RECALL = "memory_exploration_recall"
@@ -651,7 +652,7 @@ TWO_SECONDS = 2_000_000_000
 
 
 class Clock:
-    """Stands in for the ``time`` module inside ``explomemo.validity``."""
+    """Stands in for the ``time`` module inside ``explomemo.check.validity``."""
 
     def __init__(self, now: int) -> None:
         self.now = now
@@ -1111,7 +1112,7 @@ def spies(monkeypatch: pytest.MonkeyPatch) -> ReadSpies:
     import threading
     from concurrent.futures import ThreadPoolExecutor
 
-    from explomemo import readers
+    from explomemo.check import readers
 
     found = ReadSpies([], [], [], [], [])
 
@@ -1226,7 +1227,7 @@ def test_no_helper_is_started_again_after_one_failed_or_once_closed(
 ) -> None:
     """Kills ``Validator._take_helpers`` trying helpers again after one failed to start
     (the failure not remembered, ``and`` for ``or``), or after ``close``."""
-    from explomemo.readers import HelperError
+    from explomemo.check.readers import HelperError
 
     monkeypatch.setattr(validity, "HELPERS_MIN_BYTES", 0)
     root, expected = _files(tmp_path / "proj", 32, 100)
@@ -1318,7 +1319,7 @@ def test_a_record_entry_vouches_for_what_was_read_unless_the_file_changed_meanwh
 
     import xxhash
 
-    from explomemo.store import StatRow
+    from explomemo.store.database import StatRow
 
     path = tmp_path / "a.py"
     path.write_bytes(b"one\n" * 100)
@@ -2272,7 +2273,7 @@ def test_the_hook_command_reads_stdin_and_answers_on_stdout_in_process(
 ) -> None:
     """Kills ``run_hook`` taking other streams than the process's own when none is
     given, or answering with anything but one JSON object and a new line."""
-    from explomemo.cli import main
+    from explomemo.cli.main import main
 
     payload = {"cwd": str(project_with_a_memo), "prompt": "where are JWT tokens validated?"}
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(json.dumps(payload).encode())))
@@ -2311,7 +2312,7 @@ def test_a_repository_of_another_user_is_read_only_when_the_users_own_config_tru
     """Kills ``GitRepo.at`` or ``_user_safe_directories`` losing git's ``safe.directory``
     rule either way: a repository owned by another user gives no diff, until the
     user's global git configuration lists it; then its history gives the diff."""
-    from explomemo import gitrepo
+    from explomemo.changes import gitrepo
 
     repo = Repo(tmp_path / "theirs")
     repo.write("tokens.py", "def verify(req):\n    return req.headers['Authorization']\n")
@@ -2377,7 +2378,7 @@ def test_a_content_recorded_without_a_blob_id_is_found_wherever_git_holds_it(
     a commit's new side) or ``sizes`` asking for one id only: contents staged only,
     in the middle of history, on another branch, and older than the history searched
     (then the one commit searched names it as its old side) each give their diff."""
-    from explomemo import gitrepo
+    from explomemo.changes import gitrepo
 
     monkeypatch.setenv("EXPLOMEMO_SNAPSHOTS", "off")
     repo = Repo(tmp_path / "repo")
@@ -2444,7 +2445,7 @@ def test_contents_without_blob_ids_are_found_for_every_path_of_a_memo(
     depth that is not a whole number (``HISTORY_DEPTH / len(paths)``): two staged
     contents, ``-dash.py`` first, each give their diff; so do two contents that only
     the newest commit names, with one commit searched per path."""
-    from explomemo import gitrepo
+    from explomemo.changes import gitrepo
 
     monkeypatch.setenv("EXPLOMEMO_SNAPSHOTS", "off")
     names = ["-dash.py", "b.py"]
@@ -2817,7 +2818,7 @@ def test_records_beyond_the_pending_limit_wait_for_the_writer_and_never_for_ever
     thread, named for ``ps`` and debuggers, so a process that never closes exits."""
     import threading
 
-    from explomemo import snapshots
+    from explomemo.changes import snapshots
 
     monkeypatch.setenv("EXPLOMEMO_SNAPSHOTS", "on")
     monkeypatch.setattr(snapshots, "_PENDING_MAX_BYTES", 1)
@@ -2857,7 +2858,7 @@ def test_a_record_waits_only_while_the_pending_bytes_would_pass_the_limit(
     the writer stores what is queued."""
     import threading
 
-    from explomemo import snapshots
+    from explomemo.changes import snapshots
 
     store, held = writer
     monkeypatch.setattr(snapshots, "_PENDING_MAX_BYTES", 1200)
@@ -3010,7 +3011,7 @@ def test_a_file_too_large_for_a_snapshot_is_recorded_with_its_git_blob_id(
     (``expected_size=None``, or left out): a file over 1 MiB is kept as no snapshot, so
     its git blob id (how a later diff finds its old content in git) comes only from
     hashing git's header, which holds that size, with the file's bytes as they are read."""
-    from explomemo.snapshots import SNAPSHOT_MAX_BYTES
+    from explomemo.changes.snapshots import SNAPSHOT_MAX_BYTES
 
     root = tmp_path / "proj"
     root.mkdir()
@@ -3356,7 +3357,7 @@ def test_stale_from_an_export_diffs_within_the_limits_given(
 ) -> None:
     """Kills ``export_changes`` dropping the ``limits`` given (an agent's 6,000
     characters a file instead): with no limits the whole diff comes back."""
-    from explomemo.diffs import FILE_DIFF_CHARS, NO_LIMITS
+    from explomemo.changes.diffs import FILE_DIFF_CHARS, NO_LIMITS
 
     monkeypatch.setenv("EXPLOMEMO_SNAPSHOTS", "off")
     repo = Repo(tmp_path / "repo")
@@ -3383,7 +3384,7 @@ def test_an_export_whose_reader_left_ends_quietly_with_exit_2(
 ) -> None:
     """Kills ``write_export`` passing anything but the pipe's error on (in-process; the
     real closed pipe is test_reliability_edges', left out of mutation runs as slow)."""
-    from explomemo import exchange
+    from explomemo.memos import exchange
 
     db = str(tmp_path / "m.db")
     record = ["--db", db, "record", "--project", "p", "--root", str(one_file)]

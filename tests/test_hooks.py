@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 from conftest import Repo
 
-from explomemo import validity
-from explomemo.hooks import BUSY_TIMEOUT_MS, INDEX_BYTES, PROMPT_BYTES, run_hook
-from explomemo.memos import FixedModel, MemoCache
+from explomemo.check import validity
+from explomemo.clients.hooks import BUSY_TIMEOUT_MS, INDEX_BYTES, PROMPT_BYTES, run_hook
+from explomemo.memos.cache import FixedModel, MemoCache
 
 MEMOS = [
     (

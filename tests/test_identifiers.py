@@ -20,12 +20,12 @@ from pathlib import Path
 import pytest
 from fakes import FakeEmbedder
 
-from explomemo import search
-from explomemo import store as store_module
+from explomemo.changes.snapshots import SnapshotWriter
 from explomemo.identifiers import identifiers, memo_identifiers, name_parts
-from explomemo.memos import FixedModel, MemoCache
-from explomemo.snapshots import SnapshotWriter
-from explomemo.store import Store, load_migrations
+from explomemo.memos.cache import FixedModel, MemoCache
+from explomemo.recall import search
+from explomemo.store import database as store_module
+from explomemo.store.database import Store, load_migrations
 
 #: question -> (conclusion, files, cosine of every query to the memo's vectors)
 Memos = dict[str, tuple[str, list[str], float]]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from explomemo.models import CheckedFile, RecordedFile, StaleEntry, fields, replace, to_dict
+from explomemo.shapes import CheckedFile, RecordedFile, StaleEntry, fields, replace, to_dict
 
 
 def test_a_shape_is_built_by_keyword_with_its_defaults() -> None:

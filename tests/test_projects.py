@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from conftest import Repo, git
 
-from explomemo.memos import MemoCache
+from explomemo.memos.cache import MemoCache
 from explomemo.projects import default_project, main_work_tree
 
 

@@ -15,11 +15,11 @@ from typing import Any
 import pytest
 from fakes import FakeEmbedder
 
-from explomemo import embeddings, search
-from explomemo import vectors as vectors_module
-from explomemo.embeddings import DEFAULT_MODEL_ID, Embedder, load_embedder
 from explomemo.errors import ModelError
-from explomemo.memos import FixedModel, MemoCache
+from explomemo.memos.cache import FixedModel, MemoCache
+from explomemo.recall import embeddings, search
+from explomemo.recall import vectors as vectors_module
+from explomemo.recall.embeddings import DEFAULT_MODEL_ID, Embedder, load_embedder
 
 MEMOS = {
     "auth": (
@@ -269,7 +269,7 @@ def test_server_answers_while_model_warms_up(
 ) -> None:
     from mcp import Client
 
-    from explomemo.server import create_server
+    from explomemo.server.tools import create_server
 
     release = threading.Event()
     fake = FakeEmbedder(lambda text: [1.0, 0.0])

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from explomemo.errors import ExplomemoError, InputError, PathError
-from explomemo.memos import MemoCache
+from explomemo.memos.cache import MemoCache
 
 
 def count_rows(db: Path) -> tuple[int, int, int]:

@@ -6,8 +6,8 @@ import argparse
 import re
 from pathlib import Path
 
-from explomemo.cli import build_parser
-from explomemo.server import RECORD_DESCRIPTION, create_server
+from explomemo.cli.main import build_parser
+from explomemo.server.tools import RECORD_DESCRIPTION, create_server
 
 REFERENCE = Path(__file__).resolve().parent.parent / "docs" / "reference.md"
 EXPLOMEMO = Path(__file__).resolve().parent.parent / "explomemo"
@@ -30,6 +30,6 @@ def test_reference_names_every_tool_command_and_variable() -> None:
     assert commands.choices
     assert {name for name in commands.choices if f"`{name}" not in text} == set()
     used = set()
-    for module in EXPLOMEMO.glob("*.py"):
+    for module in EXPLOMEMO.rglob("*.py"):
         used |= set(re.findall(r"EXPLOMEMO_[A-Z_]+", module.read_text(encoding="utf-8")))
     assert {name for name in used if f"`{name}`" not in text} == set()

@@ -409,7 +409,7 @@ def test_forget_s_id_schema_carries_its_limits(tmp_path: Path) -> None:
     async def listed() -> dict[str, Any]:
         from mcp import Client
 
-        from explomemo.server import create_server
+        from explomemo.server.tools import create_server
 
         async with Client(create_server(tmp_path / "m.db", env=dict(EMBEDDINGS_OFF))) as client:
             tools = (await client.list_tools()).tools

@@ -35,7 +35,7 @@ from reliability_helpers import (
     sha256_bytes,
 )
 
-from explomemo.cli import main
+from explomemo.cli.main import main
 from explomemo.errors import InputError
 
 # Round trip, fuzzed --------------------------------------------------------
@@ -552,7 +552,7 @@ def test_windows_line_ends_are_read(tmp_path: Path, capsys: pytest.CaptureFixtur
 
 
 def test_stale_from_an_export_checks_one_project_in_the_library(tmp_path: Path) -> None:
-    from explomemo.exchange import export_memos, read_export, stale_from_export
+    from explomemo.memos.exchange import export_memos, read_export, stale_from_export
 
     root = tmp_path / "root"
     root.mkdir()

@@ -27,7 +27,7 @@ from reliability_helpers import (
     run_cli,
 )
 
-from explomemo import hashing
+from explomemo.check import hashing
 from explomemo.errors import ExplomemoError
 
 RECORD = "memory_exploration_record"

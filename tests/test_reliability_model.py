@@ -29,9 +29,9 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 from reliability_helpers import half_memos, integrity, open_cache
 
-from explomemo import validity
+from explomemo.check import validity
 from explomemo.errors import NotFoundError, PathError
-from explomemo.exchange import export_memos, read_export, stale_from_export
+from explomemo.memos.exchange import export_memos, read_export, stale_from_export
 
 NAMES = ["a.py", "b.py", "pkg/c.py", "pkg/deep/d.py"]
 QUESTIONS = ["how is auth wired?", "where are JWTs checked?", "what owns the DB?"]
@@ -297,7 +297,7 @@ def test_model_trusted_stat_cache() -> None:
 def test_old_mtime_put_back_on_the_real_clock(tmp_path: Path) -> None:
     """Past the racy window the stat cache is trusted; a same-size edit with the old
     mtime put back (os.utime) is still caught, and putting the bytes back is fresh."""
-    from explomemo import hashing
+    from explomemo.check import hashing
 
     root = tmp_path / "root"
     root.mkdir()

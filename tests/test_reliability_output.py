@@ -136,7 +136,7 @@ def test_memo_text_never_reaches_a_terminal_raw(tmp_path: Path) -> None:
 
 
 def run_cli_quiet(args: list[str]) -> int:
-    from explomemo.cli import main
+    from explomemo.cli.main import main
 
     return main(args)
 

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 from reliability_helpers import assert_whole, open_cache, run_cli
 
-from explomemo import store as store_module
-from explomemo.store import Store, load_migrations
+from explomemo.store import database as store_module
+from explomemo.store.database import Store, load_migrations
 
 NFC = unicodedata.normalize("NFC", "Où est décidé le café ?")
 NFD = unicodedata.normalize("NFD", NFC)

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from reliability_helpers import SECRET, counts, open_cache
 
-from explomemo import hashing
+from explomemo.check import hashing
 from explomemo.errors import PathError
 from explomemo.files import Refused, open_regular, resolve_root
 

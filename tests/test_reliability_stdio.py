@@ -32,9 +32,9 @@ from reliability_helpers import (
     tool_reply,
 )
 
-from explomemo import snapshots
-from explomemo.memos import FixedModel, MemoCache
-from explomemo.models import CheckedFile
+from explomemo.changes import snapshots
+from explomemo.memos.cache import FixedModel, MemoCache
+from explomemo.shapes import CheckedFile
 
 RECORD = "memory_exploration_record"
 RECALL = "memory_exploration_recall"

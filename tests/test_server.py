@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from mcp import Client
 
-from explomemo.server import RECORD_DESCRIPTION, create_server
+from explomemo.server.tools import RECORD_DESCRIPTION, create_server
 
 REFERENCE_RECORD_DESCRIPTION = (
     "Record the conclusion of a codebase exploration together with the SHA-256 of every file"
@@ -124,7 +124,7 @@ def test_errors_are_one_plain_sentence(
 def test_output_schemas_are_inlined_and_valid(db_path: Path) -> None:
     from jsonschema import Draft202012Validator
 
-    from explomemo.models import Match, RecallResult, to_dict
+    from explomemo.shapes import Match, RecallResult, to_dict
 
     async def story(client: Client) -> Any:
         return await client.list_tools()

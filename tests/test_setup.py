@@ -200,7 +200,7 @@ def test_a_fifo_in_place_of_a_config_file_is_refused_without_hanging(
 
 def test_a_fifo_is_refused_by_the_writer_before_it_is_opened(tmp_path: Path) -> None:
     from explomemo.atomic import replace_file
-    from explomemo.clients import CONFIG_FILE
+    from explomemo.clients.setup import CONFIG_FILE
     from explomemo.errors import SetupError
 
     fifo = tmp_path / "config.json"

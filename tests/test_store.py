@@ -15,12 +15,12 @@ from pathlib import Path
 import pytest
 import xxhash
 
-from explomemo import store as store_module
-from explomemo.cli import main
+from explomemo.cli.main import main
+from explomemo.clients.hooks import run_hook
 from explomemo.errors import StoreError
-from explomemo.hooks import run_hook
-from explomemo.memos import MemoCache
-from explomemo.store import Migration, Store, database_path, load_migrations
+from explomemo.memos.cache import MemoCache
+from explomemo.store import database as store_module
+from explomemo.store.database import Migration, Store, database_path, load_migrations
 
 PROJECT = Path(__file__).resolve().parent.parent
 
@@ -103,7 +103,7 @@ def test_wheel_ships_the_migrations(tmp_path: Path) -> None:
     assert shipped == sorted(
         f"explomemo/migrations/{p.name}" for p in (PROJECT / "migrations").glob("*.sql")
     )
-    assert "explomemo/model/tokenizer.json" in names
+    assert "explomemo/recall/model/tokenizer.json" in names
 
 
 def test_tests_never_touch_the_real_user_folders(monkeypatch: pytest.MonkeyPatch) -> None:

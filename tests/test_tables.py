@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from explomemo.tables import _rich, draw, plain
+from explomemo.cli.tables import _rich, draw, plain
 
 #: Words, runs of spaces, line breaks, long unbroken names: what folds and wraps.
 _PIECES = st.sampled_from(["a", "bc", "def", "ghijklmnop", " ", "  ", "\n", "-", "/", "."])

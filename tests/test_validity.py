@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 import xxhash
 
-from explomemo import validity
+from explomemo.check import validity
+from explomemo.check.hashing import COUNTERS
 from explomemo.files import resolve_root
-from explomemo.hashing import COUNTERS
-from explomemo.memos import FixedModel, MemoCache
-from explomemo.store import FileRow
+from explomemo.memos.cache import FixedModel, MemoCache
+from explomemo.store.database import FileRow
 
 
 def xxh3_hex(data: bytes) -> str:

@@ -23,11 +23,11 @@ import pytest
 import xxhash
 from reliability_helpers import SECRET
 
-from explomemo import hashing, readers, validity
+from explomemo.check import hashing, readers, validity
+from explomemo.check.hashing import CHUNK, COUNTERS, hash_fd, xxh3_fd
 from explomemo.files import Opener, Refused, open_regular, resolve_root
-from explomemo.hashing import CHUNK, COUNTERS, hash_fd, xxh3_fd
-from explomemo.memos import FixedModel, MemoCache
-from explomemo.store import FileRow, StatRow, Store
+from explomemo.memos.cache import FixedModel, MemoCache
+from explomemo.store.database import FileRow, StatRow, Store
 
 INSIDE = b"inside root\n"
 
@@ -151,7 +151,7 @@ def test_a_helper_process_reads_and_refuses_as_this_one_does(
 def test_a_helper_running_another_copy_is_refused(
     tree: dict[str, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(readers, "_THIS_FILE", "/another/explomemo/readers.py")
+    monkeypatch.setattr(readers, "_THIS_FILE", "/another/explomemo/check/readers.py")
     _assert_given_up(readers.Helper(), tree["root"], "another")
 
 

@@ -9,10 +9,10 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from explomemo import search
-from explomemo.embeddings import Embedder
-from explomemo.search import VectorIndex, build_vector_index
-from explomemo.store import Store
+from explomemo.recall import search
+from explomemo.recall.embeddings import Embedder
+from explomemo.recall.search import VectorIndex, build_vector_index
+from explomemo.store.database import Store
 
 #: How far an int8 cosine may be from the float32 one (see VectorIndex).
 TOLERANCE = 0.003

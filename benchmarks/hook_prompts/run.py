@@ -2,14 +2,14 @@
 
 Downloads the pinned sdist named in ../recall_quality/labels.json (as that
 benchmark does), records its 40 memos by words into a fresh database, then
-runs ``explomemo.hooks.prompt`` on every prompt of prompts.json, exactly as
+runs ``explomemo.clients.hooks.prompt`` on every prompt of prompts.json, exactly as
 ``explomemo hook prompt`` does, and counts:
 
 * precision: memos shown that the labels say answer the prompt, over all memos shown;
 * recall: prompts with an answering memo that got one shown;
 * silent: prompts no memo answers that got nothing added.
 
-``tuning`` prompts chose the constants of explomemo/prompts.py; ``heldout``
+``tuning`` prompts chose the constants of explomemo/recall/prompts.py; ``heldout``
 ones were written with them, before any scoring existed, and never chose
 anything.
 
@@ -30,8 +30,8 @@ sys.path.insert(0, str(HERE.parent / "recall_quality"))
 
 from run import fetch_codebase  # noqa: E402  (the recall benchmark's downloader)
 
-from explomemo.hooks import prompt  # noqa: E402
-from explomemo.memos import FixedModel, MemoCache  # noqa: E402
+from explomemo.clients.hooks import prompt  # noqa: E402
+from explomemo.memos.cache import FixedModel, MemoCache  # noqa: E402
 
 SHOWN = re.compile(r"^\[memo (\d+), ", re.MULTILINE)
 

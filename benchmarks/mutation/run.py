@@ -39,18 +39,18 @@ VENV = HERE / ".venv"
 WORK = HERE / "work"
 REQUIREMENTS = HERE / "requirements.txt"
 RESULTS = HERE / "RESULTS.md"
-#: What the run mutates: a whole module of explomemo/ by its name, or only some
+#: What the run mutates: a whole module of explomemo/ by its dotted name, or only some
 #: functions of a big one as ``module:function,Class.method`` (each the function
 #: and every function whose name starts with it, as mutmut's patterns match).
 GUARDING = [
     "files",
-    "validity",
+    "check.validity",
     "inputs",
-    "exchange",
-    "snapshots",
-    "store:Store.collect_snapshots,Store.save_snapshots,Store.snapshot",
-    "gitrepo",
-    "hooks:run_hook,_one_line,_payload,_field,_root",
+    "memos.exchange",
+    "changes.snapshots",
+    "store.database:Store.collect_snapshots,Store.save_snapshots,Store.snapshot",
+    "changes.gitrepo",
+    "clients.hooks:run_hook,_one_line,_payload,_field,_root",
     "printable",
 ]
 #: What the copy holds: the package, its tests, and what the tests read besides.
@@ -173,13 +173,18 @@ def main() -> int:
 Target = tuple[str, list[str]]
 
 
+def source_path(module: str) -> Path:
+    """The file of a module of explomemo named by its dotted name (``check.validity``)."""
+    return Path("explomemo", *module.split(".")).with_suffix(".py")
+
+
 def _targets(specs: list[str] | None) -> list[Target]:
     """The targets named by ``specs`` (GUARDING when None): see GUARDING."""
     targets: list[Target] = []
     for spec in specs or GUARDING:
         module, _, functions = spec.partition(":")
-        if not (ROOT / "explomemo" / f"{module}.py").is_file():
-            raise SystemExit(f"no module explomemo/{module}.py: name one of explomemo/")
+        if not (ROOT / source_path(module)).is_file():
+            raise SystemExit(f"no module {source_path(module)}: name one of explomemo/")
         patterns = [f"explomemo.{module}.*"]
         if functions:
             patterns = [
@@ -252,7 +257,7 @@ def run_mutmut(
         "[mutmut]\n"
         "source_paths = explomemo\n"
         "only_mutate =\n"
-        + "".join(f"    explomemo/{m}.py\n" for m in modules)
+        + "".join(f"    {source_path(m)}\n" for m in modules)
         + "also_copy =\n"
         + "".join(f"    {name}\n" for name in COPIED if name not in ("explomemo", "tests"))
         + "    mutmut_fixups.py\n"
@@ -283,7 +288,7 @@ def run_again(targets: list[Target], workers: int, niceness: int, without: list[
     if not (WORK / "mutants").is_dir():
         raise SystemExit(f"no earlier run in {WORK}: run without --again first")
     modules = sorted({module for module, _ in targets})
-    mutated = {f"explomemo/{module}.py" for module in modules}
+    mutated = {str(source_path(module)) for module in modules}
     for rel in sorted(mutated):
         if (ROOT / rel).read_bytes() != (WORK / rel).read_bytes():
             raise SystemExit(f"{rel} changed since the last run: run without --again")
@@ -329,7 +334,7 @@ def _codes(target: Target) -> dict[str, int | None]:
     """The exit code of each mutant of ``target`` in the last run (None: not tested)."""
     from mutmut.mutation.data import SourceFileMutationData
 
-    data = SourceFileMutationData(path=Path("explomemo") / f"{target[0]}.py")
+    data = SourceFileMutationData(path=source_path(target[0]))
     data.load()
     return {k: v for k, v in data.exit_code_by_key.items() if _chosen(target, k)}
 
@@ -391,7 +396,7 @@ def report(targets: list[Target]) -> None:
     killed_but_listed: list[str] = []
     for target in targets:
         module = target[0]
-        path = Path("explomemo") / f"{module}.py"
+        path = source_path(module)
         tally = dict.fromkeys(columns, 0)
         for name, code in sorted(_codes(target).items(), key=lambda kv: _natural(kv[0])):
             status = status_by_exit_code[code]
@@ -412,7 +417,8 @@ def report(targets: list[Target]) -> None:
                 tally["other"] += 1
                 left.append((name, status, get_diff_for_mutant(name, path=path)))
         whole = target[1] == [f"explomemo.{module}.*"]
-        rows.append((f"{module}.py" + ("" if whole else " (some functions)"), tally))
+        shown = str(path.relative_to("explomemo")) + ("" if whole else " (some functions)")
+        rows.append((shown, tally))
     total = {c: sum(t[c] for _, t in rows) for c in columns}
     rows.append(("all", total))
     took = WORK / "took.txt"

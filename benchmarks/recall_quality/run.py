@@ -9,7 +9,7 @@ prints recall@1, recall@3 and how many unrelated queries came back empty:
 * tuning: on httpx, each memo's two paraphrased queries and 10 unrelated
   queries; on both codebases, the fourth round's one agent-style query per
   memo and near-domain unrelated questions. The settings in
-  explomemo/search.py were chosen on these (tune.py); ``--tuning-only``
+  explomemo/recall/search.py were chosen on these (tune.py); ``--tuning-only``
   asks nothing else;
 * held-out: one more query per memo and 10 more unrelated queries (for
   click, its paraphrased queries and unrelated ones too: nothing was tuned
@@ -38,9 +38,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from explomemo import search
-from explomemo.embeddings import load_embedder
-from explomemo.memos import FixedModel, MemoCache
+from explomemo.memos.cache import FixedModel, MemoCache
+from explomemo.recall import search
+from explomemo.recall.embeddings import load_embedder
 
 HERE = Path(__file__).resolve().parent
 GOALS = {"recall@1": 0.90, "recall@3": 0.97, "unrelated_empty": 0.8, "words_recall@1": 0.60}

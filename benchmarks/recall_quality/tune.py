@@ -1,4 +1,4 @@
-"""Choose the fusion settings of explomemo/search.py on the TUNING queries only.
+"""Choose the fusion settings of explomemo/recall/search.py on the TUNING queries only.
 
 Records the labelled memos (as run.py does), computes once per tuning query
 each memo's two cosines (whole memo, question) and the word scores, then
@@ -48,10 +48,10 @@ import numpy as np
 import numpy.typing as npt
 from run import HERE, QUERY_SETS, QuerySet, fetch_codebase, record_memos
 
-from explomemo import search
-from explomemo.embeddings import load_embedder
-from explomemo.memos import FixedModel
-from explomemo.vectors import query_vector
+from explomemo.memos.cache import FixedModel
+from explomemo.recall import search
+from explomemo.recall.embeddings import load_embedder
+from explomemo.recall.vectors import query_vector
 
 Cosines = npt.NDArray[np.float32]
 #: How a memo's two cosines (whole memo, question) make its vector score.
@@ -97,7 +97,7 @@ class Score:
 
 @contextmanager
 def settings(**values: Any) -> Iterator[None]:
-    """explomemo.search's module settings set to ``values`` for the block."""
+    """explomemo.recall.search's module settings set to ``values`` for the block."""
     saved = {name: getattr(search, name) for name in values}
     for name, value in values.items():
         setattr(search, name, value)

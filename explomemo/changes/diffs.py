@@ -1,9 +1,9 @@
 """What changed in a stale memo's files: unified diffs from the recorded content, and moves.
 
 The recorded content comes from, in order: the memo's snapshot
-(:mod:`explomemo.snapshots`); the root's git object store, by the recorded
+(:mod:`explomemo.changes.snapshots`); the root's git object store, by the recorded
 blob id (or, for a file recorded before blob ids, found in the path's
-history by its size and SHA-256; :mod:`explomemo.gitrepo`); else there is
+history by its size and SHA-256; :mod:`explomemo.changes.gitrepo`); else there is
 none and the diff is ``unavailable``. Every recorded content is checked
 against its SHA-256 before it is used. The current content is read through
 the same safe opener as a check (:func:`~explomemo.files.open_regular`).
@@ -23,12 +23,12 @@ import os
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from explomemo.changes.gitrepo import GitRepo
+from explomemo.changes.snapshots import SNAPSHOT_MAX_BYTES, restore
+from explomemo.check.hashing import git_blob_id, hash_fd
 from explomemo.files import Refused, Root, open_regular
-from explomemo.gitrepo import GitRepo
-from explomemo.hashing import git_blob_id, hash_fd
-from explomemo.models import CheckedFile, DiffSource, FileStateName, StaleEntry, replace
-from explomemo.snapshots import SNAPSHOT_MAX_BYTES, restore
-from explomemo.store import FileRow, Store
+from explomemo.shapes import CheckedFile, DiffSource, FileStateName, StaleEntry, replace
+from explomemo.store.database import FileRow, Store
 
 #: Lines of context around each change, as git and diff -u show.
 DIFF_CONTEXT = 3

@@ -2,7 +2,7 @@
 
 Threads share the GIL, and a file of 100 KB costs five short system calls
 that each hand it over; on two cores two threads read such files more slowly
-than one (see :data:`explomemo.validity.PARALLEL_MEAN_BYTES`). Helper
+than one (see :data:`explomemo.check.validity.PARALLEL_MEAN_BYTES`). Helper
 processes share nothing: a :class:`Helper` is a ``python -P`` started in
 ``/`` that imports this very package by its folder and names the file it
 runs, then takes a batch of paths on its stdin and answers with their rows on
@@ -18,8 +18,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 
+from explomemo.check.hashing import COUNTERS, xxh3_fd
 from explomemo.files import Opener, Refused, Root
-from explomemo.hashing import COUNTERS, xxh3_fd
 
 if TYPE_CHECKING:
     import subprocess
@@ -90,7 +90,7 @@ class Helper:
         self._process: subprocess.Popen[bytes]
         try:
             self._process = subprocess.Popen(
-                [sys.executable, "-P", "-c", _BOOTSTRAP, str(Path(__file__).resolve().parent)],
+                [sys.executable, "-P", "-c", _BOOTSTRAP, str(Path(__file__).resolve().parents[1])],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.DEVNULL,
@@ -160,7 +160,7 @@ spec = importlib.util.spec_from_file_location(
 package = importlib.util.module_from_spec(spec)
 sys.modules["explomemo"] = package
 spec.loader.exec_module(package)
-from explomemo.readers import main
+from explomemo.check.readers import main
 main()
 """
 

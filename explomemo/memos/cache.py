@@ -1,9 +1,9 @@
 """The memo cache: record, recall, check and forget memos. The one library the CLI and server call.
 
-A :class:`MemoCache` holds an open :class:`~explomemo.store.Store`, a
-:class:`~explomemo.validity.Validator` (its stat cache stays warm for as long
+A :class:`MemoCache` holds an open :class:`~explomemo.store.database.Store`, a
+:class:`~explomemo.check.validity.Validator` (its stat cache stays warm for as long
 as the cache lives), the embedding model source, and the memos' vectors
-(:class:`~explomemo.vectors.Vectors`: their upkeep off the request path and
+(:class:`~explomemo.recall.vectors.Vectors`: their upkeep off the request path and
 the in-memory indexes of the projects it has searched).
 """
 
@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
 from explomemo import inputs
 from explomemo.errors import NotFoundError, PathError
 from explomemo.files import Opener, Refused, Root, relative_path, resolve_root
-from explomemo.models import (
+from explomemo.projects import project_name, resolve_project
+from explomemo.shapes import (
     RECALL_CHARS,
     CheckedFile,
     ForgetResult,
@@ -35,8 +36,7 @@ from explomemo.models import (
     replace,
     to_json,
 )
-from explomemo.projects import project_name, resolve_project
-from explomemo.store import MAX_ID, FileRow, MemoRow, StatRow, Store
+from explomemo.store.database import MAX_ID, FileRow, MemoRow, StatRow, Store
 
 # Word search, vectors, snapshots and the validity engine are imported where
 # they are used: ``list`` needs none of them, ``stale`` and ``show`` only the
@@ -45,12 +45,12 @@ if TYPE_CHECKING:
     import sqlite3
     from pathlib import Path
 
-    from explomemo.diffs import Limits
-    from explomemo.embeddings import Embedder
-    from explomemo.search import VectorHits, WordSearch
-    from explomemo.snapshots import SnapshotWriter
-    from explomemo.validity import Expected, Seen, Validator
-    from explomemo.vectors import MemoVectors, Vectors
+    from explomemo.changes.diffs import Limits
+    from explomemo.changes.snapshots import SnapshotWriter
+    from explomemo.check.validity import Expected, Seen, Validator
+    from explomemo.recall.embeddings import Embedder
+    from explomemo.recall.search import VectorHits, WordSearch
+    from explomemo.recall.vectors import MemoVectors, Vectors
 
 #: At similar relevance a fresh memo ranks above a stale one: this much score.
 STALE_PENALTY = 0.05
@@ -142,7 +142,7 @@ class ProjectFiles:
         # is built here lands in the dict that add() discarded, never in its
         # new one. (list() of a dict's values holds the GIL: an add in another
         # thread cannot change the dict under it.)
-        from explomemo.validity import expect
+        from explomemo.check.validity import expect
 
         cache = self._expected
         found = cache.get(root.real)
@@ -202,23 +202,23 @@ class MemoCache:
         self._words = _Part(self._new_word_search)
 
     def _new_validator(self) -> Validator:
-        from explomemo.validity import Validator
+        from explomemo.check.validity import Validator
 
         return Validator(self.store)
 
     def _new_snapshot_writer(self, keep: bool | None) -> SnapshotWriter:
-        from explomemo.snapshots import SnapshotWriter, enabled
+        from explomemo.changes.snapshots import SnapshotWriter, enabled
 
         return SnapshotWriter(self.store, enabled(os.environ) if keep is None else keep)
 
     def _new_vectors(self) -> Vectors:
-        from explomemo.vectors import Vectors
+        from explomemo.recall.vectors import Vectors
 
         return Vectors(self.store)
 
     @staticmethod
     def _new_word_search() -> WordSearch:
-        from explomemo.search import WordSearch
+        from explomemo.recall.search import WordSearch
 
         return WordSearch()
 
@@ -318,7 +318,7 @@ class MemoCache:
         recorded = [row for row, _, _ in hashed]
         contents = {row.sha256: data for row, _, data in hashed if data is not None}
         embedder = self.model.ready()
-        from explomemo.vectors import MemoTexts
+        from explomemo.recall.vectors import MemoTexts
 
         texts = MemoTexts.of(question, conclusion, [f.path for f in recorded])
         stored: MemoVectors | None = None
@@ -388,8 +388,8 @@ class MemoCache:
         self, opener: Opener, rel: str, given: str
     ) -> tuple[FileRow, StatRow, bytes | None]:
         """The file's row, its stat-cache entry, and its bytes when small enough for a snapshot."""
-        from explomemo.snapshots import SNAPSHOT_MAX_BYTES
-        from explomemo.validity import digest_entry
+        from explomemo.changes.snapshots import SNAPSHOT_MAX_BYTES
+        from explomemo.check.validity import digest_entry
 
         try:
             fd, _ = opener.open(rel)
@@ -466,8 +466,8 @@ class MemoCache:
         Only memos above the relevance cut-off come back; at similar relevance
         fresh ones rank first. Only the files of those memos are re-checked.
         """
-        from explomemo.search import CANDIDATES, fuse
-        from explomemo.vectors import query_vector
+        from explomemo.recall.search import CANDIDATES, fuse
+        from explomemo.recall.vectors import query_vector
 
         inputs.check_text("query", query, inputs.MAX_QUERY)
         inputs.check_limit(limit)
@@ -555,7 +555,7 @@ class MemoCache:
         """The files of each memo with their states, diffs and moves, in order.
 
         ``changes`` is what :meth:`Validator.observe` found; ``limits`` default
-        to what an agent gets (see :mod:`explomemo.diffs`), and the diffs of
+        to what an agent gets (see :mod:`explomemo.changes.diffs`), and the diffs of
         all the memos share one budget.
         """
         describe = self.describer(root, changes, limits)
@@ -573,8 +573,8 @@ class MemoCache:
             # Every file unchanged: nothing to describe (and the diff
             # machinery, a tenth of ``show``'s start-up, is not imported).
             return lambda files, _excess: _checked(files, changes)
-        from explomemo.diffs import AGENT_LIMITS, ChangeFinder
-        from explomemo.validity import state_of
+        from explomemo.changes.diffs import AGENT_LIMITS, ChangeFinder
+        from explomemo.check.validity import state_of
 
         finder = ChangeFinder(self.store, limits or AGENT_LIMITS, self._pending_snapshots())
 
@@ -594,9 +594,9 @@ class MemoCache:
         """The files of each stale memo of ``report`` with their diffs and moves, by memo id.
 
         ``root`` as given to :meth:`stale_report`; all the diffs share one
-        budget, ``limits`` (default: an agent answer's, see :mod:`explomemo.diffs`).
+        budget, ``limits`` (default: an agent answer's, see :mod:`explomemo.changes.diffs`).
         """
-        from explomemo.diffs import AGENT_LIMITS, ChangeFinder, stale_changes
+        from explomemo.changes.diffs import AGENT_LIMITS, ChangeFinder, stale_changes
 
         fixed = resolve_root(root) if root is not None else None
         ids = [entry.id for entry in report.stale]
@@ -618,7 +618,7 @@ class MemoCache:
         """
         if root is None:
             return {f.path: None for f in files}
-        from explomemo.validity import expect
+        from explomemo.check.validity import expect
 
         return self.validator.observe(root, expect(root, files))
 
@@ -733,7 +733,7 @@ class MemoCache:
         """One memo in full, its files checked against ``root`` (default: its recorded root).
 
         Changed files carry their diffs within ``limits`` (default: what an
-        agent gets; :data:`explomemo.diffs.NO_LIMITS` for ``explomemo diff``).
+        agent gets; :data:`explomemo.changes.diffs.NO_LIMITS` for ``explomemo diff``).
         """
         if not 1 <= memo_id <= MAX_ID:
             raise NotFoundError(f"no memo with id {memo_id}: list the ids with explomemo list")
@@ -812,7 +812,7 @@ def _recorded_root(path: str) -> Root | None:
 
 
 def _checked(files: Sequence[FileRow], changes: dict[str, Seen]) -> list[CheckedFile]:
-    from explomemo.validity import state_of
+    from explomemo.check.validity import state_of
 
     return [
         CheckedFile(path=f.path, sha256=f.sha256, size=f.size, state=state_of(changes, f))
@@ -826,7 +826,7 @@ def stale_entries(
     """The stale ones among ``memos`` (with their changed and missing files), given
     the paths that may not hold their recorded content (``changes``, from
     :meth:`Validator.observe`)."""
-    from explomemo.validity import state_of
+    from explomemo.check.validity import state_of
 
     stale: list[StaleEntry] = []
     for memo in memos:

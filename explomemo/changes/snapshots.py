@@ -7,9 +7,9 @@ thread compresses the contents no snapshot holds yet, off the request path
 (zlib at 25-60 MB/s would otherwise double a record's time). A snapshot is
 stored once per SHA-256, shared by every memo that read that content, and
 deleted with the last memo resting on it
-(:meth:`~explomemo.store.Store.collect_snapshots`). ``EXPLOMEMO_SNAPSHOTS=off``
+(:meth:`~explomemo.store.database.Store.collect_snapshots`). ``EXPLOMEMO_SNAPSHOTS=off``
 keeps the blob ids and no snapshot. The same thread stores the code
-identifiers of each recorded memo (:meth:`~explomemo.store.Store.index_identifiers`),
+identifiers of each recorded memo (:meth:`~explomemo.store.database.Store.index_identifiers`),
 which a record leaves pending.
 """
 
@@ -26,7 +26,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from explomemo.errors import StoreError
-from explomemo.store import Store
+from explomemo.store.database import Store
 
 #: Files up to this size get a snapshot (and a diff); a larger one gets neither.
 SNAPSHOT_MAX_BYTES = 1 << 20
@@ -37,7 +37,7 @@ _LEVEL = 6
 #: Kept contents waiting for the writer, at most: a record waits beyond it.
 _PENDING_MAX_BYTES = 256 << 20
 #: How long ``close`` goes on storing snapshots before it drops the rest
-#: (as :data:`explomemo.vectors.CLOSE_SECONDS` for vectors).
+#: (as :data:`explomemo.recall.vectors.CLOSE_SECONDS` for vectors).
 CLOSE_SECONDS = 2.0
 
 logger = logging.getLogger("explomemo")

@@ -8,7 +8,7 @@ xxh3 of (model, text) means no text is embedded twice.
 :class:`Vectors` owns one thread that computes the vectors of the memos this
 process records (so ``record`` answers before the model has run) and fills
 the memos that lack them once the model is loaded; it keeps each searched
-project's :class:`~explomemo.search.VectorIndex` in memory, updated in place
+project's :class:`~explomemo.recall.search.VectorIndex` in memory, updated in place
 after this process's own writes and rebuilt when another process wrote.
 """
 
@@ -26,15 +26,15 @@ from typing import TYPE_CHECKING
 import xxhash
 
 from explomemo.errors import ExplomemoError
-from explomemo.memory import release_freed_memory
-from explomemo.store import Store
+from explomemo.recall.memory import release_freed_memory
+from explomemo.store.database import Store
 
 if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
-    from explomemo.embeddings import Embedder
-    from explomemo.search import VectorIndex
+    from explomemo.recall.embeddings import Embedder
+    from explomemo.recall.search import VectorIndex
 
 #: How long ``close`` goes on computing queued vectors before it leaves the
 #: rest to the next fill (the memos are stored; only their vectors wait).
@@ -324,7 +324,7 @@ class Vectors:
 
     def index(self, embedder: Embedder, project: str, dim: int) -> VectorIndex:
         """The project's vectors of the embedder's model, embedding its memos that lack them."""
-        from explomemo.search import build_vector_index
+        from explomemo.recall.search import build_vector_index
 
         with self.store.errors():
             version = self.store.memo_version()

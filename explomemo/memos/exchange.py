@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from explomemo import inputs
 from explomemo.atomic import Naming, replace_file
+from explomemo.check.validity import Progress, Seen, Validator, expect
 from explomemo.errors import ExportFileError, InputError, PathError
 from explomemo.files import (
     MAX_PATH_CHARS,
@@ -37,8 +38,10 @@ from explomemo.files import (
     check_text_path,
     resolve_root,
 )
-from explomemo.memos import MemoCache, require_project, stale_entries
-from explomemo.models import (
+from explomemo.memos.cache import MemoCache, require_project, stale_entries
+from explomemo.printable import json_text
+from explomemo.projects import work_tree_top
+from explomemo.shapes import (
     CheckedFile,
     ExportedFile,
     ExportedMemo,
@@ -47,13 +50,10 @@ from explomemo.models import (
     StaleReport,
     to_dict,
 )
-from explomemo.printable import json_text
-from explomemo.projects import work_tree_top
-from explomemo.store import MAX_ID, FileRow, MemoRow
-from explomemo.validity import Progress, Seen, Validator, expect
+from explomemo.store.database import MAX_ID, FileRow, MemoRow
 
 if TYPE_CHECKING:
-    from explomemo.diffs import Limits
+    from explomemo.changes.diffs import Limits
 
 
 def export_memos(cache: MemoCache, project: str | None = None) -> Iterator[str]:
@@ -436,7 +436,8 @@ def stale_from_export(
     current directory), no database.
 
     A ``project`` without memos among them is refused (see
-    :func:`~explomemo.memos.require_project`), naming ``source``, the file they were read from.
+    :func:`~explomemo.memos.cache.require_project`), naming ``source``, the file they were
+    read from.
     """
     if project is not None:
         inputs.check_text("project", project, inputs.MAX_PROJECT)
@@ -497,9 +498,9 @@ def export_changes(
     """The files of each stale memo of ``report`` (from :func:`stale_from_export`) with their
     diffs from git history and their moves, by memo id: no database, so no snapshots.
 
-    ``limits`` as for :meth:`~explomemo.memos.MemoCache.stale_changes`.
+    ``limits`` as for :meth:`~explomemo.memos.cache.MemoCache.stale_changes`.
     """
-    from explomemo.diffs import AGENT_LIMITS, ChangeFinder, stale_changes
+    from explomemo.changes.diffs import AGENT_LIMITS, ChangeFinder, stale_changes
 
     stale_ids = {entry.id for entry in report.stale}
     memo_list = [memo for memo in memos if memo.id in stale_ids]

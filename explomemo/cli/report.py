@@ -2,7 +2,7 @@
 
 Pure functions from result models to text, and a progress bar that appears
 on a terminal's stderr only when a check takes longer than a moment. Rich is
-imported only where a bar is drawn, or a table :mod:`explomemo.tables` leaves
+imported only where a bar is drawn, or a table :mod:`explomemo.cli.tables` leaves
 to it.
 """
 
@@ -15,7 +15,9 @@ from collections.abc import Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING
 
-from explomemo.models import (
+from explomemo.cli.tables import draw
+from explomemo.printable import block, no_workflow_commands, one_line
+from explomemo.shapes import (
     RECALL_CHARS,
     CheckedFile,
     MemoDetail,
@@ -24,8 +26,6 @@ from explomemo.models import (
     StaleReport,
     to_json,
 )
-from explomemo.printable import block, no_workflow_commands, one_line
-from explomemo.tables import draw
 
 if TYPE_CHECKING:
     from rich.progress import Progress, TaskID
@@ -99,10 +99,10 @@ def stale_github(
 ) -> str:
     """GitHub Actions workflow commands: a warning on each changed file of a stale memo.
 
-    With ``changes`` (see :meth:`~explomemo.memos.MemoCache.stale_changes`), a
+    With ``changes`` (see :meth:`~explomemo.memos.cache.MemoCache.stale_changes`), a
     warning points at the first changed line of the file (``line=``). ``folders``
     holds, by memo id, the folder of the repository a memo's paths are relative
-    to (see :func:`~explomemo.exchange.repo_folders`): GitHub places an annotation
+    to (see :func:`~explomemo.memos.exchange.repo_folders`): GitHub places an annotation
     by its path from the repository's top.
     """
     lines: list[str] = []

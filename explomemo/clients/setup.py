@@ -1,7 +1,7 @@
 """``explomemo setup``: registering explomemo with Claude Code, Cursor and Codex.
 
 Every client gets the MCP server; Claude Code also gets the three hooks
-(:mod:`explomemo.hooks`). The server and the hooks run this very explomemo
+(:mod:`explomemo.clients.hooks`). The server and the hooks run this very explomemo
 (the absolute path of its executable) on the database and project of the
 command that set them up, so what the agent records, the hooks find.
 
@@ -53,7 +53,7 @@ from explomemo.errors import SetupError
 from explomemo.files import check_text_path, file_kind
 from explomemo.printable import block, message, no_workflow_commands
 from explomemo.projects import resolve_project, work_tree_top
-from explomemo.store import database_path
+from explomemo.store.database import database_path
 
 SERVER_NAME = "explomemo"
 #: Each Claude Code hook: (event, matcher, explomemo hook name, timeout in seconds).

@@ -7,7 +7,7 @@ the hook's JSON on stdout:
   fresh and stale, then the fresh questions with their ids, the memos resting
   on the most files first), within :data:`INDEX_BYTES`; nothing when the
   project has none.
-* ``prompt``: the memos that answer the prompt (:mod:`explomemo.prompts`, by
+* ``prompt``: the memos that answer the prompt (:mod:`explomemo.recall.prompts`, by
   words): up to :data:`MAX_FRESH` fresh ones with id, question and
   conclusion, and up to :data:`MAX_STALE` stale ones with what changed,
   within :data:`PROMPT_BYTES`; nothing when none clears the cut-off.
@@ -41,7 +41,7 @@ from typing import Any, BinaryIO
 from explomemo.errors import HookInputError
 from explomemo.printable import message
 from explomemo.projects import resolve_project
-from explomemo.store import FileRow, MemoRow, Store
+from explomemo.store.database import FileRow, MemoRow, Store
 
 #: Longest a hook waits for another process's lock on the database.
 BUSY_TIMEOUT_MS = 50
@@ -168,8 +168,8 @@ def _changes(
     store: Store, root: str, files: dict[int, list[FileRow]]
 ) -> dict[int, tuple[list[str], list[str]]]:
     """Each memo's (changed, missing) files under ``root``: both empty when it is fresh."""
+    from explomemo.check.validity import Validator, expect, state_of
     from explomemo.files import resolve_root
-    from explomemo.validity import Validator, expect, state_of
 
     where = resolve_root(root)
     validator = Validator(store)
@@ -248,7 +248,7 @@ def session_index(
 
 def prompt(payload: dict[str, Any], db: Path | None, project: str | None) -> Answer:
     """The memos that answer the prompt, or None when none clears the cut-off."""
-    from explomemo.prompts import answering
+    from explomemo.recall.prompts import answering
 
     text = _field(payload, "prompt", str)
     root = _root(payload)
@@ -312,7 +312,7 @@ def prompt_context(
 
 def stop(payload: dict[str, Any], db: Path | None, project: str | None) -> Answer:
     """Block once when the turn read several files and recorded no memo; else None."""
-    from explomemo.transcripts import last_turn, tail_entries, turn_reads
+    from explomemo.clients.transcripts import last_turn, tail_entries, turn_reads
 
     if _field(payload, "stop_hook_active", bool, False):
         return None

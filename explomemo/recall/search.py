@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
 from explomemo.identifiers import identifiers
-from explomemo.store import Store
-from explomemo.words import STOP_WORDS, stem
+from explomemo.recall.words import STOP_WORDS, stem
+from explomemo.store.database import Store
 
 if TYPE_CHECKING:
     import numpy as np

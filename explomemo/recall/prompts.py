@@ -31,9 +31,9 @@ import math
 import re
 import sqlite3
 
-from explomemo import words
 from explomemo.identifiers import identifiers
-from explomemo.store import MemoRow, Store
+from explomemo.recall import words
+from explomemo.store.database import MemoRow, Store
 
 #: Score a memo needs to be put before the agent.
 CUTOFF = 0.45

@@ -121,9 +121,9 @@ def migrations_folder() -> Path:
     costs a short command a tenth of its start-up; explomemo runs from files
     on disk (SQLite and the validity engine need them), never from a zip.
     """
-    here = Path(__file__).resolve().parent
-    packaged = here / "migrations"
-    return packaged if packaged.is_dir() else here.parent / "migrations"
+    package = Path(__file__).resolve().parents[1]
+    packaged = package / "migrations"
+    return packaged if packaged.is_dir() else package.parent / "migrations"
 
 
 def shipped_migrations() -> list[str]:

@@ -1,4 +1,4 @@
-"""The MCP server (stdio): four tools over :class:`~explomemo.memos.MemoCache`.
+"""The MCP server (stdio): four tools over :class:`~explomemo.memos.cache.MemoCache`.
 
 The tools only parse, call the library and return its result. The lifespan
 opens the database once and starts loading the embedding model in a
@@ -27,10 +27,11 @@ from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field, ValidationError
 
 from explomemo import inputs
-from explomemo.embeddings import ModelLoader
+from explomemo.changes.snapshots import enabled as snapshots_enabled
 from explomemo.errors import ExplomemoError
-from explomemo.memos import MemoCache
-from explomemo.models import (
+from explomemo.memos.cache import MemoCache
+from explomemo.recall.embeddings import ModelLoader
+from explomemo.shapes import (
     ForgetResult,
     RecallResult,
     RecordResult,
@@ -39,8 +40,7 @@ from explomemo.models import (
     fields,
     to_dict,
 )
-from explomemo.snapshots import enabled as snapshots_enabled
-from explomemo.store import MAX_ID
+from explomemo.store.database import MAX_ID
 
 INSTRUCTIONS = (
     "explomemo remembers conclusions about this codebase, keyed by the SHA-256 of the files"
@@ -290,7 +290,7 @@ _SCHEMA_TYPES: dict[type[Shape], type[Any]] = {}
 def schema_type(shape: type[Shape]) -> type[Any]:
     """The dataclass a shape's output schema is made from: the same fields, types,
     defaults and descriptions (Pydantic reads dataclasses; shapes are not, to keep the
-    CLI's start-up short: see :mod:`explomemo.models`)."""
+    CLI's start-up short: see :mod:`explomemo.shapes`)."""
     found = _SCHEMA_TYPES.get(shape)
     if found is None:
         hints = typing.get_type_hints(shape)
@@ -430,11 +430,11 @@ def _call(action: Callable[[], T]) -> T:
 
 class ExplomemoServer(MCPServer[Any]):
     """MCPServer whose argument errors are one plain sentence, and that answers every
-    request over stdio (see :mod:`explomemo.transport`)."""
+    request over stdio (see :mod:`explomemo.server.transport`)."""
 
     async def run_stdio_async(self) -> None:
         """Serve on stdio; a request the SDK cannot parse still gets an answer."""
-        from explomemo.transport import serve_stdio
+        from explomemo.server.transport import serve_stdio
 
         await serve_stdio(self._lowlevel_server)
 
@@ -484,7 +484,7 @@ def _describe(tool: str, error: ValidationError) -> str:
 
 def run(db_path: Path | None = None) -> None:
     """Serve on stdio until the client disconnects."""
-    from explomemo.store import Store
+    from explomemo.store.database import Store
 
     # Open (and migrate) once before serving, so a bad database is one clear
     # line on stderr and exit code 2, not a server that dies on its first call.

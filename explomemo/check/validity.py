@@ -27,10 +27,10 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from operator import itemgetter
 from typing import TYPE_CHECKING, Literal, NamedTuple
 
+from explomemo.check.hashing import Digest, hash_fd
+from explomemo.check.readers import Helper, HelperError, Row, read_row, unchanged_while_read
 from explomemo.files import Opener, Root
-from explomemo.hashing import Digest, hash_fd
-from explomemo.readers import Helper, HelperError, Row, read_row, unchanged_while_read
-from explomemo.store import FileRow, StatRow, Store
+from explomemo.store.database import FileRow, StatRow, Store
 
 if TYPE_CHECKING:
     from concurrent.futures import Future, ThreadPoolExecutor
@@ -336,7 +336,7 @@ class Validator:
 
         Workers (the calling thread is one) take batches of files in turn.
         A read of at least :data:`HELPERS_MIN_BYTES` is shared with helper
-        processes (:mod:`explomemo.readers`), one per other core, each fed by
+        processes (:mod:`explomemo.check.readers`), one per other core, each fed by
         a thread here that waits for its answers; a smaller read of files
         that average :data:`PARALLEL_MEAN_BYTES` with threads; any other read
         is the calling thread's alone. A worker reading here keeps its own
@@ -499,7 +499,7 @@ def digest_entry(
 ) -> tuple[Digest, StatRow]:
     """Digest an open file and make the stat-cache entry that vouches for the digest.
 
-    ``keep``: see :func:`~explomemo.hashing.hash_fd`.
+    ``keep``: see :func:`~explomemo.check.hashing.hash_fd`.
     """
     taken_at = time.time_ns()
     before = os.fstat(fd)

@@ -4,7 +4,7 @@ Both match a query (or a prompt) against memos by their content words: stop
 words ("how", "is", "the", and words every question about code has: "code",
 "file", "work") say nothing about which memo is meant. A prompt also says what
 to do ("fix", "add", "test", "rename"): :data:`TASK_WORDS` are not content for
-the prompt hook (:mod:`explomemo.prompts`). :func:`stem` is a crude stemmer,
+the prompt hook (:mod:`explomemo.recall.prompts`). :func:`stem` is a crude stemmer,
 close enough to FTS5's Porter stemming on the endings that matter to see
 "retries" and "retry", "wired" and "wire", as one word. The module imports
 nothing: the prompt hook runs before every prompt.

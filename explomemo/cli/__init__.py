@@ -1,0 +1,1 @@
+"""The explomemo command: parse, call the library, print."""

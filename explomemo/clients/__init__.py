@@ -1,0 +1,1 @@
+"""Coding clients: setup of Claude Code, Cursor and Codex, the hooks, and transcripts."""

@@ -1,0 +1,1 @@
+"""The library: the memo cache (record, recall, check, forget) and export and import."""

@@ -1,0 +1,1 @@
+"""The MCP server: its tools and its stdio transport."""
