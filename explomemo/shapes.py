@@ -228,10 +228,18 @@ class Match(Shape):
     files: list[CheckedFile]
 
 
-#: A recall's answer at most, in characters of its JSON as ``recall --json`` prints it
-#: (about 10,000 tokens, 5 % of a 200k-token context): matches are kept in rank order
-#: while the answer fits; the first always comes back, its diffs cut further to fit.
+#: A recall's answer at most, in characters of its JSON indented by two (as
+#: :func:`to_json` writes it; the MCP tool's compact text is shorter): about 10,000
+#: tokens, 5 % of a 200k-token context. Matches are kept in rank order while the
+#: answer fits; the first always comes back, its diffs cut further to fit.
 RECALL_CHARS = 40_000
+
+
+def match_chars(match: Match) -> int:
+    """What ``match`` adds to a recall's JSON as :data:`RECALL_CHARS` counts it: there
+    each of its lines is indented four more spaces, and it takes a comma and a new line."""
+    text = to_json(match)
+    return len(text) + 4 * text.count("\n") + 6
 
 
 class RecallResult(Shape):

@@ -168,8 +168,7 @@ def _stale(args: argparse.Namespace) -> int:
             folders = repo_folders(memos)
         else:
             with _cache(args.db, with_model=False) as cache:
-                cache.validator.progress = progress
-                report = cache.stale_report(project=args.project, root=args.root)
+                report = cache.stale_report(project=args.project, root=args.root, progress=progress)
                 if with_diffs:
                     changes = cache.stale_changes(report, args.root, limits)
     _echo(format_stale(report, args.format, changes, folders, table_width()))
@@ -276,13 +275,15 @@ def _project(value: str) -> str:
 
 
 def _limit(value: str) -> int:
+    from explomemo.errors import InputError
+    from explomemo.inputs import check_limit
+
     try:
-        number = int(value)
+        return check_limit(int(value))
     except ValueError:
         raise argparse.ArgumentTypeError(f"{value!r} is not a whole number") from None
-    if not 1 <= number <= 20:
-        raise argparse.ArgumentTypeError(f"{number} is not in the range 1 to 20")
-    return number
+    except InputError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _memo_id(value: str) -> int:
@@ -301,9 +302,16 @@ def _record_arguments(sub: argparse.ArgumentParser) -> None:
 
 
 def _recall_arguments(sub: argparse.ArgumentParser) -> None:
+    from explomemo import inputs
+
     _project_option(sub)
     _root_option(sub, CWD_ROOT)
-    sub.add_argument("--limit", type=_limit, default=5, help="1 to 20 (default: 5).")
+    sub.add_argument(
+        "--limit",
+        type=_limit,
+        default=inputs.DEFAULT_LIMIT,
+        help=f"1 to {inputs.MAX_LIMIT} (default: {inputs.DEFAULT_LIMIT}).",
+    )
     stale_choice = sub.add_mutually_exclusive_group()
     stale_choice.add_argument(
         "--include-stale",

@@ -34,14 +34,17 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from explomemo.errors import HookInputError
 from explomemo.printable import message
 from explomemo.projects import resolve_project
 from explomemo.store.database import FileRow, MemoRow, Store
+
+if TYPE_CHECKING:
+    from explomemo.shapes import StaleEntry
 
 #: Longest a hook waits for another process's lock on the database.
 BUSY_TIMEOUT_MS = 50
@@ -165,26 +168,20 @@ def _fit(text: str, limit: int) -> str:
 
 
 def _changes(
-    store: Store, root: str, files: dict[int, list[FileRow]]
-) -> dict[int, tuple[list[str], list[str]]]:
-    """Each memo's (changed, missing) files under ``root``: both empty when it is fresh."""
-    from explomemo.check.validity import Validator, expect, state_of
+    store: Store, root: str, memos: Sequence[MemoRow], files: dict[int, list[FileRow]]
+) -> dict[int, StaleEntry]:
+    """The stale ones of ``memos`` under ``root``, by id (see
+    :func:`~explomemo.check.stale.check_memos`)."""
+    from explomemo.check.stale import check_memos
+    from explomemo.check.validity import Validator
     from explomemo.files import resolve_root
 
-    where = resolve_root(root)
     validator = Validator(store)
     try:
-        seen = validator.observe(where, expect(where, [f for fs in files.values() for f in fs]))
+        report = check_memos(memos, files, resolve_root(root), validator)
     finally:
         validator.close()
-    found: dict[int, tuple[list[str], list[str]]] = {}
-    for memo_id, memo_files in files.items():
-        states = [(f.path, state_of(seen, f)) for f in memo_files]
-        found[memo_id] = (
-            [path for path, state in states if state == "changed"],
-            [path for path, state in states if state == "missing"],
-        )
-    return found
+    return {entry.id: entry for entry in report.stale}
 
 
 # session-start ---------------------------------------------------------------
@@ -202,10 +199,10 @@ def session_start(payload: dict[str, Any], db: Path | None, project: str | None)
         if not memos:
             return None
         with store.errors():
-            changes = _changes(store, root, {m.id: files.get(m.id, []) for m in memos})
+            stale = _changes(store, root, memos, files)
     finally:
         store.close()
-    fresh = [m for m in memos if changes[m.id] == ([], [])]
+    fresh = [m for m in memos if m.id not in stale]
     return _context("SessionStart", session_index(name, memos, fresh, files))
 
 
@@ -261,22 +258,23 @@ def prompt(payload: dict[str, Any], db: Path | None, project: str | None) -> Ans
                 return None
             files = store.files_of(conn, [memo.id for memo, _ in found])
         with store.errors():
-            changes = _changes(store, root, files)
+            stale = _changes(store, root, [memo for memo, _ in found], files)
     finally:
         store.close()
-    fresh = [memo for memo, _ in found if changes[memo.id] == ([], [])][:MAX_FRESH]
-    stale = [memo for memo, _ in found if changes[memo.id] != ([], [])][:MAX_STALE]
-    shown = [memo for memo, _ in found if memo in fresh or memo in stale]
-    return _context("UserPromptSubmit", prompt_context(name, shown, changes, files))
+    fresh = [memo for memo, _ in found if memo.id not in stale][:MAX_FRESH]
+    changed = [memo for memo, _ in found if memo.id in stale][:MAX_STALE]
+    shown = [memo for memo, _ in found if memo in fresh or memo in changed]
+    return _context("UserPromptSubmit", prompt_context(name, shown, stale, files))
 
 
 def prompt_context(
     project: str,
     memos: Sequence[MemoRow],
-    changes: dict[int, tuple[list[str], list[str]]],
+    stale: Mapping[int, StaleEntry],
     files: dict[int, list[FileRow]],
 ) -> str:
-    """What the prompt hook adds: each memo's id, state, question and conclusion."""
+    """What the prompt hook adds: each memo's id, state (``stale`` holds the stale ones
+    by id), question and conclusion."""
     head = (
         f"explomemo: memos of project {project!r} that may answer this prompt (matched by"
         " words). A fresh memo's files are byte-identical to when it was recorded: use its"
@@ -284,8 +282,9 @@ def prompt_context(
     )
     blocks: list[tuple[str, str]] = []
     for memo in memos:
-        changed, missing = changes[memo.id]
-        if changed or missing:
+        entry = stale.get(memo.id)
+        if entry is not None:
+            changed, missing = entry.changed, entry.missing
             what = "; ".join(
                 part
                 for part in (

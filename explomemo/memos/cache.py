@@ -29,10 +29,10 @@ from explomemo.shapes import (
     RecallResult,
     RecordedFile,
     RecordResult,
-    StaleEntry,
     StaleMemo,
     StaleReport,
     StaleResult,
+    match_chars,
     replace,
     to_json,
 )
@@ -47,13 +47,11 @@ if TYPE_CHECKING:
 
     from explomemo.changes.diffs import Limits
     from explomemo.changes.snapshots import SnapshotWriter
-    from explomemo.check.validity import Expected, Seen, Validator
+    from explomemo.check.validity import Expected, Progress, Seen, Validator
     from explomemo.recall.embeddings import Embedder
     from explomemo.recall.search import VectorHits, WordSearch
     from explomemo.recall.vectors import MemoVectors, Vectors
 
-#: At similar relevance a fresh memo ranks above a stale one: this much score.
-STALE_PENALTY = 0.05
 #: How long a recall waits for a model that is still loading before it answers by words.
 MODEL_WAIT_SECONDS = 20.0
 #: How long a recall waits for the vectors of memos this process just recorded.
@@ -466,7 +464,8 @@ class MemoCache:
         Only memos above the relevance cut-off come back; at similar relevance
         fresh ones rank first. Only the files of those memos are re-checked.
         """
-        from explomemo.recall.search import CANDIDATES, fuse
+        from explomemo.check.stale import checked_files
+        from explomemo.recall.search import CANDIDATES, fuse, ranked
         from explomemo.recall.vectors import query_vector
 
         inputs.check_text("query", query, inputs.MAX_QUERY)
@@ -497,18 +496,21 @@ class MemoCache:
             memos = {m.id: m for m in self.store.memos(conn, ids=ids)}
             files = self.store.files_of(conn, ids)
         observed = self._observe(where, [f for i in ids for f in files.get(i, [])])
-        ranked: list[tuple[bool, float, Match]] = []
+        built: dict[int, Match] = {}
+        stale_ids: set[int] = set()
         left_out = 0
         for candidate in candidates:
             memo = memos.get(candidate.id)
             if memo is None:
                 continue
-            checked = _checked(files[memo.id], observed)
+            checked = checked_files(files[memo.id], observed)
             stale = any(f.state != "unchanged" for f in checked)
             if stale and not include_stale:
                 left_out += 1
                 continue
-            match_out = Match(
+            if stale:
+                stale_ids.add(memo.id)
+            built[memo.id] = Match(
                 id=memo.id,
                 question=memo.question,
                 conclusion=memo.conclusion,
@@ -518,11 +520,8 @@ class MemoCache:
                 recorded_at=memo.recorded_at,
                 files=checked,
             )
-            ranked.append(
-                (candidate.pinned, candidate.score - (STALE_PENALTY if stale else 0.0), match_out)
-            )
-        ranked.sort(key=lambda found: (not found[0], -found[1], found[2].id))
-        shown = [m for _, _, m in ranked[:limit]]
+        order = ranked([c for c in candidates if c.id in built], stale_ids)
+        shown = [built[c.id] for c in order[:limit]]
         result = RecallResult(
             project=project,
             root=where.path,
@@ -538,7 +537,7 @@ class MemoCache:
             # Matches in rank order while the answer fits; the first always.
             room = RECALL_CHARS - used
             match = replace(found, files=describe(files[found.id], _overrun(found, room)))
-            size = _answer_chars(match)
+            size = match_chars(match)
             if matches and size > room:
                 break
             matches.append(match)
@@ -572,7 +571,9 @@ class MemoCache:
         if not changes:
             # Every file unchanged: nothing to describe (and the diff
             # machinery, a tenth of ``show``'s start-up, is not imported).
-            return lambda files, _excess: _checked(files, changes)
+            from explomemo.check.stale import checked_files
+
+            return lambda files, _excess: checked_files(files, changes)
         from explomemo.changes.diffs import AGENT_LIMITS, ChangeFinder
         from explomemo.check.validity import state_of
 
@@ -612,15 +613,11 @@ class MemoCache:
         return stale_changes(finder, report.stale, files, by_id)
 
     def _observe(self, root: Root | None, files: Iterable[FileRow]) -> dict[str, Seen]:
-        """The files that may not hold their recorded content (see :meth:`Validator.observe`).
+        """The files that may not hold their recorded content (see
+        :func:`~explomemo.check.stale.observe`)."""
+        from explomemo.check.stale import observe
 
-        Under a root that no longer exists, every file is missing.
-        """
-        if root is None:
-            return {f.path: None for f in files}
-        from explomemo.check.validity import expect
-
-        return self.validator.observe(root, expect(root, files))
+        return observe(self.validator, root, files)
 
     # Stale ---------------------------------------------------------------
 
@@ -630,27 +627,44 @@ class MemoCache:
         One stat per distinct file when nothing changed; each changed file is
         read once however many memos share it.
         """
+        from explomemo.check.stale import check_memos
+
         where = resolve_root(root)
         project = resolve_project(project, where.path)
         snapshot = self._project_files(project)
-        changes = self.validator.observe(where, snapshot.expected(where))
+        report = check_memos(
+            snapshot.memos.values(),
+            snapshot.files,
+            where,
+            self.validator,
+            expected=snapshot.expected(where),
+        )
         return StaleResult(
             project=project,
             root=where.path,
-            checked=len(snapshot.memos),
+            checked=report.checked,
             stale=[
                 StaleMemo(id=e.id, question=e.question, changed=e.changed, missing=e.missing)
-                for e in stale_entries(snapshot.affected_by(changes), snapshot.files, changes)
+                for e in report.stale
             ],
         )
 
-    def stale_report(self, *, project: str | None = None, root: str | None = None) -> StaleReport:
+    def stale_report(
+        self,
+        *,
+        project: str | None = None,
+        root: str | None = None,
+        progress: Progress | None = None,
+    ) -> StaleReport:
         """Check every memo (of a project, or all) for ``explomemo stale``.
 
         With ``root`` every memo is checked against it; without, each memo
         against the root it was recorded in (a root that no longer exists
-        makes its memos' files missing).
+        makes its memos' files missing). ``progress`` as for
+        :func:`~explomemo.check.stale.check_memos`.
         """
+        from explomemo.check.stale import check_memos
+
         if project is not None:
             project = project_name(project)
         fixed = resolve_root(root) if root is not None else None
@@ -658,17 +672,20 @@ class MemoCache:
             memos = self.store.memos(conn, project=project)
             self.require_project(conn, project, memos)
             files = self.store.all_files(conn, project)
-        groups: dict[str, list[MemoRow]] = {}
-        for memo in memos:
-            groups.setdefault(memo.root if fixed is None else "", []).append(memo)
-        entries: list[StaleEntry] = []
-        for recorded_root, group in groups.items():
-            where = fixed if fixed is not None else _recorded_root(recorded_root)
-            group_files = [f for m in group for f in files.get(m.id, [])]
-            changes = self._observe(where, group_files)
-            entries += stale_entries(group, files, changes)
-        entries.sort(key=lambda e: (e.project, e.id))
-        return StaleReport(checked=len(memos), stale=entries)
+        roots: dict[str, Root | None] = {}
+
+        def recorded(memo: MemoRow) -> Root | None:
+            if memo.root not in roots:
+                roots[memo.root] = _recorded_root(memo.root)
+            return roots[memo.root]
+
+        return check_memos(
+            memos,
+            files,
+            fixed if fixed is not None else recorded,
+            self.validator,
+            progress=progress,
+        )
 
     def require_project(
         self, conn: sqlite3.Connection, project: str | None, found: Sequence[MemoRow]
@@ -757,16 +774,9 @@ class MemoCache:
         )
 
 
-def _answer_chars(match: Match) -> int:
-    """What ``match`` adds to a recall's JSON as recall --json prints it: there each of
-    its lines is indented four more spaces, and it takes a comma and a new line."""
-    text = to_json(match)
-    return len(text) + 4 * text.count("\n") + 6
-
-
 def _overrun(match: Match, room: int) -> Callable[[list[CheckedFile]], int]:
     """How far ``match`` with the files described is over ``room`` characters."""
-    return lambda files: _answer_chars(replace(match, files=files)) - room
+    return lambda files: match_chars(replace(match, files=files)) - room
 
 
 #: How many of a source's project names a refused ``--project`` lists.
@@ -809,43 +819,3 @@ def _recorded_root(path: str) -> Root | None:
         return resolve_root(path)
     except PathError:
         return None
-
-
-def _checked(files: Sequence[FileRow], changes: dict[str, Seen]) -> list[CheckedFile]:
-    from explomemo.check.validity import state_of
-
-    return [
-        CheckedFile(path=f.path, sha256=f.sha256, size=f.size, state=state_of(changes, f))
-        for f in files
-    ]
-
-
-def stale_entries(
-    memos: Iterable[MemoRow], files: dict[int, list[FileRow]], changes: dict[str, Seen]
-) -> list[StaleEntry]:
-    """The stale ones among ``memos`` (with their changed and missing files), given
-    the paths that may not hold their recorded content (``changes``, from
-    :meth:`Validator.observe`)."""
-    from explomemo.check.validity import state_of
-
-    stale: list[StaleEntry] = []
-    for memo in memos:
-        changed: list[str] = []
-        missing: list[str] = []
-        for f in files.get(memo.id, ()):
-            state = state_of(changes, f)
-            if state == "missing":
-                missing.append(f.path)
-            elif state == "changed":
-                changed.append(f.path)
-        if changed or missing:
-            stale.append(
-                StaleEntry(
-                    id=memo.id,
-                    project=memo.project,
-                    question=memo.question,
-                    changed=changed,
-                    missing=missing,
-                )
-            )
-    return stale

@@ -29,7 +29,8 @@ from typing import TYPE_CHECKING, Any
 
 from explomemo import inputs
 from explomemo.atomic import Naming, replace_file
-from explomemo.check.validity import Progress, Seen, Validator, expect
+from explomemo.check.stale import check_memos
+from explomemo.check.validity import Progress, Validator
 from explomemo.errors import ExportFileError, InputError, PathError
 from explomemo.files import (
     MAX_PATH_CHARS,
@@ -38,7 +39,7 @@ from explomemo.files import (
     check_text_path,
     resolve_root,
 )
-from explomemo.memos.cache import MemoCache, require_project, stale_entries
+from explomemo.memos.cache import MemoCache, require_project
 from explomemo.printable import json_text
 from explomemo.projects import work_tree_top
 from explomemo.shapes import (
@@ -46,7 +47,6 @@ from explomemo.shapes import (
     ExportedFile,
     ExportedMemo,
     ImportResult,
-    StaleEntry,
     StaleReport,
     to_dict,
 )
@@ -451,11 +451,11 @@ def stale_from_export(
         _write_export_fix(project, source),
     )
     roots = _memo_roots(chosen, root)
-    groups: dict[Root | None, list[MemoRow]] = {}
+    rows: list[MemoRow] = []
     files: dict[int, list[FileRow]] = {}
     for memo in chosen:
         where = roots[memo.id]
-        groups.setdefault(where, []).append(
+        rows.append(
             MemoRow(
                 memo.id,
                 memo.project,
@@ -466,20 +466,11 @@ def stale_from_export(
             )
         )
         files[memo.id] = _file_rows(memo)
-    stale: list[StaleEntry] = []
-    validator = Validator(None, progress=progress)
+    validator = Validator(None)
     try:
-        for where, rows in groups.items():
-            group_files = [f for row in rows for f in files[row.id]]
-            if where is None:
-                changes: dict[str, Seen] = {f.path: None for f in group_files}
-            else:
-                changes = validator.observe(where, expect(where, group_files))
-            stale += stale_entries(rows, files, changes)
+        return check_memos(rows, files, lambda row: roots[row.id], validator, progress=progress)
     finally:
         validator.close()
-    stale.sort(key=lambda e: (e.project, e.id))
-    return StaleReport(checked=len(chosen), stale=stale)
 
 
 def _write_export_fix(project: str | None, source: Path | None) -> str:

@@ -53,7 +53,7 @@ STOP_WORDS = words.STOP_WORDS | words.TASK_WORDS
 _WORD = re.compile(r"[^\W_]+")
 
 
-def content_words(text: str) -> dict[str, str]:
+def content_stems(text: str) -> dict[str, str]:
     """``text``'s content words by stem (the first word of each stem), in order."""
     found: dict[str, str] = {}
     for word in _WORD.findall(text.lower()):
@@ -102,7 +102,7 @@ def answering(
     store: Store, conn: sqlite3.Connection, project: str, prompt: str
 ) -> list[tuple[MemoRow, float]]:
     """The project's memos that answer ``prompt``, best first, each with its score."""
-    content = dict(list(content_words(prompt).items())[:MAX_WORDS])
+    content = dict(list(content_stems(prompt).items())[:MAX_WORDS])
     rarity = _Rarity(store, conn)
     known = [word for word in content.values() if rarity.count(word)]
     if not known:
@@ -123,7 +123,7 @@ def answering(
         prompt_side = _coverage(weights, all_stems(text))
         if prompt_side < CUTOFF:
             continue  # the score is at most the prompt coverage
-        question = {s: rarity.of(word) for s, word in content_words(memo.question).items()}
+        question = {s: rarity.of(word) for s, word in content_stems(memo.question).items()}
         score = min(prompt_side, _coverage(question, prompt_stems))
         if score < CUTOFF and memo_id in named:
             score = prompt_side

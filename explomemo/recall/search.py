@@ -1,4 +1,4 @@
-"""Search by meaning and by words, fused, with a relevance cut-off.
+"""Search by meaning and by words, fused and ranked, with a relevance cut-off.
 
 Vectors of a project's memos are kept in one contiguous int8 matrix in
 memory, built once from the store and rebuilt only when the database changed.
@@ -12,6 +12,8 @@ are unknown to every memo; without a model, the word score alone. A memo
 below the cut-off is not returned, so an unrelated query gets nothing; with a
 model, neither is any memo when the best one does not stand out from the
 project's memos (a question of the project's domain that no memo answers).
+The one ranking is :func:`ranked`: pinned memos first, then by score, a stale
+memo scoring a little less.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import math
 import re
 import sqlite3
 import threading
-from collections.abc import Iterable
+from collections.abc import Container, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
@@ -41,6 +43,8 @@ if TYPE_CHECKING:
 FUSED_CUTOFF = 0.22
 #: Weight of the word score in the fused score.
 WORDS_WEIGHT = 0.25
+#: At similar relevance a fresh memo ranks above a stale one: this much score.
+STALE_PENALTY = 0.05
 #: A memo's vector score is the better of its two cosines, the question's
 #: less this much: a query asked like the memo's question is found by it,
 #: while a short question vector, closer to every short query, does not
@@ -93,7 +97,7 @@ CANDIDATES = 60
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
 
 
-def content_words(text: str) -> list[str]:
+def query_words(text: str) -> list[str]:
     """The query's words that carry meaning: lower-cased, no stop words, no duplicates."""
     words = [w for w in _WORD.findall(text.lower()) if w not in STOP_WORDS and len(w) > 1]
     return list(dict.fromkeys(words))
@@ -404,7 +408,7 @@ class WordSearch:
         as of 50,000; BM25 breaks ties between memos that cover the same words.
         """
         names, pinned = _identifier_scores(store, conn, project, query)
-        words = content_words(query)[:MAX_QUERY_WORDS]
+        words = query_words(query)[:MAX_QUERY_WORDS]
         if not words:
             return WordScores({}, identifiers=names, pinned=pinned)
         total, frequencies = self._frequencies_of(store, conn, words)
@@ -547,8 +551,19 @@ def fuse(vector_hits: VectorHits | None, words: WordScores) -> list[Candidate]:
             else:
                 matched = "embedding"
             found.append(Candidate(memo_id, round(score, 4), matched, pinned))
-    found.sort(key=lambda c: (not c.pinned, -c.score, c.id))
-    return found
+    return ranked(found)
+
+
+def ranked(candidates: Iterable[Candidate], stale: Container[int] = ()) -> list[Candidate]:
+    """``candidates`` in the order recall returns them: pinned ones first, then best
+    first, a memo whose id is in ``stale`` scoring STALE_PENALTY less, then by id.
+
+    :func:`fuse` orders its candidates so before their files are checked.
+    """
+    return sorted(
+        candidates,
+        key=lambda c: (not c.pinned, -(c.score - (STALE_PENALTY if c.id in stale else 0.0)), c.id),
+    )
 
 
 def _stands_out(vector_hits: VectorHits, raw: Iterable[tuple[float, float]]) -> bool:
