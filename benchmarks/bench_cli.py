@@ -58,7 +58,8 @@ from _corpus import make_pool, memo_text, queries
 from bench_stale import change_bytes, reference_times, wait_until_not_racy
 
 from explomemo import inputs
-from explomemo.memos.cache import FixedModel, MemoCache, now_iso
+from explomemo.memos.cache import MemoCache, now_iso
+from explomemo.recall.sources import FixedModel
 from explomemo.store.database import Store
 
 PROJECT = "bench-cli"

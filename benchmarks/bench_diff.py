@@ -48,7 +48,8 @@ TEXT_SUFFIXES = {".py", ".md", ".txt", ".toml", ".cfg", ".rst", ".in", ".ini", "
 WORKER = r"""
 import json, sys, time
 from pathlib import Path
-from explomemo.memos.cache import FixedModel, MemoCache
+from explomemo.memos.cache import MemoCache
+from explomemo.recall.sources import FixedModel
 plan = json.loads(sys.stdin.read())
 PAUSE = plan["pause"]
 times, background = [], []
@@ -178,7 +179,8 @@ def check_releases(
 ) -> list[list[object]]:
     """Record at the oldest release (with and without snapshots); check at each later one."""
     from explomemo.changes.diffs import NO_LIMITS
-    from explomemo.memos.cache import FixedModel, MemoCache
+    from explomemo.memos.cache import MemoCache
+    from explomemo.recall.sources import FixedModel
 
     git(repo, "checkout", "-q", commits[0])
     caches = {}

@@ -169,7 +169,8 @@ def library_and_numpy(
     """References: the same recall without MCP, and a bare numpy top-k over the matrix."""
     import numpy as np
 
-    from explomemo.memos.cache import FixedModel, MemoCache
+    from explomemo.memos.cache import MemoCache
+    from explomemo.recall.sources import FixedModel
 
     with MemoCache.open(db, FixedModel(embedder)) as cache:
         texts = queries(calls + 2, offset)

@@ -50,7 +50,8 @@ from _common import (
 )
 
 from explomemo.check.hashing import COUNTERS
-from explomemo.memos.cache import FixedModel, MemoCache
+from explomemo.memos.cache import MemoCache
+from explomemo.recall.sources import FixedModel
 from explomemo.shapes import StaleResult
 
 PROJECT = "bench-stale"

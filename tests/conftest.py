@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 
 from explomemo.cli.main import main
-from explomemo.memos.cache import FixedModel, MemoCache
+from explomemo.memos.cache import MemoCache
 from explomemo.recall.embeddings import Embedder, load_embedder
+from explomemo.recall.sources import FixedModel
 
 
 def git(repo: Path, *args: str) -> str:

@@ -23,7 +23,8 @@ from typing import Any
 
 import pytest
 
-from explomemo.memos.cache import FixedModel, MemoCache
+from explomemo.memos.cache import MemoCache
+from explomemo.recall.sources import FixedModel
 
 PYTHON = sys.executable
 EMBEDDINGS_OFF = {"EXPLOMEMO_EMBEDDINGS": "off"}
@@ -324,7 +325,8 @@ CHILD_SOURCE = r"""
 import json, os, random, sys, time, traceback
 from pathlib import Path
 os.environ["EXPLOMEMO_EMBEDDINGS"] = "off"
-from explomemo.memos.cache import FixedModel, MemoCache
+from explomemo.memos.cache import MemoCache
+from explomemo.recall.sources import FixedModel
 
 role, db, root, k = sys.argv[1], Path(sys.argv[2]), sys.argv[3], int(sys.argv[4])
 count = int(sys.argv[5]) if role in ("writer", "opener") else 0

@@ -7,9 +7,10 @@ from pathlib import Path
 
 from fakes import FakeEmbedder
 
-from explomemo.memos.cache import FixedModel, MemoCache
+from explomemo.memos.cache import MemoCache
 from explomemo.recall import search
 from explomemo.recall.search import VectorHits, WordScores, fuse
+from explomemo.recall.sources import FixedModel
 
 
 def hits(scores: dict[int, float]) -> VectorHits:

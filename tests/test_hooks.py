@@ -16,7 +16,8 @@ from conftest import Repo
 
 from explomemo.check import validity
 from explomemo.clients.hooks import BUSY_TIMEOUT_MS, INDEX_BYTES, PROMPT_BYTES, run_hook
-from explomemo.memos.cache import FixedModel, MemoCache
+from explomemo.memos.cache import MemoCache
+from explomemo.recall.sources import FixedModel
 
 MEMOS = [
     (

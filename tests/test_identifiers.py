@@ -22,8 +22,9 @@ from fakes import FakeEmbedder
 
 from explomemo.changes.snapshots import SnapshotWriter
 from explomemo.identifiers import identifiers, memo_identifiers, name_parts
-from explomemo.memos.cache import FixedModel, MemoCache
+from explomemo.memos.cache import MemoCache
 from explomemo.recall import search
+from explomemo.recall.sources import FixedModel
 from explomemo.store import database as store_module
 from explomemo.store.database import Store, load_migrations
 

@@ -16,10 +16,11 @@ import pytest
 from fakes import FakeEmbedder
 
 from explomemo.errors import ModelError
-from explomemo.memos.cache import FixedModel, MemoCache
+from explomemo.memos.cache import MemoCache
 from explomemo.recall import embeddings, search
 from explomemo.recall import vectors as vectors_module
 from explomemo.recall.embeddings import DEFAULT_MODEL_ID, Embedder, load_embedder
+from explomemo.recall.sources import FixedModel
 
 MEMOS = {
     "auth": (

@@ -33,7 +33,8 @@ from reliability_helpers import (
 )
 
 from explomemo.changes import snapshots
-from explomemo.memos.cache import FixedModel, MemoCache
+from explomemo.memos.cache import MemoCache
+from explomemo.recall.sources import FixedModel
 from explomemo.shapes import CheckedFile
 
 RECORD = "memory_exploration_record"

@@ -13,7 +13,8 @@ import xxhash
 from explomemo.check import validity
 from explomemo.check.hashing import COUNTERS
 from explomemo.files import resolve_root
-from explomemo.memos.cache import FixedModel, MemoCache
+from explomemo.memos.cache import MemoCache
+from explomemo.recall.sources import FixedModel
 from explomemo.store.database import FileRow
 
 

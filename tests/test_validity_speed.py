@@ -26,7 +26,8 @@ from reliability_helpers import SECRET
 from explomemo.check import hashing, readers, validity
 from explomemo.check.hashing import CHUNK, COUNTERS, hash_fd, xxh3_fd
 from explomemo.files import Opener, Refused, open_regular, resolve_root
-from explomemo.memos.cache import FixedModel, MemoCache
+from explomemo.memos.cache import MemoCache
+from explomemo.recall.sources import FixedModel
 from explomemo.store.database import FileRow, StatRow, Store
 
 INSIDE = b"inside root\n"

@@ -31,7 +31,8 @@ sys.path.insert(0, str(HERE.parent / "recall_quality"))
 from run import fetch_codebase  # noqa: E402  (the recall benchmark's downloader)
 
 from explomemo.clients.hooks import prompt  # noqa: E402
-from explomemo.memos.cache import FixedModel, MemoCache  # noqa: E402
+from explomemo.memos.cache import MemoCache  # noqa: E402
+from explomemo.recall.sources import FixedModel  # noqa: E402
 
 SHOWN = re.compile(r"^\[memo (\d+), ", re.MULTILINE)
 

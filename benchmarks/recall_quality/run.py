@@ -38,9 +38,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from explomemo.memos.cache import FixedModel, MemoCache
+from explomemo.memos.cache import MemoCache
 from explomemo.recall import search
 from explomemo.recall.embeddings import load_embedder
+from explomemo.recall.sources import FixedModel
 
 HERE = Path(__file__).resolve().parent
 GOALS = {"recall@1": 0.90, "recall@3": 0.97, "unrelated_empty": 0.8, "words_recall@1": 0.60}

@@ -48,9 +48,9 @@ import numpy as np
 import numpy.typing as npt
 from run import HERE, QUERY_SETS, QuerySet, fetch_codebase, record_memos
 
-from explomemo.memos.cache import FixedModel
 from explomemo.recall import search
 from explomemo.recall.embeddings import load_embedder
+from explomemo.recall.sources import FixedModel
 from explomemo.recall.vectors import query_vector
 
 Cosines = npt.NDArray[np.float32]

@@ -82,7 +82,8 @@ def _err(text: str) -> None:
 
 @contextmanager
 def _cache(db: Path | None, with_model: bool) -> Iterator[MemoCache]:
-    from explomemo.memos.cache import FixedModel, MemoCache
+    from explomemo.memos.cache import MemoCache
+    from explomemo.recall.sources import FixedModel
 
     model = FixedModel(None)
     if with_model:

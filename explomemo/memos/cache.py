@@ -13,12 +13,13 @@ import os
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Generic, TypeVar
 
 from explomemo import inputs
 from explomemo.errors import NotFoundError, PathError
 from explomemo.files import Opener, Refused, Root, relative_path, resolve_root
 from explomemo.projects import project_name, resolve_project
+from explomemo.recall.sources import FixedModel, ModelSource
 from explomemo.shapes import (
     RECALL_CHARS,
     CheckedFile,
@@ -56,52 +57,6 @@ if TYPE_CHECKING:
 MODEL_WAIT_SECONDS = 20.0
 #: How long a recall waits for the vectors of memos this process just recorded.
 VECTOR_WAIT_SECONDS = 20.0
-
-
-class ModelSource(Protocol):
-    """Where the embedder comes from: loaded in the background, or given."""
-
-    @property
-    def enabled(self) -> bool:
-        """False when embeddings are off."""
-        ...
-
-    def ready(self) -> Embedder | None:
-        """The embedder if available now."""
-        ...
-
-    def wait(self, timeout: float | None) -> Embedder | None:
-        """The embedder, waiting up to ``timeout`` seconds."""
-        ...
-
-    def when_loaded(self, callback: Callable[[Embedder], None]) -> None:
-        """Call ``callback`` with the embedder once it is loaded (at once if it is)."""
-        ...
-
-
-class FixedModel:
-    """A ModelSource for an embedder already in hand (or None: words only)."""
-
-    def __init__(self, embedder: Embedder | None) -> None:
-        self.embedder = embedder
-
-    @property
-    def enabled(self) -> bool:
-        """True when there is an embedder."""
-        return self.embedder is not None
-
-    def ready(self) -> Embedder | None:
-        """The embedder."""
-        return self.embedder
-
-    def wait(self, timeout: float | None) -> Embedder | None:
-        """The embedder, at once."""
-        return self.embedder
-
-    def when_loaded(self, callback: Callable[[Embedder], None]) -> None:
-        """Call ``callback`` with the embedder now, if there is one."""
-        if self.embedder is not None:
-            callback(self.embedder)
 
 
 def now_iso() -> str:
