@@ -1,5 +1,5 @@
-"""A recall's whole answer stays within its size budget, diffs and all (README, "Limits of
-what an agent gets"): through the CLI's ``recall --json`` and a real MCP client over stdio.
+"""A recall's whole answer stays within its size budget, diffs and all (docs/reference.md,
+"Limits"): through the CLI's ``recall --json`` and a real MCP client over stdio.
 """
 
 from __future__ import annotations
