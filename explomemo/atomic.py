@@ -5,9 +5,15 @@ The new content is written to a file of a random name next to the target
 ever written through), flushed to disk, then renamed over the target: a
 reader sees the old file or the new one, never half of either. The target
 keeps its permissions (and its owner when the user may set it); a new file
-gets ``0666`` less the umask, as any program's would. A symbolic link is
-written through: the file it leads to is replaced and the link stays.
-Refused, before anything is opened: a target that is not a regular file (a
+gets ``0666`` less the umask, as any program's would.
+
+Every write names the folder it must stay in (the project folder, the work
+tree an export stands in), and :func:`leads_out` is the one rule for links: a
+symbolic link on the way (the file's own, or a folder's) is followed only
+while it leads to a place inside that folder; the file it leads to is then
+replaced and the link stays. A repository can commit a link, and a link
+leading out of it would have a command rewrite a file of the user's own.
+Refused too, before anything is opened: a target that is not a regular file (a
 directory, FIFO, socket or device: a FIFO opened for writing would block), a
 link to a file that does not exist, and a path that leads into ``/proc`` (as
 ``/dev/stdout`` does: a file renamed there would replace whatever the shell
@@ -39,13 +45,14 @@ class Naming:
     instead: str
 
 
-def replace_file(target: Path, data: bytes, naming: Naming) -> Path:
-    """Replace ``target`` (links followed) with ``data``; returns the path of the file written.
+def replace_file(target: Path, data: bytes, naming: Naming, *, within: Path) -> Path:
+    """Replace ``target`` (links followed while they stay inside ``within``) with ``data``;
+    returns the path of the file written.
 
     A failed write (a full disk, a file size limit) leaves the previous file
     as it was and removes the staging file.
     """
-    final, owner = writable_target(target, naming)
+    final, owner = writable_target(target, naming, within)
     try:
         final.parent.mkdir(parents=True, exist_ok=True)
         staging = final.with_name(f".{final.name}.{secrets.token_hex(6)}.tmp")
@@ -85,9 +92,20 @@ class Owner:
     gid: int
 
 
-def writable_target(target: Path, naming: Naming) -> tuple[Path, Owner | None]:
-    """The regular file a write to ``target`` replaces (links followed), and its owner and
-    permissions when it exists; a refusal (see the module) otherwise."""
+def leads_out(path: Path, within: Path) -> str | None:
+    """Where ``path`` really is, when a symbolic link on its way (its own, or a folder's)
+    leads out of the folder ``within``; None when it stays inside."""
+    reached = os.path.realpath(path)
+    home = os.path.realpath(within)
+    if reached == home or reached.startswith(home.rstrip("/") + "/"):
+        return None
+    return reached
+
+
+def writable_target(target: Path, naming: Naming, within: Path) -> tuple[Path, Owner | None]:
+    """The regular file a write to ``target`` replaces (links followed while they stay inside
+    ``within``), and its owner and permissions when it exists; a refusal (see the module)
+    otherwise."""
     if _through_proc(str(target)):
         raise naming.error(
             f"{naming.what} {target} leads to a process's open file through /proc (as"
@@ -101,6 +119,7 @@ def writable_target(target: Path, naming: Naming) -> tuple[Path, Owner | None]:
                 f"{naming.what} {target} is a symbolic link to a file that does not exist:"
                 f" {naming.instead}"
             ) from None
+        _refuse_a_link_out(target, naming, within)
         return Path(os.path.realpath(target)), None
     except OSError as exc:
         raise naming.error(
@@ -111,9 +130,19 @@ def writable_target(target: Path, naming: Naming) -> tuple[Path, Owner | None]:
             f"{naming.what} {target} is {file_kind(found.st_mode)}, not a regular file:"
             f" {naming.instead}"
         )
+    _refuse_a_link_out(target, naming, within)
     return Path(os.path.realpath(target)), Owner(
         stat.S_IMODE(found.st_mode), found.st_uid, found.st_gid
     )
+
+
+def _refuse_a_link_out(target: Path, naming: Naming, within: Path) -> None:
+    out = leads_out(target, within)
+    if out is not None:
+        raise naming.error(
+            f"{naming.what} {target} is a symbolic link that leads out of {within} (to {out}):"
+            f" replace the link with a file of its own, or {naming.instead}"
+        )
 
 
 def _through_proc(path: str) -> bool:

@@ -341,17 +341,16 @@ class ExportedFile(Shape):
 class ExportedMemo(Shape):
     """One line of ``explomemo export``: a memo with everything needed to check it.
 
-    An export holds no absolute root; ``root`` is read from exports written by
-    earlier versions, never written. ``root_in_repo`` is the memo's root relative
-    to the top of the git work tree it was recorded in, left out for a memo
-    recorded at the top or outside git (``.``, the top, is read too).
+    An export holds no absolute root (the ``root`` that earlier versions wrote is
+    ignored when read: a root is never taken from a file). ``root_in_repo`` is the
+    memo's root relative to the top of the git work tree it was recorded in, left out
+    for a memo recorded at the top or outside git (``.``, the top, is read too).
     """
 
     id: int
     project: str
     question: str
     conclusion: str
-    root: str | None = shown_when(lambda m: m.root is not None, "Recorded root (old exports).")
     root_in_repo: str | None = shown_when(
         lambda m: m.root_in_repo is not None,
         "The recorded root relative to the top of its git work tree, below the top.",

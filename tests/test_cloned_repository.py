@@ -46,6 +46,8 @@ def hostile_clone(tmp_path: Path, links: dict[str, Path]) -> Path:
         link = upstream.path / rel
         link.parent.mkdir(parents=True, exist_ok=True)
         link.symlink_to(target)
+        # Forced: Claude Code puts its local settings in the user's global git ignore.
+        git(upstream.path, "add", "-f", rel)
     upstream.commit("a helpful project")
     clone = tmp_path / "src" / "app"
     clone.parent.mkdir(parents=True)
@@ -59,7 +61,6 @@ def user_files(home: Path) -> dict[str, str]:
     return {rel: (home / rel).read_text() for rel in USER_FILES}
 
 
-@pytest.mark.xfail(strict=True, reason="setup writes through a committed link to a file")
 @pytest.mark.parametrize(
     ("client", "rel", "user_file"),
     [
@@ -98,7 +99,6 @@ def test_setup_refuses_a_committed_link_to_the_users_configuration(
     assert str(home / user_file) in result.stderr
 
 
-@pytest.mark.xfail(strict=True, reason="export -o writes through a committed link")
 def test_export_refuses_a_committed_link_out_of_the_work_tree(
     tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -147,7 +147,6 @@ def test_export_writes_through_a_link_inside_the_work_tree(
     assert '"question":"Q?"' in (clone / "shared" / "memos.jsonl").read_text()
 
 
-@pytest.mark.xfail(strict=True, reason="import trusts an absolute root from an export line")
 def test_import_never_takes_an_absolute_root_from_the_file(
     tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -191,7 +190,6 @@ def test_import_never_takes_an_absolute_root_from_the_file(
         assert "PRIVATE KEY" not in text
 
 
-@pytest.mark.xfail(strict=True, reason="a CI gate over nothing passes")
 def test_a_ci_gate_over_an_empty_export_fails(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -203,12 +201,10 @@ def test_a_ci_gate_over_an_empty_export_fails(
     assert result.exit_code == 2, result.output
     assert result.stderr == (
         "explomemo: error: export file memos.jsonl holds no memo, so there is nothing to"
-        " check: export the project's memos into it (explomemo export --project P -o"
-        " memos.jsonl)\n"
+        " check: write it with explomemo export --project P -o memos.jsonl\n"
     )
 
 
-@pytest.mark.xfail(strict=True, reason="read-only commands create a missing database")
 @pytest.mark.parametrize(
     "command", [["stale", "--check"], ["stale"], ["list"], ["show", "1"], ["diff", "1"], ["export"]]
 )

@@ -26,11 +26,13 @@ REFERENCE = TOP / "docs" / "reference.md"
 README = TOP / "README.md"
 EXPLOMEMO = TOP / "explomemo"
 DOCS = sorted((TOP / "docs").glob("*.md"))
-#: Every Markdown page of the repository that is ours (not a dependency's).
+#: Every Markdown page of the repository that is ours (not a dependency's, nor the copy
+#: of the repository a mutation run works in).
 PAGES = sorted(
     p
     for p in TOP.rglob("*.md")
     if not {".venv", ".git", "node_modules", ".pytest_cache"} & set(p.relative_to(TOP).parts)
+    and not p.relative_to(TOP).is_relative_to("benchmarks/mutation/work")
 )
 
 #: Each row of the Limits tables of docs/reference.md, by its first cell, and the constants

@@ -81,7 +81,9 @@ def _err(text: str) -> None:
 
 
 @contextmanager
-def _cache(db: Path | None, with_model: bool) -> Iterator[MemoCache]:
+def _cache(db: Path | None, with_model: bool, create: bool = True) -> Iterator[MemoCache]:
+    """The memo cache of ``db``; a command that only reads passes ``create`` False, so a
+    misspelt path is refused, not created."""
     from explomemo.memos.cache import MemoCache
     from explomemo.recall.sources import FixedModel
 
@@ -94,7 +96,7 @@ def _cache(db: Path | None, with_model: bool) -> Iterator[MemoCache]:
             model = FixedModel(load_embedder())
         except ModelError as exc:
             _err(f"warning: {exc}; searching by words only")
-    with MemoCache.open(db, model) as cache:
+    with MemoCache.open(db, model, create=create) as cache:
         yield cache
 
 
@@ -162,14 +164,24 @@ def _stale(args: argparse.Namespace) -> int:
 
             memos = read_export(args.from_file)
             report = stale_from_export(
-                memos, args.root, progress, project=args.project, source=args.from_file
+                memos,
+                args.root,
+                progress,
+                project=args.project,
+                source=args.from_file,
+                require_memos=args.check,
             )
             if with_diffs:
                 changes = export_changes(memos, report, args.root, limits)
             folders = repo_folders(memos)
         else:
-            with _cache(args.db, with_model=False) as cache:
-                report = cache.stale_report(project=args.project, root=args.root, progress=progress)
+            with _cache(args.db, with_model=False, create=False) as cache:
+                report = cache.stale_report(
+                    project=args.project,
+                    root=args.root,
+                    progress=progress,
+                    require_memos=args.check,
+                )
                 if with_diffs:
                     changes = cache.stale_changes(report, args.root, limits)
     _echo(format_stale(report, args.format, changes, folders, table_width()))
@@ -180,7 +192,7 @@ def _list(args: argparse.Namespace) -> int:
     from explomemo.cli.report import list_table, table_width
     from explomemo.shapes import to_json
 
-    with _cache(args.db, with_model=False) as cache:
+    with _cache(args.db, with_model=False, create=False) as cache:
         memos = cache.list(project=args.project)
     _echo(to_json(memos) if args.json else list_table(memos, table_width()))
     return EXIT_OK
@@ -190,7 +202,7 @@ def _show(args: argparse.Namespace) -> int:
     from explomemo.cli.report import show_text
     from explomemo.shapes import to_json
 
-    with _cache(args.db, with_model=False) as cache:
+    with _cache(args.db, with_model=False, create=False) as cache:
         memo = cache.show(args.id, root=args.root)
     _echo(to_json(memo) if args.json else show_text(memo))
     return EXIT_OK
@@ -200,7 +212,7 @@ def _diff(args: argparse.Namespace) -> int:
     from explomemo.changes.diffs import NO_LIMITS
     from explomemo.cli.report import diff_text
 
-    with _cache(args.db, with_model=False) as cache:
+    with _cache(args.db, with_model=False, create=False) as cache:
         memo = cache.show(args.id, root=args.root, limits=NO_LIMITS)
     from explomemo.stdout import takes_colour
 
@@ -220,7 +232,7 @@ def _forget(args: argparse.Namespace) -> int:
 def _export(args: argparse.Namespace) -> int:
     from explomemo.memos.exchange import export_memos, write_export
 
-    with _cache(args.db, with_model=False) as cache:
+    with _cache(args.db, with_model=False, create=False) as cache:
         text = "".join(line + "\n" for line in export_memos(cache, args.project))
     write_export(args.output, text)
     return EXIT_OK
@@ -382,8 +394,8 @@ def _import_arguments(sub: argparse.ArgumentParser) -> None:
     sub.add_argument("file", type=_path, metavar="FILE")
     _root_option(
         sub,
-        "The imported memos' root (default: the root an old export names, else the current"
-        " directory).",
+        "The imported memos' root (default: the current directory; memos recorded below the"
+        " top of their work tree go below the top of this one).",
     )
 
 

@@ -48,7 +48,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from explomemo.atomic import Naming, replace_file
+from explomemo.atomic import Naming, leads_out, replace_file
 from explomemo.errors import SetupError
 from explomemo.files import check_text_path, file_kind
 from explomemo.printable import block, message, no_workflow_commands
@@ -145,7 +145,9 @@ def setup(
         lines.append("dry run: nothing was written.")
         return lines
     for change in changes:
-        written = replace_file(change.path, change.after.encode("utf-8"), CONFIG_FILE)
+        written = replace_file(
+            change.path, change.after.encode("utf-8"), CONFIG_FILE, within=folder
+        )
         through = "" if written == change.path else f" (through its link, to {written})"
         lines.append(message(f"wrote {change.path}{through}"))
     for argv in plan.commands:
@@ -216,23 +218,24 @@ CONFIG_FILE = Naming(
 
 
 def config_path(folder: Path, *parts: str) -> Path:
-    """A configuration file in the project folder, refused when a folder on its way is a
-    symbolic link that leads out of it.
+    """A configuration file in the project folder, refused when it, or a folder on its way,
+    is a symbolic link that leads out of it (:func:`~explomemo.atomic.leads_out`).
 
-    A cloned repository may commit ``.cursor`` as a link to ``~/.cursor``:
-    setup would then rewrite the user's own configuration, not the project's.
-    A link to a file is followed (its file is rewritten, the link stays):
-    that is how a configuration kept in a dotfiles repository is shared.
+    A cloned repository may commit ``.cursor`` as a link to ``~/.cursor``, or
+    ``.cursor/mcp.json`` as a link to ``~/.cursor/mcp.json``: setup would then
+    rewrite the user's own configuration, not the project's. A link that stays
+    inside the project is followed (its file is rewritten, the link stays).
     """
     path = folder.joinpath(*parts)
-    home = os.path.realpath(folder)
-    reached = os.path.realpath(path.parent)
-    if reached != home and not reached.startswith(home.rstrip("/") + "/"):
-        raise SetupError(
-            f"{path.parent} is a symbolic link that leads out of the project folder {folder}"
-            f" (to {reached}): setup would change {Path(reached, path.name)} there, not the"
-            f" project's; replace the link with a folder of the project, then run setup again"
-        )
+    for link, kind in ((path.parent, "folder"), (path, "file")):
+        reached = leads_out(link, folder)
+        if reached is not None:
+            changed = Path(reached, path.name) if kind == "folder" else Path(reached)
+            raise SetupError(
+                f"{link} is a symbolic link that leads out of the project folder {folder}"
+                f" (to {reached}): setup would change {changed} there, not the project's;"
+                f" replace the link with a {kind} of the project, then run setup again"
+            )
     return path
 
 

@@ -191,13 +191,16 @@ class MemoCache:
         db_path: Path | None = None,
         model: ModelSource | None = None,
         snapshots: bool | None = None,
+        *,
+        create: bool = True,
     ) -> MemoCache:
         """Open the database at ``db_path`` (default: EXPLOMEMO_DB or the user data dir).
 
         ``snapshots`` False keeps no content snapshots (default: on unless
-        ``EXPLOMEMO_SNAPSHOTS=off``).
+        ``EXPLOMEMO_SNAPSHOTS=off``). Without ``create``, a database that does
+        not exist is refused rather than created (for commands that only read).
         """
-        return cls(Store.open(db_path), model, snapshots)
+        return cls(Store.open(db_path, create=create), model, snapshots)
 
     def __enter__(self) -> MemoCache:
         return self
@@ -610,13 +613,16 @@ class MemoCache:
         project: str | None = None,
         root: str | None = None,
         progress: Progress | None = None,
+        require_memos: bool = False,
     ) -> StaleReport:
         """Check every memo (of a project, or all) for ``explomemo stale``.
 
         With ``root`` every memo is checked against it; without, each memo
         against the root it was recorded in (a root that no longer exists
         makes its memos' files missing). ``progress`` as for
-        :func:`~explomemo.check.stale.check_memos`.
+        :func:`~explomemo.check.stale.check_memos`. With ``require_memos`` (a
+        CI gate: a check of nothing must not pass) a database without memos is
+        refused.
         """
         from explomemo.check.stale import check_memos
 
@@ -627,6 +633,11 @@ class MemoCache:
             memos = self.store.memos(conn, project=project)
             self.require_project(conn, project, memos)
             files = self.store.all_files(conn, project)
+        if require_memos and not memos:
+            raise NotFoundError(
+                f"database {self.store.path} holds no memo, so there is nothing to check:"
+                " record memos first, or check the database path (--db, $EXPLOMEMO_DB)"
+            )
         roots: dict[str, Root | None] = {}
 
         def recorded(memo: MemoRow) -> Root | None:

@@ -31,7 +31,7 @@ from explomemo import inputs
 from explomemo.atomic import Naming, replace_file
 from explomemo.check.stale import check_memos
 from explomemo.check.validity import Progress, Validator
-from explomemo.errors import ExportFileError, InputError, PathError
+from explomemo.errors import ExportFileError, InputError, NotFoundError, PathError
 from explomemo.files import (
     MAX_PATH_CHARS,
     MAX_ROOT_CHARS,
@@ -163,7 +163,8 @@ def write_export(target: Path | None, text: str) -> None:
     A failed write (a full disk, a file size limit) is an error, never a
     silent half export. A file is replaced whole or not at all (written next
     to it, then renamed over it) and keeps its permissions; a symbolic link
-    is written through (the file it leads to is replaced, the link stays).
+    is written through (the file it leads to is replaced, the link stays)
+    only while it leads inside :func:`export_folder`.
     Anything that is not a regular file (a device, a FIFO, ``/dev/stdout``
     when standard output is not a file) is refused.
     """
@@ -180,7 +181,24 @@ def write_export(target: Path | None, text: str) -> None:
                 " raise the file size limit where it goes, or write it with -o FILE"
             ) from exc
         return
-    replace_file(target, text.encode("utf-8"), _EXPORT_FILE)
+    replace_file(target, text.encode("utf-8"), _EXPORT_FILE, within=export_folder(target))
+
+
+def export_folder(target: Path) -> Path:
+    """The folder an export file may lead into through a symbolic link: the git work tree
+    its path stands in, else its own folder.
+
+    The work tree is looked for above the file's folder without passing through
+    a link, so a committed link (``.explomemo`` leading to a folder of the
+    user's own) is never taken for the top of the work tree.
+    """
+    folder = Path(os.path.abspath(target)).parent
+    for candidate in (folder, *folder.parents):
+        if candidate.is_symlink():
+            continue
+        if os.path.lexists(candidate / ".git") and not (candidate / ".git").is_symlink():
+            return candidate
+    return folder
 
 
 _EXPORT_FILE = Naming(
@@ -301,7 +319,6 @@ def _parse_line(line: str) -> ExportedMemo:
     project = _text(data, "project", inputs.MAX_PROJECT)
     question = _text(data, "question", inputs.MAX_QUESTION)
     conclusion = _text(data, "conclusion", inputs.MAX_CONCLUSION)
-    root = None if data.get("root") is None else _text(data, "root", MAX_ROOT_CHARS)
     in_repo = data.get("root_in_repo")
     if in_repo is not None:
         in_repo = _root_in_repo_field(in_repo)
@@ -352,7 +369,6 @@ def _parse_line(line: str) -> ExportedMemo:
         project=project,
         question=question,
         conclusion=conclusion,
-        root=root,
         root_in_repo=in_repo,
         recorded_at=recorded_at,
         files=exported,
@@ -431,13 +447,15 @@ def stale_from_export(
     *,
     project: str | None = None,
     source: Path | None = None,
+    require_memos: bool = False,
 ) -> StaleReport:
     """Check exported memos (of ``project`` only, when given) against ``root`` (default: the
     current directory), no database.
 
     A ``project`` without memos among them is refused (see
     :func:`~explomemo.memos.cache.require_project`), naming ``source``, the file they were
-    read from.
+    read from; so is an export without memos when ``require_memos`` (a CI gate: a
+    check of nothing must not pass).
     """
     if project is not None:
         inputs.check_text("project", project, inputs.MAX_PROJECT)
@@ -450,6 +468,12 @@ def stale_from_export(
         lambda: (m.project for m in memos),
         _write_export_fix(project, source),
     )
+    if require_memos and not chosen:
+        named = "the export" if source is None else f"export file {source}"
+        raise NotFoundError(
+            f"{named} holds no memo, so there is nothing to check:"
+            f" {_write_export_fix(project, source)}"
+        )
     roots = _memo_roots(chosen, root)
     rows: list[MemoRow] = []
     files: dict[int, list[FileRow]] = {}
@@ -500,10 +524,6 @@ def export_changes(
     return stale_changes(finder, report.stale, files, _memo_roots(memo_list, root))
 
 
-def _given_root(memo: ExportedMemo, root: str | None, where: Root) -> str:
-    return memo.root if root is None and memo.root is not None else where.path
-
-
 def repo_folders(memos: Iterable[ExportedMemo]) -> dict[int, str]:
     """By memo id, the folder (ending in ``/``) of the repository that a memo's paths are
     relative to, for the memos recorded below the top of their work tree."""
@@ -524,8 +544,9 @@ def import_memos(
     known for a content (from the export or the database) is given to every row of it.
     A memo's root is, when the export gives its ``root_in_repo``, that folder
     under :func:`checking_base` of ``root`` (default: the current directory);
-    else ``root`` when given, else the one an old export carries, else the
-    current directory (an export holds no absolute root). Snapshots of the
+    else ``root`` itself. An absolute root that an older export carries is
+    never used: it could lead anywhere, and the memo's files would then be
+    read (and shown in its diffs) from there. Snapshots of the
     memos an import replaces go with them when nothing else rests on them.
     """
     store = cache.store
@@ -552,7 +573,7 @@ def import_memos(
                 question=memo.question,
                 question_key=key,
                 conclusion=memo.conclusion,
-                root=memo_roots.get(memo.id) or _given_root(memo, root, where),
+                root=memo_roots.get(memo.id) or where.path,
                 recorded_at=memo.recorded_at,
                 files=_file_rows(memo),
                 wanted_id=memo.id,

@@ -221,9 +221,15 @@ class Store:
         self.busy_timeout_ms = BUSY_TIMEOUT_MS
 
     @classmethod
-    def open(cls, path: Path | None = None) -> Store:
-        """Open (creating it and its parent folders if needed) and migrate a database."""
+    def open(cls, path: Path | None = None, *, create: bool = True) -> Store:
+        """Open and migrate a database, creating it and its parent folders if needed, or,
+        when not ``create`` (a command that only reads), refusing a missing one."""
         db_path = database_path(path)
+        if not create and not os.path.lexists(db_path):
+            raise StoreError(
+                f"there is no database at {db_path}: check the path (--db, $EXPLOMEMO_DB),"
+                " or record a memo first, which creates it"
+            )
         if db_path.exists() and not db_path.is_file():
             kind = "a directory" if db_path.is_dir() else "not a regular file"
             raise StoreError(
