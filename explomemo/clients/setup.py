@@ -38,6 +38,7 @@ import difflib
 import json
 import math
 import os
+import re
 import shlex
 import shutil
 import stat
@@ -303,10 +304,20 @@ def _merge_json(path: Path, change: Callable[[dict[str, Any]], None]) -> FileCha
     before = _read(path)
     data = _json_object(path, before)
     change(data)
-    after = json.dumps(data, indent=_indent(before), ensure_ascii=False) + "\n"
+    after = _surrogates_escaped(json.dumps(data, indent=_indent(before), ensure_ascii=False))
+    after += "\n"
     if before is not None and json.loads(after) == _json_object(path, before):
         after = before
     return FileChange(path, before, after)
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _surrogates_escaped(text: str) -> str:
+    """JSON ``text`` with each lone surrogate written as its ``\\u`` escape, as the user's
+    file had it: valid JSON (``"\\ud800"``) can hold one, UTF-8 text cannot."""
+    return _SURROGATE.sub(lambda found: f"\\u{ord(found.group()):04x}", text)
 
 
 def _table(data: dict[str, Any], key: str, path: Path) -> dict[str, Any]:
@@ -392,12 +403,26 @@ def _groups_entries(groups: list[Any]) -> list[tuple[dict[str, Any], list[Any]]]
 
 
 def _is_own(entry: Any, name: str) -> bool:
-    """Whether a hook entry is explomemo's hook ``name`` (``… explomemo … hook NAME …``)."""
+    """Whether a hook entry is explomemo's hook ``name``: a command that runs explomemo
+    itself (a program named explomemo, or ``PYTHON -m explomemo``), as setup writes it
+    (``EXPLOMEMO [--db DB] hook NAME …``). A user's command that merely contains it (a
+    wrapper script) is theirs."""
     command = entry.get("command") if isinstance(entry, dict) else None
-    if not isinstance(command, str) or SERVER_NAME not in command:
+    if not isinstance(command, str):
         return False
-    words = command.split()
-    return "hook" in words and name in words[words.index("hook") + 1 :]
+    try:
+        argv = shlex.split(command)
+    except ValueError:
+        return False
+    if argv and os.path.basename(argv[0]) == SERVER_NAME:
+        rest = argv[1:]
+    elif argv[1:3] == ["-m", SERVER_NAME]:
+        rest = argv[3:]
+    else:
+        return False
+    if rest[:1] == ["--db"]:
+        rest = rest[2:]
+    return rest[:2] == ["hook", name]
 
 
 def _claude_config() -> Path:
