@@ -1,0 +1,94 @@
+"""What a Claude Code hook reads: a bounded standard input, and a bounded prompt to match."""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from explomemo.clients import hooks
+from explomemo.recall import prompts
+
+pytestmark = pytest.mark.xfail(strict=True, reason="hooks read and match without a bound")
+
+
+def run(event: str, data: bytes, db: Path) -> tuple[int, bytes, bytes]:
+    out, err = io.BytesIO(), io.BytesIO()
+    code = hooks.run_hook(event, db=db, project="p", stdin=io.BytesIO(data), stdout=out, stderr=err)
+    return code, out.getvalue(), err.getvalue()
+
+
+def test_an_input_over_the_bound_is_refused_in_one_line(tmp_path: Path) -> None:
+    """Finding 9: the hooks read standard input whole, whatever its size (a 200 MB
+    input peaked at 614 MB)."""
+    prompt = "x" * (hooks.MAX_INPUT_BYTES + 1)
+    data = json.dumps({"cwd": str(tmp_path), "prompt": prompt}).encode()
+    code, out, err = run("prompt", data, tmp_path / "memos.db")
+    assert (code, out) == (0, b"")
+    assert (
+        err
+        == (
+            f"explomemo hook prompt: stdin holds more than {hooks.MAX_INPUT_BYTES:,} bytes:"
+            " the hook reads no more and adds nothing\n"
+        ).encode()
+    )
+
+
+def test_a_real_hook_process_given_too_much_drains_it_and_exits_0(tmp_path: Path) -> None:
+    """At the surface: the client writes the whole input and gets no broken pipe."""
+    data = json.dumps({"cwd": str(tmp_path), "prompt": "y" * (3 * hooks.MAX_INPUT_BYTES)})
+    done = subprocess.run(
+        [sys.executable, "-m", "explomemo", "--db", str(tmp_path / "m.db"), "hook", "prompt"],
+        input=data.encode(),
+        capture_output=True,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0 and done.stdout == b""
+    assert done.stderr.count(b"\n") == 1 and b"more than" in done.stderr
+
+
+def test_the_prompt_hook_matches_the_start_of_a_long_prompt_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Finding 9: a 50 MB pasted log in a prompt took the prompt hook 9.5 s and 1.1 GB,
+    every word of it stemmed. Only the first MATCH_CHARS characters are matched."""
+    seen: list[int] = []
+    real = prompts.content_stems
+
+    def recording(text: str) -> dict[str, str]:
+        seen.append(len(text))
+        return real(text)
+
+    monkeypatch.setattr(prompts, "content_stems", recording)
+    from explomemo.memos.cache import MemoCache
+
+    db = tmp_path / "memos.db"
+    (tmp_path / "a.py").write_text("A = 1\n")
+    with MemoCache.open(db) as cache:
+        cache.record(
+            question="How is the frobnicator wired?",
+            conclusion="c",
+            files=["a.py"],
+            root=str(tmp_path),
+            project="p",
+        )
+    prompt = "how is the frobnicator wired? " * 50_000
+    data = json.dumps({"cwd": str(tmp_path), "prompt": prompt}).encode()
+    code, out, err = run("prompt", data, db)
+    assert (code, err) == (0, b"")
+    assert b"frobnicator" in out
+    assert seen and max(seen) <= prompts.MATCH_CHARS
+
+
+def test_undecodable_input_is_named_without_a_codec(tmp_path: Path) -> None:
+    """Finding 10: a hook's error line for input that is not UTF-8 named a codec
+    ("utf-16-be"), which says nothing to a user."""
+    code, out, err = run("prompt", b'\x00{\x00"', tmp_path / "memos.db")
+    assert (code, out) == (0, b"")
+    assert (
+        err == b"explomemo hook prompt: stdin is not UTF-8 JSON: Claude Code sends a JSON object\n"
+    )
