@@ -48,6 +48,11 @@ if TYPE_CHECKING:
 
 #: Longest a hook waits for another process's lock on the database.
 BUSY_TIMEOUT_MS = 50
+#: Standard input a hook reads at most (8 MiB): Claude Code's hook inputs are a few
+#: kilobytes, a prompt with a long paste a few megabytes. Past it a hook adds nothing.
+MAX_INPUT_BYTES = 8 * 1024 * 1024
+#: What is read at once of an input past MAX_INPUT_BYTES, to drop it.
+_DRAIN_BYTES = 1024 * 1024
 #: Size of the session-start index, in UTF-8 bytes.
 INDEX_BYTES = 2048
 #: Size of what the prompt hook adds, in UTF-8 bytes.
@@ -82,7 +87,7 @@ def run_hook(
     out = stdout if stdout is not None else sys.stdout.buffer
     err = stderr if stderr is not None else sys.stderr.buffer
     try:
-        payload = _payload(source.read())
+        payload = _payload(_bounded(source))
         answer = _HANDLERS[event](payload, db, project)
         if answer is not None:
             _write(out, answer)
@@ -108,9 +113,26 @@ def _one_line(exc: BaseException) -> str:
     return text if len(text) <= 400 else text[:399] + "…"
 
 
+def _bounded(source: BinaryIO) -> bytes:
+    """Standard input, refused past MAX_INPUT_BYTES; the rest is read and dropped so that
+    the client never meets a closed pipe."""
+    data = source.read(MAX_INPUT_BYTES + 1)
+    if len(data) <= MAX_INPUT_BYTES:
+        return data
+    while source.read(_DRAIN_BYTES):
+        pass
+    raise HookInputError(
+        f"stdin holds more than {MAX_INPUT_BYTES:,} bytes: the hook reads no more and adds nothing"
+    )
+
+
 def _payload(data: bytes) -> dict[str, Any]:
     try:
-        payload = json.loads(data)
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise HookInputError("stdin is not UTF-8 JSON: Claude Code sends a JSON object") from None
+    try:
+        payload = json.loads(text)
     except ValueError as exc:
         raise HookInputError(
             f"stdin is not JSON ({exc}): Claude Code sends a JSON object"

@@ -41,6 +41,9 @@ CUTOFF = 0.45
 IDENTIFIER_MEMOS = 2
 #: Content words of a prompt that count (a long prompt's first ones).
 MAX_WORDS = 24
+#: The start of a prompt that is matched: its first MAX_WORDS content words are nearly
+#: always there, and a prompt of megabytes (a pasted log) is not stemmed whole.
+MATCH_CHARS = 20_000
 #: Memos that BM25 hands over as candidates.
 CANDIDATES = 60
 
@@ -101,7 +104,11 @@ def _coverage(weights: dict[str, float], present: set[str]) -> float:
 def answering(
     store: Store, conn: sqlite3.Connection, project: str, prompt: str
 ) -> list[tuple[MemoRow, float]]:
-    """The project's memos that answer ``prompt``, best first, each with its score."""
+    """The project's memos that answer ``prompt`` (its first MATCH_CHARS characters, cut
+    at a word), best first, each with its score."""
+    if len(prompt) > MATCH_CHARS:
+        cut = prompt[:MATCH_CHARS]
+        prompt = cut if prompt[MATCH_CHARS].isspace() else re.sub(r"\S*$", "", cut)
     content = dict(list(content_stems(prompt).items())[:MAX_WORDS])
     rarity = _Rarity(store, conn)
     known = [word for word in content.values() if rarity.count(word)]
