@@ -14,7 +14,6 @@ from explomemo.clients import hooks
 from explomemo.recall import prompts
 
 
-
 def run(event: str, data: bytes, db: Path) -> tuple[int, bytes, bytes]:
     out, err = io.BytesIO(), io.BytesIO()
     code = hooks.run_hook(event, db=db, project="p", stdin=io.BytesIO(data), stdout=out, stderr=err)
