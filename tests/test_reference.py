@@ -10,6 +10,8 @@ from explomemo.cli.main import build_parser
 from explomemo.server.tools import RECORD_DESCRIPTION, create_server
 
 REFERENCE = Path(__file__).resolve().parent.parent / "docs" / "reference.md"
+
+
 EXPLOMEMO = Path(__file__).resolve().parent.parent / "explomemo"
 
 
