@@ -1,88 +1,26 @@
-"""Shared fixtures: real git repositories, real databases, the real offline model."""
+"""Shared fixtures: a private home and database for every test, real git repositories, real
+databases, the real offline model (the helpers they use are in helpers.py)."""
 
 from __future__ import annotations
 
-import contextlib
-import io
 import os
-import subprocess
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from helpers import (
+    INSIDE,
+    SECRET,
+    WORD_MEMOS,
+    Repo,
+    World,
+    invoke_cli,
+    make_world,
+    open_cache,
+)
 
-from explomemo.cli.main import main
 from explomemo.memos.cache import MemoCache
 from explomemo.recall.embeddings import Embedder, load_embedder
-from explomemo.recall.sources import FixedModel
-
-
-def git(repo: Path, *args: str) -> str:
-    """Run git in ``repo`` and return its output."""
-    return subprocess.run(
-        ["git", *args],
-        cwd=repo,
-        check=True,
-        capture_output=True,
-        text=True,
-        env={
-            **os.environ,
-            "GIT_AUTHOR_DATE": "2026-01-01T00:00:00Z",
-            "GIT_COMMITTER_DATE": "2026-01-01T00:00:00Z",
-        },
-    ).stdout.strip()
-
-
-@dataclass
-class CliResult:
-    """What one in-process run of the CLI did."""
-
-    exit_code: int
-    stdout: str
-    stderr: str
-
-    @property
-    def output(self) -> str:
-        """stdout and stderr, for assertion messages."""
-        return self.stdout + self.stderr
-
-
-def invoke_cli(args: Sequence[str]) -> CliResult:
-    """Run ``explomemo.cli.main.main(args)`` in-process, capturing stdout and stderr."""
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main(list(args))
-    return CliResult(code, out.getvalue(), err.getvalue())
-
-
-class Repo:
-    """A real git repository built in the test."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        path.mkdir(parents=True, exist_ok=True)
-        git(path, "init", "-q", "-b", "main")
-        git(path, "config", "user.email", "dev@example.com")
-        git(path, "config", "user.name", "Dev")
-
-    def write(self, rel: str, text: str) -> Path:
-        """Write a file (creating folders)."""
-        target = self.path / rel
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(text)
-        return target
-
-    def commit(self, message: str) -> str:
-        """Commit everything; returns the commit id."""
-        git(self.path, "add", "-A")
-        git(self.path, "commit", "-q", "-m", message)
-        return git(self.path, "rev-parse", "HEAD")
-
-    def checkout(self, rev: str) -> None:
-        """Check out a commit."""
-        git(self.path, "checkout", "-q", rev)
-
 
 #: Variables that point explomemo (and the clients it sets up) at a user's own data.
 _USER_VARIABLES = (
@@ -145,7 +83,7 @@ def db_path(tmp_path: Path) -> Path:
 @pytest.fixture
 def words_cache(db_path: Path) -> Iterator[MemoCache]:
     """A MemoCache without a model (word search only)."""
-    with MemoCache.open(db_path, FixedModel(None)) as cache:
+    with open_cache(db_path) as cache:
         yield cache
 
 
@@ -161,3 +99,100 @@ def embedder() -> Embedder:
 def no_model(monkeypatch: pytest.MonkeyPatch) -> None:
     """The CLI and server run without embeddings (fast)."""
     monkeypatch.setenv("EXPLOMEMO_EMBEDDINGS", "off")
+
+
+# Fixtures shared by test files in several folders ------------------------------------
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> Path:
+    root = tmp_path / "proj"
+    (root / "pkg").mkdir(parents=True)
+    (root / "pkg" / "a.py").write_text("A = 1\n")
+    (root / "pkg" / "b.py").write_text("B = 2\n")
+    return root
+
+
+@pytest.fixture
+def word_root(tmp_path: Path) -> Path:
+    root = tmp_path / "svc"
+    for _, _, files in WORD_MEMOS:
+        for f in files:
+            (root / f).parent.mkdir(parents=True, exist_ok=True)
+            (root / f).write_text(f"# {f}\n")
+    return root
+
+
+@pytest.fixture
+def one_file(tmp_path: Path) -> Path:
+    root = tmp_path / "proj"
+    root.mkdir()
+    (root / "a.py").write_bytes(b"version one\n" * 50)
+    return root
+
+
+@pytest.fixture
+def app(tmp_path: Path) -> Path:
+    root = tmp_path / "app-root"
+    (root / "app").mkdir(parents=True)
+    for name in ("middleware", "tokens", "http", "db"):
+        (root / "app" / f"{name}.py").write_text(f"# {name}\n")
+    return root
+
+
+@pytest.fixture
+def bad_cwd(tmp_path: Path) -> Path:
+    folder = Path(os.fsdecode(bytes(tmp_path) + b"/bad\xffdir"))
+    folder.mkdir()
+    (folder / "a.py").write_text("A = 1\n")
+    return folder
+
+
+@pytest.fixture
+def one_memo(tmp_path: Path) -> tuple[Path, Path]:
+    """A database with one fresh memo of a.py, and an export of it; returns (db, export)."""
+    root = tmp_path / "proj"
+    root.mkdir()
+    (root / "a.py").write_text("A = 1\n")
+    db = tmp_path / "m.db"
+    base = ["--db", str(db)]
+    record = ["record", "--project", "p", "--root", str(root)]
+    assert invoke_cli([*base, *record, "--question", "q", "--conclusion", "c", "a.py"]).code == 0
+    export = root / "memos.jsonl"
+    assert invoke_cli([*base, "export", "-o", str(export)]).code == 0
+    return db, export
+
+
+@pytest.fixture
+def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> World:
+    monkeypatch.setenv("EXPLOMEMO_EMBEDDINGS", "off")
+    monkeypatch.chdir(tmp_path)
+    return make_world(tmp_path)
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    root = tmp_path / "root"
+    root.mkdir()
+    (root / "a.py").write_text("A = 1\n")
+    return root
+
+
+@pytest.fixture
+def root_tree(tmp_path: Path) -> Iterator[dict[str, Path]]:
+    outside = tmp_path / "outside"
+    (outside / "pkg").mkdir(parents=True)
+    (outside / "secret.txt").write_bytes(SECRET)
+    (outside / "pkg" / "mod.py").write_bytes(SECRET)
+    root = tmp_path / "root"
+    (root / "pkg" / "sub").mkdir(parents=True)
+    (root / "a.py").write_bytes(INSIDE)
+    (root / "pkg" / "mod.py").write_bytes(INSIDE + b"mod\n")
+    (root / "pkg" / "sub" / "deep.py").write_bytes(INSIDE + b"deep\n")
+    os.symlink("a.py", root / "link.py")  # a link that stays inside root: allowed
+    os.symlink("pkg", root / "alias")  # a folder link inside root: allowed
+    os.symlink(outside / "secret.txt", root / "out.py")
+    os.symlink(outside / "pkg", root / "outdir")
+    os.mkfifo(root / "fifo")
+    (root / "plain").write_bytes(b"not a folder")
+    yield {"root": root, "outside": outside}

@@ -8,8 +8,14 @@ import shutil
 from pathlib import Path
 
 PROJECT = Path(__file__).resolve().parent.parent
+
+
 DESIGN = PROJECT / "docs" / "design.md"
+
+
 SHARED = "shared"
+
+
 #: What a module may import of the package itself without naming a layer.
 FACADE_NAMES = {"__version__"}
 

@@ -8,7 +8,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import Repo, git
+from helpers import Repo, git, invoke_cli
 
 from explomemo.memos.cache import MemoCache
 from explomemo.projects import default_project, main_work_tree
@@ -112,8 +112,7 @@ def test_project_names_are_trimmed_wherever_they_come_from(
 ) -> None:
     """``' p '`` from --project, EXPLOMEMO_PROJECT or a tool's ``project`` is project ``p``,
     as a question is trimmed: a stray space does not start a second project."""
-    from conftest import invoke_cli
-    from reliability_helpers import call_tools_stdio
+    from helpers import call_tools_stdio
 
     db = tmp_path / "m.db"
     monkeypatch.chdir(api.path)

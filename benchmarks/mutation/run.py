@@ -57,24 +57,21 @@ GUARDING = [
 COPIED = ["explomemo", "tests", "migrations", "docs", "pyproject.toml", "README.md"]
 #: Left out of a run unless --all-tests: the tests marked slow (the hypothesis
 #: state machines, 16 s a run; the crash test; the real races, each racing a
-#: thread for 1.5 s: a kill by chance, not by design) and the files that check
-#: the store under concurrency and with bad database files (not the logic of
-#: the guarding modules). With them a surviving mutant of a function nearly
-#: every test calls costs 30-50 s instead of about 10.
+#: thread for 1.5 s: a kill by chance, not by design; and the tests of the store
+#: under concurrency and with bad database files, not the logic of the guarding
+#: modules). With them a surviving mutant of a function nearly every test calls
+#: costs 30-50 s instead of about 10.
 LEFT_OUT = [
     "-m",
     "not slow",
-    "--ignore=tests/test_reliability_concurrency.py",
-    "--ignore=tests/test_reliability_crash.py",
-    "--ignore=tests/test_reliability_baddb.py",
     # It checks the docs against the code: it reads the package's source for the
     # variables it uses (under mutmut that source holds the text of every mutant
     # too, "XXEXPLOMEMO_DBXX") and pages the copy does not hold (benchmarks/).
     "--ignore=tests/test_reference.py",
     # They check what a short command imports: mutmut's trampolines, in every
     # mutated module, import inspect and dataclasses themselves.
-    "--deselect=tests/test_cli.py::test_fast_commands_do_not_import_heavy_packages",
-    "--deselect=tests/test_cli.py::test_tables_are_drawn_without_rich",
+    "--deselect=tests/cli/test_startup.py::test_fast_commands_do_not_import_heavy_packages",
+    "--deselect=tests/cli/test_startup.py::test_tables_are_drawn_without_rich",
 ]
 #: A mutant skips the tests slower than this many seconds (mutmut's measure):
 #: they start servers, a terminal or many processes, or run hypothesis, and a
@@ -104,7 +101,7 @@ def main() -> int:
         default=[],
         metavar="ARG",
         help="one more pytest argument for selecting tests, e.g."
-        " --pytest-arg=--ignore=tests/test_guards.py (repeatable)",
+        " --pytest-arg=--ignore=tests/check/test_validity.py (repeatable)",
     )
     parser.add_argument(
         "--tests",
@@ -118,7 +115,7 @@ def main() -> int:
         action="append",
         default=[],
         metavar="PATH",
-        help="leave this test file out of the copy, e.g. tests/test_guards.py for the score"
+        help="leave this test file out of the copy, e.g. tests/check/test_validity.py for the score"
         " without it (repeatable)",
     )
     parser.add_argument(
@@ -130,7 +127,7 @@ def main() -> int:
     parser.add_argument(
         "--all-tests",
         action="store_true",
-        help="also run the concurrency, crash, bad-database and real-race tests (slower)",
+        help="also run the tests marked slow: concurrency, crash, bad databases, races (slower)",
     )
     parser.add_argument(
         "--slow-limit",

@@ -1,0 +1,702 @@
+"""A stale memo shows what changed: diffs from snapshots or git, moves, limits, exports.
+
+Every case runs on a real git repository built in the test, through the MCP
+server over real stdio or through the CLI, and asserts the exact diff text
+or field."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import os
+import sqlite3
+import stat
+import subprocess
+import sys
+from contextlib import closing
+from pathlib import Path
+from typing import Any
+
+import pytest
+import xxhash
+from helpers import (
+    Repo,
+    git,
+    invoke_cli,
+    open_cache,
+)
+
+from explomemo.changes.diffs import ANSWER_DIFF_CHARS, FILE_DIFF_CHARS
+from explomemo.memos.cache import MemoCache
+
+TOKENS_DIFF = (
+    "--- a/src/tokens.py\n"
+    "+++ b/src/tokens.py\n"
+    "@@ -1,2 +1,2 @@\n"
+    " def verify(req):\n"
+    "-    return req.headers['Authorization']\n"
+    "+    return req.cookies['session']\n"
+)
+
+
+NOTES_DIFF = "--- a/notes.txt\n+++ b/notes.txt\n@@ -1,2 +1,3 @@\n alpha\n beta\n+gamma\n"
+
+
+QUESTION = "How are tokens verified?"
+
+
+def invoke(db: Path, *args: str, env: dict[str, str] | None = None) -> Any:
+    with pytest.MonkeyPatch.context() as patch:
+        for name, value in (env or {}).items():
+            patch.setenv(name, value)
+        result = invoke_cli(["--db", str(db), *args])
+    assert result.exit_code in (0, 1), (result.exit_code, result.output)
+    return result
+
+
+def record(db: Path, repo: Repo, question: str, *files: str, **env: str) -> int:
+    result = invoke(
+        db,
+        "record",
+        "--project",
+        "demo",
+        "--root",
+        str(repo.path),
+        "--question",
+        question,
+        "--conclusion",
+        f"answer to {question}",
+        *files,
+        env=env or None,
+    )
+    return int(json.loads(result.stdout)["id"])
+
+
+def show(db: Path, memo_id: int) -> dict[str, Any]:
+    return {
+        f["path"]: f for f in json.loads(invoke(db, "show", str(memo_id), "--json").stdout)["files"]
+    }
+
+
+def snapshots(db: Path) -> set[str]:
+    conn = sqlite3.connect(db)
+    try:
+        return {row[0] for row in conn.execute("SELECT sha256 FROM snapshots")}
+    finally:
+        conn.close()
+
+
+def sha(text: str | bytes) -> str:
+    return hashlib.sha256(text.encode() if isinstance(text, str) else text).hexdigest()
+
+
+def build(repo: Repo) -> None:
+    """Three committed files, then an untracked one."""
+    repo.write("src/tokens.py", "def verify(req):\n    return req.headers['Authorization']\n")
+    repo.write("src/db.py", "POOL_SIZE = 5\n")
+    repo.write("src/old.py", "OLD = 1\n")
+    repo.write("src/same.py", "SAME = 1\n")
+    repo.commit("A")
+    repo.write("notes.txt", "alpha\nbeta\n")
+
+
+def change(repo: Repo) -> None:
+    """Edit a committed file, delete one, git mv one, edit the untracked one."""
+    repo.write("src/tokens.py", "def verify(req):\n    return req.cookies['session']\n")
+    (repo.path / "src" / "db.py").unlink()
+    git(repo.path, "mv", "src/old.py", "src/new.py")
+    repo.write("notes.txt", "alpha\nbeta\ngamma\n")
+
+
+FILES = ["src/tokens.py", "src/db.py", "src/old.py", "src/same.py", "notes.txt"]
+
+
+def _old_database(path: Path, root: Path, files: dict[str, bytes]) -> None:
+    """A database as explomemo wrote it before blob ids and snapshots (migrations 0001-0002)."""
+    from sqlite_utils import Database
+    from sqlite_utils.migrations import Migrations
+
+    from explomemo.store.database import APPLICATION_ID, _statements, load_migrations
+
+    conn = sqlite3.connect(path, isolation_level=None)
+    steps = Migrations("explomemo")
+    for migration in load_migrations()[:2]:
+
+        def apply(db: Any, sql: str = migration.sql) -> None:
+            for statement in _statements(sql):
+                db.conn.execute(statement)
+
+        steps(name=migration.name)(apply)
+    steps.apply(Database(conn))
+    conn.execute("PRAGMA user_version = 2")
+    conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+    conn.execute(
+        "INSERT INTO memos (id, project, question, question_key, conclusion, root, recorded_at)"
+        " VALUES (1, 'demo', ?, ?, 'old answer', ?, '2026-01-01T00:00:00Z')",
+        (QUESTION, QUESTION.casefold(), str(root)),
+    )
+    conn.executemany(
+        "INSERT INTO memo_files (memo_id, path, sha256, xxh3, size) VALUES (1, ?, ?, ?, ?)",
+        [(p, sha(d), xxhash.xxh3_128_hexdigest(d), len(d)) for p, d in files.items()],
+    )
+    conn.execute(
+        "INSERT INTO memos_fts (rowid, question, conclusion, paths, project)"
+        " VALUES (1, ?, 'old answer', ?, 'demo')",
+        (QUESTION, " ".join(files)),
+    )
+    conn.close()
+
+
+def _blob_id(data: bytes) -> str:
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+
+
+def test_recall_over_stdio_shows_diffs_and_moves(repo: Repo, db_path: Path) -> None:
+    from mcp import Client, StdioServerParameters
+
+    build(repo)
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "explomemo", "--db", str(db_path), "serve"],
+        cwd=repo.path,
+        env={**os.environ, "EXPLOMEMO_EMBEDDINGS": "off"},
+    )
+
+    async def story() -> dict[str, Any]:
+        async with Client(params) as client:
+            recorded = await client.call_tool(
+                "memory_exploration_record",
+                {
+                    "question": QUESTION,
+                    "conclusion": "verify() reads a header",
+                    "files": FILES,
+                    "project": "demo",
+                },
+            )
+            assert not recorded.is_error, recorded.content
+            change(repo)
+            recalled = await client.call_tool(
+                "memory_exploration_recall", {"query": QUESTION, "project": "demo"}
+            )
+            assert not recalled.is_error, recalled.content
+            assert json.loads(recalled.content[0].text) == recalled.structured_content
+            tools = await client.list_tools()
+            recall_tool = next(t for t in tools.tools if t.name == "memory_exploration_recall")
+            assert "read the diffs, check the conclusion" in (recall_tool.description or "")
+            return recalled.structured_content  # type: ignore[return-value]
+
+    result = asyncio.run(story())
+    (match,) = result["matches"]
+    assert match["status"] == "stale"
+    files = {f["path"]: f for f in match["files"]}
+    assert files["src/tokens.py"] == {
+        "path": "src/tokens.py",
+        "sha256": sha("def verify(req):\n    return req.headers['Authorization']\n"),
+        "size": 57,
+        "state": "changed",
+        "diff": TOKENS_DIFF,
+        "diff_source": "snapshot",
+        "added": 1,
+        "removed": 1,
+    }
+    assert files["notes.txt"]["diff"] == NOTES_DIFF
+    assert (files["notes.txt"]["added"], files["notes.txt"]["removed"]) == (1, 0)
+    assert files["src/db.py"] == {
+        "path": "src/db.py",
+        "sha256": sha("POOL_SIZE = 5\n"),
+        "size": 14,
+        "state": "missing",
+        "moved_to": None,
+    }
+    assert files["src/old.py"]["moved_to"] == "src/new.py"
+    # An unchanged file carries no diff fields at all (not nulls).
+    assert sorted(files["src/same.py"]) == ["path", "sha256", "size", "state"]
+
+
+def test_cli_untracked_file_diff_comes_from_its_snapshot_only(repo: Repo, db_path: Path) -> None:
+    build(repo)
+    memo = record(db_path, repo, QUESTION, *FILES)
+    change(repo)
+    files = show(db_path, memo)
+    assert (files["notes.txt"]["diff"], files["notes.txt"]["diff_source"]) == (
+        NOTES_DIFF,
+        "snapshot",
+    )
+    assert files["src/old.py"]["moved_to"] == "src/new.py"
+    assert files["src/db.py"]["moved_to"] is None
+    # The same memo recorded with snapshots off: the untracked file has nothing to diff against.
+    memo = record(db_path, repo, "Untracked, no snapshots", "notes.txt", EXPLOMEMO_SNAPSHOTS="off")
+    repo.write("notes.txt", "alpha\n")
+    assert show(db_path, memo)["notes.txt"] == {
+        "path": "notes.txt",
+        "sha256": sha("alpha\nbeta\ngamma\n"),
+        "size": 17,
+        "state": "changed",
+        "diff": None,
+        "diff_source": "unavailable",
+        "added": None,
+        "removed": None,
+    }
+
+
+def test_cli_snapshots_off_committed_file_diff_comes_from_git(repo: Repo, db_path: Path) -> None:
+    build(repo)
+    memo = record(db_path, repo, QUESTION, "src/tokens.py", EXPLOMEMO_SNAPSHOTS="off")
+    assert snapshots(db_path) == set()
+    change(repo)
+    files = show(db_path, memo)
+    assert files["src/tokens.py"]["diff"] == TOKENS_DIFF
+    assert files["src/tokens.py"]["diff_source"] == "git"
+    text = invoke(db_path, "show", str(memo)).stdout
+    assert text.endswith("what changed:\n" + TOKENS_DIFF)
+
+
+def test_file_over_the_cap_has_no_snapshot_and_says_so(repo: Repo, db_path: Path) -> None:
+    line = "x" * 1023 + "\n"
+    repo.write("big.txt", line * 1024 + "y")  # 1 MiB + 1 byte
+    repo.write("edge.txt", line * 1024)  # exactly 1 MiB: kept
+    memo = record(db_path, repo, "Big files", "big.txt", "edge.txt")
+    assert snapshots(db_path) == {sha(line * 1024)}
+    repo.write("big.txt", line * 1024 + "z")
+    repo.write("edge.txt", line * 1023 + "edited\n")
+    files = show(db_path, memo)
+    assert files["big.txt"] == {
+        "path": "big.txt",
+        "sha256": sha(line * 1024 + "y"),
+        "size": 1024 * 1024 + 1,
+        "state": "changed",
+        "diff": None,
+        "diff_source": "too_large",
+        "added": None,
+        "removed": None,
+    }
+    assert files["edge.txt"]["diff"] == (
+        f"--- a/edge.txt\n+++ b/edge.txt\n@@ -1021,4 +1021,4 @@\n {line} {line} {line}-{line}"
+        "+edited\n"
+    )
+    assert "big.txt: changed; no diff: over 1 MiB" in invoke(db_path, "show", str(memo)).stdout
+
+
+def test_both_truncation_limits_say_so_within_the_limits(repo: Repo, db_path: Path) -> None:
+    # Five files whose whole diff is about 17,000 characters each, and a small one.
+    names = ["a0.txt", "a1.txt", "a2.txt", "b.txt", "c0.txt", "c1.txt"]
+    for name in names:
+        repo.write(name, "".join(f"line {n:04d} of {name}\n" for n in range(400)))
+    memo = record(db_path, repo, "Many changes", *names)
+    for name in names:
+        changed = 30 if name == "b.txt" else 400
+        repo.write(
+            name,
+            "".join(f"{'LINE' if n < changed else 'line'} {n:04d} of {name}\n" for n in range(400)),
+        )
+    files = show(db_path, memo)
+    per_file = (
+        f"more lines cut (a file's diff shows {FILE_DIFF_CHARS:,} characters at most):"
+        " read the file for the rest\n"
+    )
+    answer = "more lines cut (an answer's diffs are at their limit): read the file for the rest\n"
+    diffs = [files[name]["diff"] for name in names]
+    assert diffs[0].startswith("--- a/a0.txt\n+++ b/a0.txt\n@@ -1,400 +1,400 @@\n-line 0000")
+    # The cut line counts within the limit.
+    for diff in diffs[:3]:
+        assert diff.endswith(f"\n-line 0277 of {diff[6:12]}\n... 522 {per_file}")
+        assert len(diff) <= FILE_DIFF_CHARS
+    assert "more lines cut" not in diffs[3] and diffs[3].count("\n+LINE ") == 30
+    # The fifth file fits in part, to the answer's last character.
+    assert diffs[4].endswith(f"\n-line 0218 of c0.txt\n... 581 {answer}")
+    assert ANSWER_DIFF_CHARS - 21 < sum(len(d) for d in diffs[:5]) <= ANSWER_DIFF_CHARS
+    # Past the budget a changed file shows no diff, and says why; the counts stay whole.
+    assert {k: v for k, v in files["c1.txt"].items() if k not in ("sha256", "size")} == {
+        "path": "c1.txt",
+        "state": "changed",
+        "diff": None,
+        "diff_source": "budget",
+        "added": 400,
+        "removed": 400,
+    }
+    assert [(files[n]["added"], files[n]["removed"]) for n in names] == [(400, 400)] * 3 + [
+        (30, 30)
+    ] + [(400, 400)] * 2
+    text = invoke(db_path, "show", str(memo)).stdout
+    assert text.endswith(
+        "\n1 more changed file without a diff here: the diffs are at their limit"
+        f" (explomemo diff {memo} shows them all)\n"
+    )
+    # explomemo diff (for people) cuts nothing.
+    full = invoke(db_path, "diff", str(memo)).stdout
+    assert "more lines cut" not in full and full.count("\n+LINE ") == 5 * 400 + 30
+
+
+def test_github_annotations_point_at_a_line_past_the_answer_budget(
+    repo: Repo, db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Six memos whose diffs (about 8,000 characters each) overrun an answer's budget.
+    names = [f"f{i}.txt" for i in range(6)]
+    for name in names:
+        repo.write(name, "".join(f"line {n:04d} of {name}\n" for n in range(400)))
+    repo.commit("files")
+    for name in names:
+        record(db_path, repo, f"What is in {name}?", name)
+    export = repo.path / "memos.jsonl"
+    invoke(db_path, "export", "-o", str(export))
+    first_changed = {name: 5 + 7 * i for i, name in enumerate(names)}
+    for name, first in first_changed.items():
+        lines = [f"line {n:04d} of {name}\n" for n in range(400)]
+        repo.write(name, "".join(lines[: first - 1] + [x.upper() for x in lines[first - 1 :]]))
+    monkeypatch.chdir(repo.path)
+    for args in (["stale"], ["stale", "--from", str(export)]):
+        out = invoke(db_path, *args, "--format", "github").stdout
+        warnings = [line for line in out.splitlines() if line.startswith("::warning")]
+        assert [w.split(",title=")[0] for w in warnings] == [
+            f"::warning file={name},line={first}" for name, first in first_changed.items()
+        ], args
+
+
+def test_snapshots_go_with_the_last_memo_resting_on_them(
+    repo: Repo, db_path: Path, tmp_path: Path
+) -> None:
+    repo.write("a.py", "A\n")
+    repo.write("b.py", "B\n")
+    repo.write("c.py", "C\n")
+    first = record(db_path, repo, "first", "a.py", "b.py")
+    second = record(db_path, repo, "second", "b.py", "c.py")
+    assert snapshots(db_path) == {sha("A\n"), sha("B\n"), sha("C\n")}
+    invoke(db_path, "forget", str(first))
+    assert snapshots(db_path) == {sha("B\n"), sha("C\n")}
+    repo.write("c.py", "C2\n")
+    assert record(db_path, repo, "SECOND", "c.py") == second  # replaces it
+    assert snapshots(db_path) == {sha("C2\n")}
+    # An import that replaces a memo takes its snapshots along too.
+    export = tmp_path / "newer.jsonl"
+    line = json.loads(invoke(db_path, "export").stdout)
+    line |= {
+        "recorded_at": "2099-01-01T00:00:00Z",
+        "files": [
+            {
+                "path": "d.py",
+                "sha256": sha("D\n"),
+                "xxh3": xxhash.xxh3_128_hexdigest(b"D\n"),
+                "size": 2,
+            }
+        ],
+    }
+    export.write_text(json.dumps(line) + "\n")
+    invoke(db_path, "import", str(export), "--root", str(repo.path))
+    assert snapshots(db_path) == set()
+
+
+def test_export_holds_blob_ids_and_no_absolute_path(repo: Repo, db_path: Path) -> None:
+    build(repo)
+    record(db_path, repo, QUESTION, "src/tokens.py")
+    text = invoke(db_path, "export").stdout
+    assert str(repo.path) not in text and os.sep + "tmp" not in text
+    (line,) = [json.loads(t) for t in text.splitlines()]
+    assert "root" not in line
+    blob = git(repo.path, "rev-parse", "HEAD:src/tokens.py")
+    assert line["files"] == [
+        {
+            "path": "src/tokens.py",
+            "sha256": sha("def verify(req):\n    return req.headers['Authorization']\n"),
+            "xxh3": xxhash.xxh3_128_hexdigest(
+                b"def verify(req):\n    return req.headers['Authorization']\n"
+            ),
+            "size": 57,
+            "git_blob": blob,
+        }
+    ]
+
+
+def test_ci_clone_shows_diffs_from_git_history(
+    repo: Repo, db_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    build(repo)
+    record(db_path, repo, QUESTION, "src/tokens.py", "src/db.py", "src/old.py")
+    export = repo.path / ".explomemo" / "memos.jsonl"
+    invoke(db_path, "export", "-o", str(export))
+    repo.commit("memos")
+    change(repo)
+    (repo.path / "notes.txt").unlink()
+    repo.commit("B")
+    clone = tmp_path / "ci" / "clone"
+    subprocess.run(["git", "clone", "-q", str(repo.path), str(clone)], check=True)
+    monkeypatch.chdir(clone)
+    args = ["--db", str(tmp_path / "absent.db"), "stale", "--from", ".explomemo/memos.jsonl"]
+    github = invoke_cli([*args, "--format", "github"])
+    assert github.stdout.splitlines()[0].startswith(
+        "::warning file=src/tokens.py,line=2,title=explomemo%3A memo 1 is stale::"
+    )
+    markdown = invoke_cli([*args, "--format", "markdown"]).stdout
+    # Moves and deletions are a list; the diff block holds nothing but the diffs.
+    assert markdown.endswith(
+        "<details><summary>memo 1: what changed in 3 files</summary>\n\n"
+        "- src/db.py: deleted\n- src/old.py: moved to src/new.py\n\n```diff\n"
+        + TOKENS_DIFF
+        + "```\n\n</details>\n"
+    )
+    assert not (tmp_path / "absent.db").exists()
+
+
+def test_diff_writes_a_move_as_git_writes_a_rename(repo: Repo, db_path: Path) -> None:
+    """``diff --git a/old b/new`` with git's rename lines; ``git apply`` takes it."""
+    build(repo)
+    memo = record(db_path, repo, QUESTION, "src/old.py", "src/db.py")
+    change(repo)
+    shown = invoke(db_path, "diff", str(memo)).stdout
+    rename = (
+        "diff --git a/src/old.py b/src/new.py\nsimilarity index 100%\n"
+        "rename from src/old.py\nrename to src/new.py\n"
+    )
+    assert rename in shown, shown
+    git(repo.path, "stash", "-q")  # back to the recorded tree
+    patch = repo.path.parent / "rename.patch"
+    patch.write_text(rename)
+    git(repo.path, "apply", "--check", str(patch))
+
+
+def test_old_database_is_migrated_and_finds_its_content_in_git(repo: Repo, db_path: Path) -> None:
+    build(repo)
+    db_path.parent.mkdir()
+    _old_database(
+        db_path,
+        repo.path,
+        {
+            "src/tokens.py": (repo.path / "src" / "tokens.py").read_bytes(),
+            "notes.txt": b"alpha\nbeta\n",
+        },
+    )
+    change(repo)
+    files = show(db_path, 1)
+    assert (files["src/tokens.py"]["diff"], files["src/tokens.py"]["diff_source"]) == (
+        TOKENS_DIFF,
+        "git",
+    )
+    assert files["notes.txt"]["diff_source"] == "unavailable"
+    conn = sqlite3.connect(db_path)
+    assert conn.execute("PRAGMA user_version").fetchone()[0] >= 4
+    # The blob id git gave is kept; the untracked file's is still unknown.
+    assert conn.execute("SELECT path, git_blob FROM memo_files ORDER BY path").fetchall() == [
+        ("notes.txt", None),
+        ("src/tokens.py", _blob_id(b"def verify(req):\n    return req.headers['Authorization']\n")),
+    ]
+    conn.close()
+
+
+def test_a_memo_without_blob_ids_searches_git_once_and_not_past_the_budget(
+    repo: Repo, db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from explomemo.changes.gitrepo import GitRepo
+
+    big = [f"f{i}.txt" for i in range(6)]
+    old = [f"old{i}.txt" for i in range(3)]
+    for name in [*big, *old]:
+        repo.write(name, "".join(f"line {n:04d} of {name}\n" for n in range(400)))
+    repo.commit("files")
+    recorded = {name: (repo.path / name).read_bytes() for name in old}
+    # The first memo's diffs (about 8,000 characters a file) spend an answer's budget.
+    record(db_path, repo, "Many changes", *big)
+    memo = record(db_path, repo, "Old memo", *old, EXPLOMEMO_SNAPSHOTS="off")
+    with closing(sqlite3.connect(db_path)) as conn, conn:
+        # As a memo recorded before blob ids: no blob id, no snapshot.
+        conn.execute("UPDATE memo_files SET git_blob = NULL WHERE memo_id = ?", (memo,))
+    for name in [*big, *old]:
+        repo.write(name, "".join(f"LINE {n:04d} of {name}\n" for n in range(400)))
+    commands: list[str] = []
+    run = GitRepo._run
+
+    def counted(self: GitRepo, args: list[str], given: bytes | None = None) -> bytes | None:
+        commands.append(args[0])
+        return run(self, args, given)
+
+    monkeypatch.setattr(GitRepo, "_run", counted)
+    with MemoCache.open(db_path) as cache:
+        report = cache.stale_report(project="demo")
+        changes = cache.stale_changes(report)
+    # Past the budget: not searched for, and said so (the content may be in history).
+    assert [(f.diff, f.diff_source, f.added) for f in changes[memo]] == [(None, "budget", None)] * 3
+    assert "log" not in commands
+    # Alone in an answer: one search of git history for its three files.
+    files = show(db_path, memo)
+    assert [files[name]["diff_source"] for name in old] == ["git"] * 3
+    assert commands.count("log") == 1 and commands.count("ls-files") == 1
+    with closing(sqlite3.connect(db_path)) as conn:
+        assert conn.execute(
+            "SELECT path, git_blob FROM memo_files WHERE memo_id = ? ORDER BY path", (memo,)
+        ).fetchall() == [(name, _blob_id(recorded[name])) for name in old]
+    # The blob ids found are kept: the next answer reads the contents by id.
+    commands.clear()
+    files = show(db_path, memo)
+    assert [files[name]["diff_source"] for name in old] == ["git"] * 3
+    assert commands == ["rev-parse", "cat-file"]
+
+
+def test_old_export_is_imported(repo: Repo, db_path: Path, tmp_path: Path) -> None:
+    build(repo)
+    data = (repo.path / "src" / "tokens.py").read_bytes()
+    old = tmp_path / "old.jsonl"
+    old.write_text(
+        json.dumps(
+            {
+                "id": 7,
+                "project": "demo",
+                "question": QUESTION,
+                "conclusion": "old answer",
+                "root": str(repo.path),
+                "recorded_at": "2026-01-01T00:00:00Z",
+                "files": [
+                    {
+                        "path": "src/tokens.py",
+                        "sha256": sha(data),
+                        "xxh3": xxhash.xxh3_128_hexdigest(data),
+                        "size": len(data),
+                    }
+                ],
+            }
+        )
+        + "\n"
+    )
+    result = invoke(db_path, "import", str(old))
+    assert json.loads(result.stdout) == {"read": 1, "added": 1, "replaced": 0, "kept": 0}
+    change(repo)
+    detail = json.loads(invoke(db_path, "show", "7", "--json").stdout)
+    assert detail["root"] == str(repo.path)
+    assert (detail["files"][0]["diff"], detail["files"][0]["diff_source"]) == (TOKENS_DIFF, "git")
+    # The blob id git gave its diff is kept, and exported.
+    assert json.loads(invoke(db_path, "export").stdout)["files"][0] == {
+        "path": "src/tokens.py",
+        "sha256": sha(data),
+        "xxh3": xxhash.xxh3_128_hexdigest(data),
+        "size": len(data),
+        "git_blob": _blob_id(data),
+    }
+    bad = tmp_path / "bad.jsonl"
+    line = json.loads(old.read_text())
+    line["files"][0]["git_blob"] = "XYZ"
+    bad.write_text(json.dumps(line) + "\n")
+    refused = invoke_cli(["--db", str(db_path), "import", str(bad)])
+    assert refused.exit_code == 2
+    assert "files[0].git_blob is not 40 lowercase hex digits" in refused.stderr
+
+
+def test_an_import_shares_blob_ids_with_every_row_of_a_content(
+    repo: Repo, db_path: Path, tmp_path: Path
+) -> None:
+    build(repo)
+    tokens, db = (repo.path / "src" / "tokens.py").read_bytes(), b"POOL_SIZE = 5\n"
+    record(db_path, repo, QUESTION, "src/tokens.py")
+    old = record(db_path, repo, "Where is the pool sized?", "src/db.py")
+    with closing(sqlite3.connect(db_path)) as conn, conn:
+        conn.execute("UPDATE memo_files SET git_blob = NULL WHERE memo_id = ?", (old,))
+
+    def line(question: str, path: str, data: bytes, **blob: str) -> str:
+        file = {
+            "path": path,
+            "sha256": sha(data),
+            "xxh3": xxhash.xxh3_128_hexdigest(data),
+            "size": len(data),
+            **blob,
+        }
+        memo = {
+            "id": 40 + len(question),
+            "project": "demo",
+            "question": question,
+            "conclusion": "imported",
+            "recorded_at": "2026-01-01T00:00:00Z",
+            "files": [file],
+        }
+        return json.dumps(memo) + "\n"
+
+    export = tmp_path / "in.jsonl"
+    # One line without the blob id the database knows; one with the blob id a row lacks.
+    export.write_text(
+        line("Who verifies tokens?", "src/tokens.py", tokens)
+        + line("What is the pool size?", "src/db.py", db, git_blob=_blob_id(db))
+    )
+    invoke(db_path, "import", str(export))
+    with closing(sqlite3.connect(db_path)) as conn:
+        rows = conn.execute("SELECT path, git_blob FROM memo_files ORDER BY path, memo_id")
+        assert rows.fetchall() == [
+            ("src/db.py", _blob_id(db)),
+            ("src/db.py", _blob_id(db)),
+            ("src/tokens.py", _blob_id(tokens)),
+            ("src/tokens.py", _blob_id(tokens)),
+        ]
+
+
+def test_diff_is_coloured_on_a_terminal_only(repo: Repo, db_path: Path) -> None:
+    import pty
+
+    build(repo)
+    memo = record(db_path, repo, QUESTION, "src/tokens.py")
+    change(repo)
+    command = [sys.executable, "-m", "explomemo", "--db", str(db_path), "diff", str(memo)]
+    env = {k: v for k, v in os.environ.items() if k != "NO_COLOR"}
+    env["TERM"] = "xterm"
+    piped = subprocess.run(command, capture_output=True, text=True, check=True, env=env).stdout
+    assert "\x1b[" not in piped
+    assert piped == (
+        f"memo {memo} [stale]: {QUESTION}\ndiff --git a/src/tokens.py b/src/tokens.py\n"
+        + TOKENS_DIFF
+    )
+    leader, follower = pty.openpty()
+    with subprocess.Popen(command, stdout=follower, stderr=follower, env=env) as child:
+        os.close(follower)
+        seen = b""
+        while True:
+            try:
+                chunk = os.read(leader, 65536)
+            except OSError:
+                break
+            if not chunk:
+                break
+            seen += chunk
+        child.wait(timeout=60)
+    os.close(leader)
+    screen = seen.decode().replace("\r\n", "\n")
+    assert "\x1b[31m-    return req.headers['Authorization']\x1b[m\n" in screen
+    assert "\x1b[32m+    return req.cookies['session']\x1b[m\n" in screen
+    assert "\x1b[36m@@ -1,2 +1,2 @@\x1b[m\n" in screen
+
+
+def test_database_is_owner_only(tmp_path: Path, repo: Repo) -> None:
+    repo.write("a.py", "A\n")
+    db = tmp_path / "new" / "deeper" / "x.db"
+    record(db, repo, "perms", "a.py")
+    assert stat.S_IMODE(db.stat().st_mode) == 0o600
+    assert stat.S_IMODE(db.parent.stat().st_mode) == 0o700
+    assert stat.S_IMODE(db.parent.parent.stat().st_mode) == 0o700
+    # A database made by an earlier version (world-readable) is tightened when opened.
+    db.chmod(0o644)
+    invoke(db, "list")
+    assert stat.S_IMODE(db.stat().st_mode) == 0o600
+
+
+# Hook failure handling: whatever fails, one line on stderr and exit 0 --------
+
+
+def test_moves_are_found_among_tracked_names_holding_a_tab_or_bytes_that_are_not_utf_8(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kills ``GitRepo.tracked`` splitting an index entry at its last tab (a name with
+    a tab), or decoding names strictly (a name that is not UTF-8 breaks every move)."""
+    monkeypatch.setenv("EXPLOMEMO_SNAPSHOTS", "off")
+    repo = Repo(tmp_path / "repo")
+    repo.write("old.py", "MOVED = True\n")
+    repo.write("other.py", "OTHER = 1\n")
+    (repo.path / os.fsdecode(b"caf\xe9.txt")).write_text("latin-1 name\n")
+    repo.commit("A")
+    db = tmp_path / "memos.db"
+    with open_cache(db) as cache:
+        memo = cache.record(
+            question="q",
+            conclusion="c",
+            files=["old.py", "other.py"],
+            project="p",
+            root=str(repo.path),
+        ).id
+    git(repo.path, "mv", "old.py", "new\tname.py")
+    repo.write("other.py", "OTHER = 2\n")
+    with open_cache(db) as cache:
+        files = {f.path: f for f in cache.show(memo).files}
+    assert files["old.py"].moved_to == "new\tname.py"
+    assert files["other.py"].diff_source == "git"

@@ -1,0 +1,666 @@
+"""The Claude Code hooks: what each adds, when it stays silent, which folder it checks against, and
+that it never fails."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers import (
+    Repo,
+    _to,
+    open_cache,
+)
+
+from explomemo.check import validity
+from explomemo.clients.hooks import BUSY_TIMEOUT_MS, INDEX_BYTES, PROMPT_BYTES, run_hook
+
+
+class FailingStdin(io.BytesIO):
+    """Standard input whose read fails with ``error`` (an I/O error of the pipe)."""
+
+    def __init__(self, error: BaseException) -> None:
+        super().__init__()
+        self.error = error
+
+    def read(self, size: int | None = -1) -> bytes:
+        raise self.error
+
+
+def _hook_error(event: str, error: BaseException) -> bytes:
+    out, err = io.BytesIO(), io.BytesIO()
+    code = run_hook(event, db=None, project=None, stdin=FailingStdin(error), stdout=out, stderr=err)
+    assert (code, out.getvalue()) == (0, b"")
+    return err.getvalue()
+
+
+@pytest.fixture
+def project_with_a_memo(tmp_path: Path, db_path: Path) -> Path:
+    """A folder with one memo recorded by words about JWT tokens."""
+    root = tmp_path / "shop"
+    root.mkdir()
+    (root / "tokens.py").write_text("def verify(token): ...\n")
+    with open_cache(db_path) as cache:
+        cache.record(
+            question="Where are JWT tokens validated?",
+            conclusion="tokens.py: tokens.verify() checks the signature.",
+            files=["tokens.py"],
+            project="shop",
+            root=str(root),
+        )
+    return root
+
+
+MEMOS = [
+    (
+        "How is the retry policy of the HTTP client decided?",
+        "src/retry.py: RETRIES = 3 with exponential backoff; the client reads it in send().",
+        ["src/retry.py", "src/client.py"],
+    ),
+    (
+        "Where are JWT tokens validated?",
+        "src/auth.py middleware() calls tokens.verify(); verify() checks the signature.",
+        ["src/auth.py", "src/tokens.py", "src/client.py"],
+    ),
+    (
+        "How does the parser handle escape sequences?",
+        "src/parser.py unescape() maps backslash sequences through ESCAPES.",
+        ["src/parser.py"],
+    ),
+]
+
+
+@pytest.fixture
+def project(tmp_path: Path, db_path: Path) -> Iterator[Repo]:
+    """A repository named shop with three memos recorded by words."""
+    repo = Repo(tmp_path / "shop")
+    for name in ("retry", "client", "auth", "tokens", "parser"):
+        repo.write(f"src/{name}.py", f"# {name}\n")
+    repo.commit("code")
+    with open_cache(db_path) as cache:
+        for question, conclusion, files in MEMOS:
+            cache.record(question=question, conclusion=conclusion, files=files, root=str(repo.path))
+    yield repo
+
+
+def hook(event: str, payload: Any, db: Path, project: str | None = None) -> tuple[Any, str]:
+    """Run a hook in-process: (its JSON answer or None, its stderr)."""
+    out, err = io.BytesIO(), io.BytesIO()
+    data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
+    code = run_hook(event, db=db, project=project, stdin=io.BytesIO(data), stdout=out, stderr=err)
+    assert code == 0
+    text = out.getvalue().decode()
+    return (json.loads(text) if text else None), err.getvalue().decode()
+
+
+def context(answer: Any, event: str) -> str:
+    assert answer["hookSpecificOutput"]["hookEventName"] == event
+    text: str = answer["hookSpecificOutput"]["additionalContext"]
+    return text
+
+
+def _entry(kind: str, content: Any, prompt_id: str | None = None, **extra: Any) -> dict[str, Any]:
+    entry: dict[str, Any] = {"type": kind, "message": {"role": kind, "content": content}}
+    if prompt_id is not None:
+        entry["promptId"] = prompt_id
+    return {**entry, **extra}
+
+
+def transcript(path: Path, reads: list[str], record: bool, error_on: str | None = None) -> Path:
+    """A transcript in Claude Code's format: an earlier turn, then a turn with these calls."""
+    entries = [
+        _entry("user", "earlier question", "p0"),
+        _entry(
+            "assistant",
+            [{"type": "tool_use", "id": "t0", "name": "Read", "input": {"file_path": "/old/x.py"}}],
+        ),
+        _entry("user", [{"type": "tool_result", "tool_use_id": "t0", "content": "x"}], "p0"),
+        _entry("user", "how is the retry policy decided?", "p1"),
+    ]
+    calls = [("Read", {"file_path": f}) for f in reads]
+    if record:
+        calls.append(("mcp__explomemo__memory_exploration_record", {"question": "q"}))
+    for n, (name, arguments) in enumerate(calls):
+        ident = f"t{n + 1}"
+        entries.append(
+            _entry(
+                "assistant", [{"type": "tool_use", "id": ident, "name": name, "input": arguments}]
+            )
+        )
+        result = {"type": "tool_result", "tool_use_id": ident, "content": "ok"}
+        if error_on is not None and arguments.get("file_path") == error_on:
+            result["is_error"] = True
+        entries.append(_entry("user", [result], "p1"))
+    entries.append(_entry("assistant", [{"type": "text", "text": "The answer."}]))
+    path.write_text("".join(json.dumps(e) + "\n" for e in entries))
+    return path
+
+
+def stop_payload(path: Path, cwd: str, active: bool = False) -> dict[str, Any]:
+    return {
+        "session_id": "s",
+        "transcript_path": str(path),
+        "cwd": cwd,
+        "prompt_id": "p1",
+        "hook_event_name": "Stop",
+        "stop_hook_active": active,
+    }
+
+
+def _top(tmp_path: Path) -> str:
+    """The session's folder: the root the Stop hook checks reads against."""
+    top = tmp_path / "repo"
+    top.mkdir(exist_ok=True)
+    return str(top)
+
+
+# Hook failure handling: whatever fails, one line on stderr and exit 0 --------
+
+
+@pytest.mark.parametrize("event", ["session-start", "prompt", "stop"])
+def test_a_hook_error_is_one_line_of_at_most_400_characters(event: str) -> None:
+    """Kills ``_one_line`` cutting at another length, without its ellipsis, keeping
+    new lines and runs of white space, or losing the error's kind when it has no
+    message."""
+    head = f"explomemo hook {event}: ".encode()
+    assert _hook_error(event, OSError("e" * 400)) == head + b"e" * 400 + b"\n"
+    assert _hook_error(event, OSError("e" * 401)) == head + ("e" * 399 + "…").encode() + b"\n"
+    assert _hook_error(event, OSError(" a \n\tb  c\n")) == head + b"a b c\n"
+    assert _hook_error(event, OSError()) == head + b"OSError\n"
+    assert _hook_error(event, ValueError("")) == head + b"ValueError\n"
+
+
+def test_a_hook_error_that_is_not_utf_8_is_still_written() -> None:
+    """Kills the error line's encoding failing (``errors="replace"`` dropped) on a
+    message holding a file name that is not UTF-8 (a surrogate escape)."""
+    line = _hook_error("prompt", OSError("no database at /tmp/caf\udce9/x.db"))
+    assert line == b"explomemo hook prompt: no database at /tmp/caf?/x.db\n"
+
+
+def test_the_hook_command_reads_stdin_and_answers_on_stdout_in_process(
+    project_with_a_memo: Path,
+    db_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsysbinary: pytest.CaptureFixture[bytes],
+) -> None:
+    """Kills ``run_hook`` taking other streams than the process's own when none is
+    given, or answering with anything but one JSON object and a new line."""
+    from explomemo.cli.main import main
+
+    payload = {"cwd": str(project_with_a_memo), "prompt": "where are JWT tokens validated?"}
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(json.dumps(payload).encode())))
+    assert main(["--db", str(db_path), "hook", "prompt"]) == 0
+    out, err = capsysbinary.readouterr()
+    assert err == b"" and out.endswith(b"}\n") and out.count(b"\n") == 1
+    answer = json.loads(out)
+    assert "tokens.verify()" in answer["hookSpecificOutput"]["additionalContext"]
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"[]")))
+    assert main(["--db", str(db_path), "hook", "prompt"]) == 0
+    out, err = capsysbinary.readouterr()
+    assert out == b"" and err.startswith(b"explomemo hook prompt: ") and err.count(b"\n") == 1
+
+
+def test_a_hook_input_without_cwd_answers_for_the_working_directory(
+    project_with_a_memo: Path, db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kills ``_root`` losing its default: Claude Code may leave ``cwd`` out, and the
+    hook then answers for the folder it runs in."""
+    monkeypatch.chdir(project_with_a_memo)
+    out, err = io.BytesIO(), io.BytesIO()
+    payload = json.dumps({"prompt": "where are JWT tokens validated?"}).encode()
+    assert (
+        run_hook(
+            "prompt", db=db_path, project=None, stdin=io.BytesIO(payload), stdout=out, stderr=err
+        )
+        == 0
+    )
+    assert err.getvalue() == b""
+    assert (
+        "tokens.verify()" in json.loads(out.getvalue())["hookSpecificOutput"]["additionalContext"]
+    )
+
+
+@pytest.mark.parametrize("cwd", [".", "shop", "../shop"])
+def test_a_relative_cwd_is_refused_even_when_it_names_a_folder(
+    project_with_a_memo: Path, db_path: Path, monkeypatch: pytest.MonkeyPatch, cwd: str
+) -> None:
+    """Kills ``_root`` taking a relative ``cwd`` that happens to exist from where the
+    hook runs, or refusing it without naming it."""
+    monkeypatch.chdir(project_with_a_memo)
+    out, err = io.BytesIO(), io.BytesIO()
+    payload = json.dumps({"cwd": cwd, "prompt": "where are JWT tokens validated?"}).encode()
+    code = run_hook(
+        "prompt", db=db_path, project=None, stdin=io.BytesIO(payload), stdout=out, stderr=err
+    )
+    assert (code, out.getvalue()) == (0, b"")
+    line = err.getvalue().decode()
+    assert line.startswith(f"explomemo hook prompt: cwd {cwd!r} ") and line.count("\n") == 1
+
+
+@pytest.mark.parametrize("stdin", [b"[1, 2]", b'"text"', b"3", b"null"])
+def test_json_that_is_not_an_object_is_named_as_such(db_path: Path, stdin: bytes) -> None:
+    """Kills the refusal of a JSON value that is not an object losing its words."""
+    out, err = io.BytesIO(), io.BytesIO()
+    assert (
+        run_hook("stop", db=db_path, project=None, stdin=io.BytesIO(stdin), stdout=out, stderr=err)
+        == 0
+    )
+    assert err.getvalue().startswith(b"explomemo hook stop: stdin is not a JSON object")
+
+
+def test_session_start_indexes_fresh_memos_and_counts_stale(project: Repo, db_path: Path) -> None:
+    answer, err = hook("session-start", {"cwd": str(project.path), "source": "startup"}, db_path)
+    text = context(answer, "SessionStart")
+    assert err == ""
+    assert "project 'shop' has 3 memos (3 fresh, 0 stale)" in text
+    # Most files first: the JWT memo rests on three files.
+    assert text.index("#2 Where are JWT tokens validated?") < text.index("#1 How is the retry")
+    project.write("src/parser.py", "# changed\n")
+    text = context(hook("session-start", {"cwd": str(project.path)}, db_path)[0], "SessionStart")
+    assert "(2 fresh, 1 stale)" in text and "#3 " not in text
+    assert len(text.encode()) <= INDEX_BYTES
+
+
+def test_a_folder_reached_through_a_link_is_the_project_it_leads_to(
+    project: Repo, tmp_path: Path, db_path: Path
+) -> None:
+    linked = tmp_path / "linked-shop"
+    linked.symlink_to(project.path)
+    text = context(hook("session-start", {"cwd": str(linked)}, db_path)[0], "SessionStart")
+    assert "project 'shop' has 3 memos (3 fresh, 0 stale)" in text
+    # Recorded through the link, it is the same project's memo.
+    with open_cache(db_path) as cache:
+        recorded = cache.record(
+            question="Where is the client built?",
+            conclusion="src/client.py",
+            files=["src/client.py"],
+            root=str(linked),
+        )
+    assert recorded.project == "shop"
+    text = context(hook("session-start", {"cwd": str(project.path)}, db_path)[0], "SessionStart")
+    assert "project 'shop' has 4 memos (4 fresh, 0 stale)" in text
+
+
+def test_session_start_adds_nothing_for_a_project_without_memos(
+    project: Repo, db_path: Path
+) -> None:
+    answer, err = hook("session-start", {"cwd": str(project.path)}, db_path, project="other")
+    assert answer is None and err == ""
+
+
+def test_session_start_index_stays_within_its_budget(tmp_path: Path, db_path: Path) -> None:
+    repo = Repo(tmp_path / "big")
+    repo.write("a.py", "A = 1\n")
+    repo.commit("a")
+    with open_cache(db_path) as cache:
+        for i in range(200):
+            cache.record(
+                question=f"question number {i} about a rather long subject " * 3,
+                conclusion="c",
+                files=["a.py"],
+                root=str(repo.path),
+            )
+    text = context(hook("session-start", {"cwd": str(repo.path)}, db_path)[0], "SessionStart")
+    assert len(text.encode()) <= INDEX_BYTES
+    assert text.endswith("more fresh memos.")
+
+
+def test_prompt_brings_the_memo_that_answers_it(project: Repo, db_path: Path) -> None:
+    payload = {"cwd": str(project.path), "prompt": "where do we validate the JWT tokens?"}
+    answer, err = hook("prompt", payload, db_path)
+    text = context(answer, "UserPromptSubmit")
+    assert err == ""
+    assert "[memo 2, fresh, 3 files unchanged] Where are JWT tokens validated?" in text
+    assert "tokens.verify()" in text
+    assert "memo 1" not in text and "memo 3" not in text
+
+
+def test_prompt_counts_one_file_as_one_file(project: Repo, db_path: Path) -> None:
+    payload = {"cwd": str(project.path), "prompt": "how does the parser handle escape sequences?"}
+    text = context(hook("prompt", payload, db_path)[0], "UserPromptSubmit")
+    assert "[memo 3, fresh, 1 file unchanged] How does the parser handle" in text, text
+
+
+@pytest.mark.parametrize(
+    "prompt",
+    [
+        "fix the failing test in the parser",
+        "commit these changes",
+        "how do I center a div in CSS?",
+        "hello",
+    ],
+)
+def test_prompt_adds_nothing_when_no_memo_answers(
+    project: Repo, db_path: Path, prompt: str
+) -> None:
+    answer, err = hook("prompt", {"cwd": str(project.path), "prompt": prompt}, db_path)
+    assert answer is None and err == ""
+
+
+def test_prompt_marks_a_stale_memo_with_what_changed(project: Repo, db_path: Path) -> None:
+    project.write("src/tokens.py", "# rotated keys\n")
+    (project.path / "src" / "auth.py").unlink()
+    payload = {"cwd": str(project.path), "prompt": "where are JWT tokens validated?"}
+    text = context(hook("prompt", payload, db_path)[0], "UserPromptSubmit")
+    assert "[memo 2, stale (changed: src/tokens.py; missing: src/auth.py)]" in text
+
+
+@pytest.mark.parametrize(
+    "prompt",
+    [
+        "why does Settings __init__ validate every key?",
+        "why does load_config validate every key?",
+    ],
+)
+def test_prompt_finds_identifiers_as_recall_does_per_project(
+    project: Repo, db_path: Path, prompt: str
+) -> None:
+    """The memo's question shares no word with the prompt: only a distinctive identifier
+    (``__init__``, which the hook's own rule missed; ``load_config``, which three memos
+    of another project hold too) brings it."""
+    project.write("src/settings.py", "KEYS = ()\n")
+    project.commit("settings")
+    with open_cache(db_path) as cache:
+        cache.record(
+            question="How is the configuration loaded at start-up?",
+            conclusion="src/settings.py: load_config() reads config.toml; __init__ of Settings"
+            " validates every key.",
+            files=["src/settings.py"],
+            root=str(project.path),
+        )
+        for i in range(3):
+            cache.record(
+                question=f"What does loader {i} do?",
+                conclusion=f"load_config() and __init__ of loader {i} validate every key.",
+                files=["src/settings.py"],
+                project="other",
+                root=str(project.path),
+            )
+    answer, err = hook("prompt", {"cwd": str(project.path), "prompt": prompt}, db_path)
+    assert err == ""
+    assert "] How is the configuration loaded at start-up?" in context(answer, "UserPromptSubmit")
+
+
+def test_prompt_context_stays_within_its_budget(tmp_path: Path, db_path: Path) -> None:
+    repo = Repo(tmp_path / "verbose")
+    repo.write("a.py", "A = 1\n")
+    repo.commit("a")
+    with open_cache(db_path) as cache:
+        for i in range(4):
+            cache.record(
+                question=f"How is the frobnicator pipeline wired, variant {i}?",
+                conclusion="The frobnicator pipeline is wired like this. " * 400,
+                files=["a.py"],
+                root=str(repo.path),
+            )
+    payload = {"cwd": str(repo.path), "prompt": "how is the frobnicator pipeline wired?"}
+    text = context(hook("prompt", payload, db_path)[0], "UserPromptSubmit")
+    assert len(text.encode()) <= PROMPT_BYTES
+    assert text.count("[memo ") == 3
+
+
+# Stop --------------------------------------------------------------------------
+
+
+def test_stop_blocks_once_when_files_were_read_and_nothing_recorded(
+    tmp_path: Path, db_path: Path
+) -> None:
+    top = _top(tmp_path)
+    files = [f"{top}/src/{n}.py" for n in ("a", "b", "c")]
+    path = transcript(tmp_path / "t.jsonl", files, record=False)
+    answer, err = hook("stop", stop_payload(path, top), db_path)
+    assert answer["decision"] == "block" and err == ""
+    assert "read 3 files (src/a.py, src/b.py, src/c.py)" in answer["reason"]
+    assert "memory_exploration_record" in answer["reason"]
+    # The agent answers the block: Claude Code says so, and the hook lets it finish.
+    assert hook("stop", stop_payload(path, top, active=True), db_path) == (None, "")
+
+
+def test_stop_is_silent_when_a_memo_was_recorded(tmp_path: Path, db_path: Path) -> None:
+    top = _top(tmp_path)
+    files = [f"{top}/src/{n}.py" for n in ("a", "b", "c", "d")]
+    path = transcript(tmp_path / "t.jsonl", files, record=True)
+    assert hook("stop", stop_payload(path, top), db_path) == (None, "")
+
+
+def test_stop_counts_only_this_turns_successful_reads(tmp_path: Path, db_path: Path) -> None:
+    top = _top(tmp_path)
+    files = [f"{top}/a.py", f"{top}/b.py", f"{top}/c.py"]
+    path = transcript(tmp_path / "t.jsonl", files, record=False, error_on=f"{top}/c.py")
+    assert hook("stop", stop_payload(path, top), db_path) == (None, "")
+
+
+def test_stop_counts_only_files_inside_the_root(tmp_path: Path, db_path: Path) -> None:
+    """Files ``record`` would refuse (outside root, also through ``..`` or a link) do not
+    count: reading three of them and one project file asks for nothing."""
+    top = _top(tmp_path)
+    (tmp_path / "elsewhere").mkdir()
+    (Path(top) / "vendor").symlink_to(tmp_path / "elsewhere")
+    outside = ["/etc/hosts", f"{top}/../other/x.py", f"{top}/vendor/lib.py", "/etc/passwd"]
+    path = transcript(tmp_path / "t.jsonl", [*outside, f"{top}/src/a.py"], record=False)
+    assert hook("stop", stop_payload(path, top), db_path) == (None, "")
+    # Two more project files make three inside: only those are counted and named.
+    path = transcript(
+        tmp_path / "t.jsonl", [*outside, f"{top}/src/a.py", f"{top}/b.py", f"{top}/c.py"], False
+    )
+    answer, err = hook("stop", stop_payload(path, top), db_path)
+    assert answer["decision"] == "block" and err == ""
+    assert "read 3 files (src/a.py, b.py, c.py) and recorded" in answer["reason"]
+    assert "/etc" not in answer["reason"] and "lib.py" not in answer["reason"]
+
+
+def test_stop_skips_a_transcript_line_nested_too_deep_to_parse(
+    tmp_path: Path, db_path: Path
+) -> None:
+    top = _top(tmp_path)
+    files = [f"{top}/src/{n}.py" for n in ("a", "b", "c")]
+    path = transcript(tmp_path / "t.jsonl", files, record=False)
+    lines = path.read_text().splitlines(keepends=True)
+    lines.insert(len(lines) - 1, "[" * 100_000 + "]" * 100_000 + "\n")
+    path.write_text("".join(lines))
+    answer, err = hook("stop", stop_payload(path, top), db_path)
+    assert answer["decision"] == "block" and err == ""
+    assert "read 3 files (src/a.py, src/b.py, src/c.py)" in answer["reason"]
+
+
+# Never failing the client ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("event", ["session-start", "prompt", "stop"])
+@pytest.mark.parametrize(
+    ("stdin", "fragment"),
+    [
+        (b"{not json", "stdin is not JSON"),
+        (b"[1, 2]", "not a JSON object"),
+        (b'{"cwd": 5, "prompt": 5, "transcript_path": 5}', "not a str"),
+    ],
+)
+def test_malformed_input_is_one_line_and_nothing_added(
+    db_path: Path, event: str, stdin: bytes, fragment: str
+) -> None:
+    answer, err = hook(event, stdin, db_path)
+    assert answer is None
+    assert err.count("\n") == 1 and err.startswith(f"explomemo hook {event}: ")
+    assert fragment in err
+
+
+def test_the_error_line_escapes_control_characters(tmp_path: Path) -> None:
+    db = tmp_path / "no\x1b]52;c;SGVsbG8=\x07" / "x.db"
+    answer, err = hook("session-start", {"cwd": str(tmp_path)}, db)
+    assert answer is None and err.count("\n") == 1
+    assert "no\\x1b]52;c;SGVsbG8=\\x07" in err and "\x1b" not in err and "\x07" not in err
+
+
+def test_a_missing_database_is_one_line_and_is_not_created(tmp_path: Path) -> None:
+    db = tmp_path / "none" / "x.db"
+    answer, err = hook("prompt", {"cwd": str(tmp_path), "prompt": "where is auth"}, db)
+    assert answer is None and "no database at" in err and err.count("\n") == 1
+    assert not db.parent.exists()
+
+
+@pytest.mark.timeout(20)
+@pytest.mark.parametrize("event", ["session-start", "prompt"])
+def test_a_locked_database_is_one_line_without_waiting(
+    project: Repo, db_path: Path, event: str
+) -> None:
+    holder = sqlite3.connect(db_path, isolation_level=None)
+    try:
+        holder.execute("PRAGMA locking_mode = EXCLUSIVE")
+        holder.execute("BEGIN EXCLUSIVE")
+        holder.execute("DELETE FROM file_stats")
+        payload = {"cwd": str(project.path), "prompt": "where are JWT tokens validated?"}
+        answer, err = hook(event, payload, db_path)
+    finally:
+        holder.close()
+    assert answer is None and "locked" in err and err.count("\n") == 1
+
+
+@pytest.mark.timeout(20)
+@pytest.mark.parametrize("event", ["session-start", "prompt"])
+def test_a_write_lock_is_waited_for_at_most_the_hooks_busy_timeout(
+    project: Repo, db_path: Path, event: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another process writing (a shared WAL lock, not an exclusive one): the hook still
+    reads, reaches the stat-cache write, and no statement of it waits longer than 50 ms."""
+    monkeypatch.setattr(validity, "RACY_NS", -1)  # the stat cache is written at once
+    statements: list[str] = []
+    timeouts: list[float] = []
+    real_connect = sqlite3.connect
+
+    def connect(*args: Any, **kwargs: Any) -> sqlite3.Connection:
+        timeouts.append(kwargs.get("timeout", 5.0))
+        conn = real_connect(*args, **kwargs)
+        conn.set_trace_callback(statements.append)
+        return conn
+
+    holder = real_connect(db_path, isolation_level=None)
+    try:
+        holder.execute("DELETE FROM file_stats")
+        holder.execute("BEGIN IMMEDIATE")
+        monkeypatch.setattr(sqlite3, "connect", connect)
+        payload = {"cwd": str(project.path), "prompt": "where are JWT tokens validated?"}
+        answer, err = hook(event, payload, db_path)
+    finally:
+        monkeypatch.setattr(sqlite3, "connect", real_connect)
+        holder.close()
+    assert answer is not None and err == ""
+    assert "BEGIN IMMEDIATE" in statements  # the stat-cache write was tried
+    waits = [int(s.split("=")[1]) for s in statements if s.startswith("PRAGMA busy_timeout")]
+    assert waits and max(waits) <= BUSY_TIMEOUT_MS
+    assert max(timeouts) <= BUSY_TIMEOUT_MS / 1000
+
+
+def test_the_command_exits_0_even_on_a_bad_command_line(db_path: Path) -> None:
+    for args in (["hook", "prompt", "--bogus"], ["hook", "nosuchevent"]):
+        done = subprocess.run(
+            [sys.executable, "-m", "explomemo", "--db", str(db_path), *args],
+            input=b"{}",
+            capture_output=True,
+            check=False,
+        )
+        assert done.returncode == 0 and done.stdout == b""
+        assert done.stderr.count(b"\n") == 1, done.stderr
+
+
+def test_the_command_answers_over_real_stdio(project: Repo, db_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "explomemo", "--db", str(db_path), "hook", "prompt"],
+        input=json.dumps({"cwd": str(project.path), "prompt": "where are JWT tokens validated?"}),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert done.stderr == ""
+    assert "tokens.verify()" in context(json.loads(done.stdout), "UserPromptSubmit")
+
+
+def test_a_session_in_a_subfolder_sees_the_memos_fresh(
+    project: Repo, db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The hooks check memos against $CLAUDE_PROJECT_DIR, as the server does, not the session's
+    cwd, which follows its shell into subfolders."""
+    src = str(project.path / "src")
+    monkeypatch.setenv("CLAUDE_PROJECT_DIR", str(project.path))
+    answer, err = hook("session-start", {"cwd": src, "source": "startup"}, db_path)
+    assert err == ""
+    assert "(3 fresh, 0 stale)" in context(answer, "SessionStart")
+    payload = {"cwd": src, "prompt": "where are JWT tokens validated?"}
+    text = context(hook("prompt", payload, db_path)[0], "UserPromptSubmit")
+    assert "[memo 2, fresh, 3 files unchanged] Where are JWT tokens validated?" in text
+    assert "missing" not in text
+
+
+def test_without_a_usable_project_dir_the_cwd_is_the_root(
+    project: Repo, db_path: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The hooks check memos against $CLAUDE_PROJECT_DIR, as the server does, not the session's
+    cwd, which follows its shell into subfolders."""
+    src = str(project.path / "src")
+    # Unset: the cwd, where every recorded path is missing.
+    text = context(hook("session-start", {"cwd": src}, db_path)[0], "SessionStart")
+    assert "(0 fresh, 3 stale)" in text
+    # Relative, or not an existing folder: the cwd, here the project's top.
+    for given in ("shop", str(tmp_path / "gone"), str(project.path / "src" / "auth.py")):
+        monkeypatch.setenv("CLAUDE_PROJECT_DIR", given)
+        text = context(
+            hook("session-start", {"cwd": str(project.path)}, db_path)[0], "SessionStart"
+        )
+        assert "(3 fresh, 0 stale)" in text, given
+        text = context(hook("session-start", {"cwd": src}, db_path)[0], "SessionStart")
+        assert "(0 fresh, 3 stale)" in text, given
+
+
+def test_stop_names_the_files_read_relative_to_the_project_dir(
+    tmp_path: Path, db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The hooks check memos against $CLAUDE_PROJECT_DIR, as the server does, not the session's
+    cwd, which follows its shell into subfolders."""
+    top = tmp_path / "top"
+    (top / "src").mkdir(parents=True)
+    reads = [str(top / "src" / f"{name}.py") for name in ("a", "b", "c")]
+    path = transcript(tmp_path / "t.jsonl", reads, record=False)
+    monkeypatch.setenv("CLAUDE_PROJECT_DIR", str(top))
+    answer, _ = hook("stop", stop_payload(path, str(top / "src")), db_path)
+    assert "read 3 files (src/a.py, src/b.py, src/c.py)" in answer["reason"]
+
+
+def test_the_command_reads_the_variable_claude_code_sets(project: Repo, db_path: Path) -> None:
+    # As Claude Code runs it: its own process, the variable in its environment.
+    """The hooks check memos against $CLAUDE_PROJECT_DIR, as the server does, not the session's
+    cwd, which follows its shell into subfolders."""
+    done = subprocess.run(
+        [sys.executable, "-m", "explomemo", "--db", str(db_path), "hook", "session-start"],
+        input=json.dumps({"cwd": str(project.path / "src"), "source": "startup"}),
+        capture_output=True,
+        text=True,
+        cwd=project.path / "src",
+        env={**os.environ, "CLAUDE_PROJECT_DIR": str(project.path)},
+        timeout=60,
+        check=True,
+    )
+    assert done.stderr == ""
+    assert "(3 fresh, 0 stale)" in context(json.loads(done.stdout), "SessionStart")
+
+
+# A standard output that cannot be written -----------------------------------
+
+
+def test_a_hook_whose_output_cannot_be_written_exits_0(one_memo: tuple[Path, Path]) -> None:
+    """An input or output at the edge, met where users meet it: refused with one line (exit 2),
+    never a traceback, and a hook still exits 0."""
+    db, export = one_memo
+    payload = json.dumps({"cwd": str(export.parent), "source": "startup"})
+    args = ["--db", str(db), "hook", "session-start", "--project", "p"]
+    with open("/dev/full", "w") as full:
+        run = _to(full, args, export.parent, stdin=payload)
+    assert run.code == 0 and len(run.err.splitlines()) == 1, run.err
+    assert "explomemo hook session-start:" in run.err and "standard output" in run.err
+    assert "Traceback" not in run.err

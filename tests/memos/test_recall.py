@@ -1,0 +1,183 @@
+"""Recall by meaning with the real offline model, the word fallback, cut-off and ranking."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import sqlite3
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fake_embedder import FakeEmbedder
+from helpers import record_all
+
+from explomemo.memos.cache import MemoCache
+from explomemo.recall import embeddings, search
+from explomemo.recall.embeddings import Embedder, load_embedder
+from explomemo.recall.sources import FixedModel
+
+
+def test_real_model_finds_paraphrases(embedder: Embedder, app: Path, db_path: Path) -> None:
+    with MemoCache.open(db_path, FixedModel(embedder)) as cache:
+        ids = record_all(cache, app)
+        for query, key in [
+            ("where are JWTs checked?", "auth"),
+            ("how many times do failed HTTP requests get retried?", "retry"),
+            ("SQLAlchemy engine settings", "db"),
+        ]:
+            result = cache.recall(query=query, project="svc", root=str(app))
+            assert result.semantic_index is True
+            assert result.matches, query
+            top = result.matches[0]
+            assert top.id == ids[key], query
+            assert top.matched_by in {"embedding", "both"}
+            assert top.status == "fresh" and 0 < top.score <= 1
+
+
+def test_unrelated_query_returns_nothing(embedder: Embedder, app: Path, db_path: Path) -> None:
+    with MemoCache.open(db_path, FixedModel(embedder)) as cache:
+        record_all(cache, app)
+        for query in ("how do I bake sourdough bread?", "which GPU kernels run the convolution?"):
+            assert cache.recall(query=query, project="svc", root=str(app)).matches == [], query
+
+
+def test_other_projects_are_not_recalled(embedder: Embedder, app: Path, db_path: Path) -> None:
+    with MemoCache.open(db_path, FixedModel(embedder)) as cache:
+        record_all(cache, app)
+        assert (
+            cache.recall(query="where are JWTs checked?", project="other", root=str(app)).matches
+            == []
+        )
+
+
+def test_words_only_without_model(words_cache: MemoCache, app: Path) -> None:
+    ids = record_all(words_cache, app)
+    result = words_cache.recall(query="database pool size", project="svc", root=str(app))
+    assert result.semantic_index is False
+    assert [(m.id, m.matched_by) for m in result.matches] == [(ids["db"], "words")]
+    # Stop words alone match nothing: "how is it wired?" shares only "how" and "is".
+    assert words_cache.recall(query="how is it?", project="svc", root=str(app)).matches == []
+
+
+def test_embeddings_off_by_environment() -> None:
+    assert load_embedder({"EXPLOMEMO_EMBEDDINGS": "off"}) is None
+
+
+def test_fresh_ranks_above_stale_at_similar_relevance(app: Path, db_path: Path) -> None:
+    # The query sits at cosine 0.80 from memo "stale-one" and 0.78 from "fresh-one".
+    angle_stale, angle_fresh = math.acos(0.80), math.acos(0.78)
+
+    def vector_of(text: str) -> list[float]:
+        if text.startswith("Stale one"):
+            return [math.cos(angle_stale), math.sin(angle_stale), 0.0]
+        if text.startswith("Fresh one"):
+            return [math.cos(angle_fresh), 0.0, math.sin(angle_fresh)]
+        return [1.0, 0.0, 0.0]
+
+    with MemoCache.open(db_path, FixedModel(FakeEmbedder(vector_of))) as cache:
+        stale = cache.record(
+            question="Stale one",
+            conclusion="x",
+            files=["app/http.py"],
+            project="svc",
+            root=str(app),
+        ).id
+        fresh = cache.record(
+            question="Fresh one", conclusion="y", files=["app/db.py"], project="svc", root=str(app)
+        ).id
+        (app / "app" / "http.py").write_text("# changed\n")
+        result = cache.recall(query="zzz", project="svc", root=str(app))
+        assert [(m.id, m.status) for m in result.matches] == [(fresh, "fresh"), (stale, "stale")]
+        assert result.matches[1].score > result.matches[0].score
+        assert result.matches[1].files[0].state == "changed"
+        only_fresh = cache.recall(query="zzz", project="svc", root=str(app), include_stale=False)
+        assert [m.id for m in only_fresh.matches] == [fresh]
+
+
+def test_recall_rehashes_only_returned_memos(
+    words_cache: MemoCache, app: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    record_all(words_cache, app)
+    seen: list[str] = []
+    original = words_cache.validator.observe
+
+    def spy(root: Any, expected: Any) -> Any:
+        seen.extend(e.rel for e in expected)
+        return original(root, expected)
+
+    monkeypatch.setattr(words_cache.validator, "observe", spy)
+    words_cache.recall(query="database pool", project="svc", root=str(app))
+    assert seen == ["app/db.py"]
+
+
+def test_server_answers_while_model_warms_up(
+    app: Path, db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from mcp import Client
+
+    from explomemo.server.tools import create_server
+
+    release = threading.Event()
+    fake = FakeEmbedder(lambda text: [1.0, 0.0])
+
+    def slow_load(env: Any) -> FakeEmbedder:
+        release.wait(30)
+        return fake
+
+    monkeypatch.setattr(embeddings, "load_embedder", slow_load)
+
+    async def story() -> None:
+        async with Client(create_server(db_path, env={})) as client:
+            assert len((await client.list_tools()).tools) == 4
+            recorded = await client.call_tool(
+                "memory_exploration_record",
+                {
+                    "question": "q",
+                    "conclusion": "c",
+                    "files": ["app/db.py"],
+                    "project": "svc",
+                    "root": str(app),
+                },
+            )
+            assert recorded.structured_content["semantic_index"] is False  # type: ignore[index]
+            release.set()
+            recall = await client.call_tool(
+                "memory_exploration_recall",
+                {"query": "anything", "project": "svc", "root": str(app)},
+            )
+            assert recall.structured_content["semantic_index"] is True  # type: ignore[index]
+            assert [m["id"] for m in recall.structured_content["matches"]] == [1]  # type: ignore[index]
+
+    asyncio.run(story())
+    with sqlite3.connect(db_path) as conn:
+        assert conn.execute("SELECT embedding_model FROM memos").fetchall() == [("fake-model",)]
+
+
+def test_cutoff_asks_more_of_a_query_whose_words_no_memo_holds(app: Path, db_path: Path) -> None:
+    # Every query sits at cosine 0.33 from the memo: above the cut-off, but not
+    # once the penalty for words no memo holds is taken off.
+    angle = math.acos(0.33)
+
+    def vector_of(text: str) -> list[float]:
+        if text.startswith("How is the pool"):
+            return [math.cos(angle), math.sin(angle)]
+        return [1.0, 0.0]
+
+    with MemoCache.open(db_path, FixedModel(FakeEmbedder(vector_of))) as cache:
+        memo = cache.record(
+            question="How is the pool sized?",
+            conclusion="app/db.py sets pool_size=5.",
+            files=["app/db.py"],
+            project="svc",
+            root=str(app),
+        ).id
+        assert search.FUSED_CUTOFF < 0.33 < search.FUSED_CUTOFF + search.UNKNOWN_PENALTY
+        unknown = cache.recall(
+            query="how are zyzzyva frobnicators scoped?", project="svc", root=str(app)
+        )
+        assert unknown.matches == []
+        # One word in three unknown costs UNKNOWN_PENALTY / 9: it is still found.
+        one_odd = cache.recall(query="zyzzyva pool sizing", project="svc", root=str(app))
+        assert [m.id for m in one_odd.matches] == [memo]

@@ -1,0 +1,172 @@
+"""Search (recall/search.py): the rules of fusion (a best memo that stands out, unknown words) and
+the cut-off of words alone."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from fake_embedder import FakeEmbedder
+from helpers import (
+    RELATED,
+    WORD_MEMOS,
+    invoke_cli,
+)
+
+from explomemo.memos.cache import MemoCache
+from explomemo.recall import search
+from explomemo.recall.search import VectorHits, WordScores, fuse
+from explomemo.recall.sources import FixedModel
+
+
+def hits(scores: dict[int, float]) -> VectorHits:
+    """Vector hits of a project whose memos are exactly ``scores``."""
+    values = list(scores.values())
+    return VectorHits(
+        hits=sorted(scores.items(), key=lambda hit: -hit[1]),
+        count=len(values),
+        total=sum(values),
+        squares=sum(v * v for v in values),
+    )
+
+
+def evenly(count: int, low: float = 0.50, step: float = 0.005) -> dict[int, float]:
+    """``count`` memos whose scores climb evenly: none stands out from the others."""
+    return {memo_id: low + step * memo_id for memo_id in range(count)}
+
+
+UNRELATED = "Which colour palette does the marketing site use for its settings page?"
+
+
+def test_a_project_where_no_memo_stands_out_gets_nothing() -> None:
+    scores = evenly(search.SPREAD_MIN_MEMOS)
+    assert min(scores.values()) > search.FUSED_CUTOFF
+    assert fuse(hits(scores), WordScores({})) == []
+
+
+def test_a_memo_that_stands_out_comes_back_with_the_others_above_the_cut_off() -> None:
+    scores = {memo_id: 0.30 + 0.001 * memo_id for memo_id in range(1, 24)}
+    scores[0] = 0.90
+    found = fuse(hits(scores), WordScores({}))
+    assert [c.id for c in found[:2]] == [0, 23]
+    assert len(found) == 24
+
+
+def test_words_make_a_memo_stand_out() -> None:
+    scores = evenly(search.SPREAD_MIN_MEMOS)
+    found = fuse(hits(scores), WordScores({7: 1.0}))
+    assert found[0].id == 7
+    assert found[0].matched_by == "both"
+
+
+def test_a_pinned_memo_comes_back_when_nothing_stands_out() -> None:
+    scores = evenly(search.SPREAD_MIN_MEMOS)
+    found = fuse(hits(scores), WordScores({}, pinned=frozenset({3})))
+    assert [(c.id, c.pinned) for c in found] == [(3, True)]
+
+
+def test_a_small_project_is_not_asked_to_stand_out() -> None:
+    scores = evenly(search.SPREAD_MIN_MEMOS - 1)
+    found = fuse(hits(scores), WordScores({}))
+    assert sorted(c.id for c in found) == sorted(scores)
+
+
+def test_one_unknown_word_in_five_costs_little_and_all_unknown_costs_the_penalty() -> None:
+    near = search.FUSED_CUTOFF + 0.02
+    # Linear, a share of 1/5 would cost UNKNOWN_PENALTY / 5 (0.08): more than the margin.
+    assert search.UNKNOWN_PENALTY / 5 > 0.02
+    assert [c.id for c in fuse(hits({1: near}), WordScores({}, unknown=0.2))] == [1]
+    far = search.FUSED_CUTOFF + 0.9 * search.UNKNOWN_PENALTY
+    assert fuse(hits({1: far}), WordScores({}, unknown=1.0)) == []
+    assert [c.id for c in fuse(hits({1: far}), WordScores({}, unknown=0.0))] == [1]
+
+
+def test_recall_answers_nothing_when_the_query_is_as_near_to_every_memo(
+    tmp_path: Path, db_path: Path
+) -> None:
+    count = search.SPREAD_MIN_MEMOS + 4
+    root = tmp_path / "root"
+    root.mkdir()
+    (root / "gadget.py").write_text("# gadget\n")
+
+    def vector_of(text: str) -> list[float]:
+        # Memo n leans on axis n and on a shared axis (the last), a little more for
+        # higher n; the query "zorblat" lies on the shared axis, "quuxite 5" on axis 5.
+        vector = [0.0] * (count + 1)
+        asked = re.search(r"quuxite (\d+)", text)
+        if asked:
+            vector[int(asked.group(1))] = 0.9
+            vector[count] = 0.3
+            return vector
+        memo = re.search(r"gadget (\d+)", text)
+        if memo is None:
+            vector[count] = 1.0
+            return vector
+        n = int(memo.group(1))
+        vector[n] = 0.75
+        vector[count] = 0.6 + 0.004 * n
+        return vector
+
+    with MemoCache.open(db_path, FixedModel(FakeEmbedder(vector_of))) as cache:
+        ids = [
+            cache.record(
+                question=f"Where is gadget {n} set up?",
+                conclusion=f"gadget.py builds gadget {n}.",
+                files=["gadget.py"],
+                project="svc",
+                root=str(root),
+            ).id
+            for n in range(count)
+        ]
+        near_all = cache.recall(query="how is zorblat tuned?", project="svc", root=str(root))
+        assert near_all.matches == []
+        one = cache.recall(query="quuxite 5 tuning", project="svc", root=str(root))
+        assert one.matches and one.matches[0].id == ids[5]
+
+
+# Words alone: the cut-off ----------------------------------------------------
+
+
+@pytest.mark.parametrize("through", ["library", "cli"])
+def test_words_alone_return_nothing_for_an_unrelated_query_sharing_one_word(
+    words_cache: MemoCache,
+    word_root: Path,
+    through: str,
+    db_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    no_model: None,
+) -> None:
+    """Kills dropping the word-score cut-off without a model (``search.WORDS_CUTOFF``
+    in ``fuse``): a query that shares only "settings" with one memo gets no match,
+    while a related query still finds its memo (so the check is not vacuous)."""
+    ids = [
+        words_cache.record(question=q, conclusion=c, files=f, project="svc", root=str(word_root)).id
+        for q, c, f in WORD_MEMOS
+    ]
+    if through == "library":
+        unrelated = words_cache.recall(query=UNRELATED, project="svc", root=str(word_root))
+        related = words_cache.recall(query=RELATED, project="svc", root=str(word_root))
+        assert unrelated.semantic_index is False
+        found = ([m.id for m in unrelated.matches], [m.id for m in related.matches])
+    else:
+        results = []
+        for query in (UNRELATED, RELATED):
+            run = invoke_cli(
+                [
+                    "--db",
+                    str(db_path),
+                    "recall",
+                    "--project",
+                    "svc",
+                    "--root",
+                    str(word_root),
+                    "--json",
+                    query,
+                ],
+            )
+            assert run.code == 0, run.err
+            results.append([m["id"] for m in json.loads(run.out)["matches"]])
+        found = (results[0], results[1])
+    assert found == ([], [ids[1]])

@@ -1,0 +1,364 @@
+"""Vector upkeep (recall/vectors.py): vectors computed off the request path, filled, replaced and
+finished on close, and the indexes following every writer."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+from contextlib import closing
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fake_embedder import FakeEmbedder
+from helpers import MEMOS, open_cache, record_all
+
+from explomemo.memos.cache import MemoCache
+from explomemo.recall import vectors as vectors_module
+from explomemo.recall.embeddings import DEFAULT_MODEL_ID, Embedder
+from explomemo.recall.sources import FixedModel
+
+
+def _axis(index: int, dim: int = 8) -> list[float]:
+    return [1.0 if i == index else 0.0 for i in range(dim)]
+
+
+class GatedEmbedder(FakeEmbedder):
+    """A FakeEmbedder that embeds memo texts only once ``gate`` is set (a slow model, held still).
+
+    Queries (one line) go through at once; memo texts (question, file names and
+    conclusion on three lines) wait.
+    """
+
+    def __init__(self) -> None:
+        super().__init__(lambda text: _axis(0) if "pool" in text else _axis(1))
+        self.gate = threading.Event()
+
+    def embed(self, texts: Any) -> Any:
+        if any("\n" in text for text in texts):
+            assert self.gate.wait(30), "the test never opened the gate"
+        return super().embed(texts)
+
+
+def _stored_vectors(db_path: Path) -> list[tuple[int, str | None, str | None]]:
+    with sqlite3.connect(db_path) as conn:
+        return conn.execute(
+            "SELECT id, embedding_model, embedding_text_hash FROM memos ORDER BY id"
+        ).fetchall()
+
+
+def test_model_that_appears_later_fills_vectors(
+    embedder: Embedder, app: Path, db_path: Path
+) -> None:
+    with open_cache(db_path) as before:
+        assert not before.record(
+            question=MEMOS["auth"][0],
+            conclusion=MEMOS["auth"][1],
+            files=MEMOS["auth"][2],
+            project="svc",
+            root=str(app),
+        ).semantic_index
+    with MemoCache.open(db_path, FixedModel(embedder)) as after:
+        result = after.recall(query="where are JWTs checked?", project="svc", root=str(app))
+        assert result.semantic_index and result.matches[0].matched_by in {"embedding", "both"}
+    with sqlite3.connect(db_path) as conn:
+        assert conn.execute("SELECT embedding_model, length(embedding) FROM memos").fetchall() == [
+            (DEFAULT_MODEL_ID, 384 * 4)
+        ]
+
+
+def test_model_change_reembeds_and_cache_avoids_repeats(app: Path, db_path: Path) -> None:
+    first = FakeEmbedder(lambda text: _axis(len(text) % 8), model_id="model-a")
+    with MemoCache.open(db_path, FixedModel(first)) as cache:
+        record_all(cache, app)
+        assert cache.wait_for_vectors("svc", 10)
+        assert len(first.embedded) == 6  # two texts a memo: whole, and question with file names
+        cache.record(
+            question=MEMOS["db"][0],
+            conclusion=MEMOS["db"][1],
+            files=MEMOS["db"][2],
+            project="svc",
+            root=str(app),
+        )
+        assert len(first.embedded) == 6  # same text again: served by the embedding cache
+    second = FakeEmbedder(lambda text: _axis(len(text) % 8), model_id="model-b")
+    with MemoCache.open(db_path, FixedModel(second)) as cache:
+        assert cache.fill_embeddings(second) == 3
+        assert cache.fill_embeddings(second) == 0
+
+
+def test_indexes_follow_own_and_other_writers(app: Path, db_path: Path) -> None:
+    def vector_of(text: str) -> list[float]:
+        return _axis("ABCDabcd".index(text[0]))
+
+    fake = FakeEmbedder(vector_of)
+    with (
+        MemoCache.open(db_path, FixedModel(fake)) as cache,
+        MemoCache.open(db_path, FixedModel(fake)) as other,
+    ):
+
+        def found(query: str) -> list[int]:
+            return [m.id for m in cache.recall(query=query, project="svc", root=str(app)).matches]
+
+        def record(by: MemoCache, question: str) -> int:
+            return by.record(
+                question=question,
+                conclusion="c",
+                files=["app/db.py"],
+                project="svc",
+                root=str(app),
+            ).id
+
+        first = record(cache, "A first")
+        assert found("A?") == [first]
+        second = record(cache, "B second")  # this process: the index is updated in place
+        assert found("B?") == [second]
+        assert cache.stale(project="svc", root=str(app)).checked == 2
+        third = record(other, "C third")  # another writer: the index is rebuilt
+        assert found("C?") == [third]
+        assert cache.stale(project="svc", root=str(app)).checked == 3
+        assert record(cache, "a FIRST") == first  # replaced in place: same id, new vector
+        assert found("a?") == [first]
+        assert found("A?") == []
+
+
+def test_record_returns_before_its_vector_and_recall_waits_for_it(app: Path, db_path: Path) -> None:
+    model = GatedEmbedder()
+    model.gate.set()
+    with MemoCache.open(db_path, FixedModel(model)) as cache:
+        question, conclusion, files = MEMOS["auth"]
+        cache.record(
+            question=question, conclusion=conclusion, files=files, project="svc", root=str(app)
+        )
+        # The project's vectors are now in memory; the next record must reach them.
+        assert cache.recall(query="pool size", project="svc", root=str(app)).matches == []
+        model.gate.clear()
+        question, conclusion, files = MEMOS["db"]
+        recorded = cache.record(
+            question=question, conclusion=conclusion, files=files, project="svc", root=str(app)
+        )
+        # The model has not run on it, yet the memo and its hashes are stored.
+        assert recorded.semantic_index
+        assert _stored_vectors(db_path)[-1] == (recorded.id, None, None)
+        assert not cache.wait_for_vectors("svc", 0.05)
+        assert cache.wait_for_vectors("other-project", 0)
+
+        answers: list[Any] = []
+        asker = threading.Thread(
+            target=lambda: answers.append(
+                cache.recall(query="pool size", project="svc", root=str(app))
+            )
+        )
+        asker.start()
+        asker.join(0.3)
+        assert asker.is_alive(), "recall answered before the recorded memo had its vector"
+        model.gate.set()
+        asker.join(30)
+        (result,) = answers
+        assert [(m.id, m.matched_by) for m in result.matches] == [(recorded.id, "both")]
+        assert _stored_vectors(db_path)[-1][1] == "fake-model"
+
+
+def test_a_memo_recorded_again_keeps_only_the_newest_vector(app: Path, db_path: Path) -> None:
+    model = GatedEmbedder()
+    model.gate.set()
+    with MemoCache.open(db_path, FixedModel(model)) as cache:
+        question, conclusion, files = MEMOS["db"]
+        newer = "Moved to app/http.py."
+        # The newer text's vector is put in the embedding cache through another
+        # project, so recording it below stores its vector inline, with no job.
+        cache.record(
+            question=question, conclusion=newer, files=files, project="warm", root=str(app)
+        )
+        assert cache.wait_for_vectors("warm", 30)
+        model.gate.clear()
+        first = cache.record(
+            question=question, conclusion=conclusion, files=files, project="svc", root=str(app)
+        )
+        again = cache.record(
+            question=question, conclusion=newer, files=files, project="svc", root=str(app)
+        )
+        assert again.id == first.id
+        model.gate.set()
+        assert cache.wait_for_vectors("svc", 30)
+        # The first text's job ran after the inline vector landed; it found the memo
+        # changed and did not overwrite it.
+        assert model.embedded[-2].endswith(conclusion)  # then its question
+        expected = vectors_module.text_hash(
+            "fake-model", vectors_module.embedding_text(question, newer, files)
+        )
+        assert _stored_vectors(db_path)[-1] == (first.id, "fake-model", expected)
+
+
+def test_files_given_in_any_order_get_the_memo_its_vector(app: Path, db_path: Path) -> None:
+    with MemoCache.open(db_path, FixedModel(FakeEmbedder(lambda text: _axis(0)))) as cache:
+        recorded = cache.record(
+            question="How is auth wired?",
+            conclusion="Tokens are checked in the middleware.",
+            files=["app/tokens.py", "app/middleware.py"],
+            project="svc",
+            root=str(app),
+        )
+        assert cache.wait_for_vectors("svc", 30)
+        assert _stored_vectors(db_path)[0][:2] == (recorded.id, "fake-model")
+
+
+def test_a_fill_does_not_store_the_vector_of_an_outdated_text(app: Path, db_path: Path) -> None:
+    question, conclusion, files = MEMOS["db"]
+    with open_cache(db_path) as first:
+        first.record(
+            question=question, conclusion=conclusion, files=files, project="svc", root=str(app)
+        )
+    cache: MemoCache
+    rewritten: list[bool] = []
+
+    def vector_of(text: str) -> list[float]:
+        if text.endswith(conclusion) and not rewritten:
+            rewritten.append(True)
+            # While the fill embeds the old text, the memo is recorded again
+            # and its new vector stored.
+            cache.record(
+                question=question,
+                conclusion="Rewritten.",
+                files=files,
+                project="svc",
+                root=str(app),
+            )
+            assert cache.wait_for_vectors("svc", 30)
+        return _axis(0)
+
+    model = FakeEmbedder(vector_of)
+    with MemoCache.open(db_path, FixedModel(model)) as cache:
+        cache.fill_embeddings(model)
+        expected = vectors_module.text_hash(
+            "fake-model", vectors_module.embedding_text(question, "Rewritten.", files)
+        )
+        assert _stored_vectors(db_path)[0][2] == expected
+
+
+def test_close_finishes_pending_vectors(app: Path, db_path: Path) -> None:
+    model = GatedEmbedder()
+    with MemoCache.open(db_path, FixedModel(model)) as cache:
+        ids = record_all(cache, app)
+        threading.Timer(0.2, model.gate.set).start()
+    assert [(i, m) for i, m, _ in _stored_vectors(db_path)] == [
+        (i, "fake-model") for i in sorted(ids.values())
+    ]
+
+
+def test_a_failed_vector_is_filled_by_the_next_recall(
+    app: Path, db_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    broken = FakeEmbedder(lambda text: _axis(0))
+    broken.embed = lambda texts: (_ for _ in ()).throw(RuntimeError("model crashed"))  # type: ignore[method-assign]
+    with MemoCache.open(db_path, FixedModel(broken)) as cache:
+        ids = record_all(cache, app)
+        assert cache.wait_for_vectors("svc", 30)
+        assert "could not embed memo" in caplog.text
+        assert [m for _, m, _ in _stored_vectors(db_path)] == [None, None, None]
+    working = FakeEmbedder(lambda text: _axis(0) if "pool" in text else _axis(1))
+    with MemoCache.open(db_path, FixedModel(working)) as cache:
+        result = cache.recall(query="pool size", project="svc", root=str(app))
+        assert result.matches[0].id == ids["db"]
+        assert [m for _, m, _ in _stored_vectors(db_path)] == ["fake-model"] * 3
+
+
+def test_close_leaves_vectors_past_its_budget_to_the_next_fill(
+    app: Path, db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(vectors_module, "CLOSE_SECONDS", 0.2)
+
+    class Slow(FakeEmbedder):
+        def embed(self, texts: Any) -> Any:
+            time.sleep(0.1)
+            return super().embed(texts)
+
+    with MemoCache.open(db_path, FixedModel(Slow(lambda text: _axis(0)))) as cache:
+        for n in range(20):
+            cache.record(
+                question=f"question {n}",
+                conclusion="c",
+                files=["app/db.py"],
+                project="svc",
+                root=str(app),
+            )
+    stored = [model for _, model, _ in _stored_vectors(db_path)]
+    assert len(stored) == 20
+    # The job being computed when the budget ran out was finished and stored;
+    # the rest were left (each job takes 0.1 s, the budget 0.2 s).
+    assert 1 <= stored.count("fake-model") < 20
+    with MemoCache.open(db_path, FixedModel(FakeEmbedder(lambda text: _axis(0)))) as again:
+        assert again.recall(query="question", project="svc", root=str(app)).semantic_index
+    assert [model for _, model, _ in _stored_vectors(db_path)] == ["fake-model"] * 20
+
+
+def test_a_failed_fill_leaves_the_vector_thread_alive(
+    app: Path, db_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    with open_cache(db_path) as first:
+        record_all(first, app)
+
+    class FailsOnce(FakeEmbedder):
+        """A model whose first run raises what onnxruntime raises: not one of our errors."""
+
+        def embed(self, texts: Any) -> Any:
+            if not self.embedded:
+                self.embedded.append("")
+                raise RuntimeError("onnxruntime: transient failure\nsecond line")
+            return super().embed(texts)
+
+    model = FailsOnce(lambda text: _axis(0) if "pool" in text else _axis(1))
+    with MemoCache.open(db_path, FixedModel(model)) as cache:
+        cache.fill_when_loaded()
+        # Queued behind the fill that fails: its vectors still come, and a
+        # recall does not wait for a thread that is gone.
+        cache.record(
+            question="Where are sessions stored?",
+            conclusion="app/db.py keeps them in Redis.",
+            files=["app/db.py"],
+            project="svc",
+            root=str(app),
+        )
+        assert cache.wait_for_vectors("svc", 10)
+        warnings = [r.getMessage() for r in caplog.records if r.name == "explomemo"]
+        assert warnings == [
+            "could not embed memos recorded without a model:"
+            " RuntimeError: onnxruntime: transient failure second line"
+        ]
+        assert any(t.name == "explomemo-vectors" for t in threading.enumerate())
+        assert _stored_vectors(db_path)[-1][1] == "fake-model"
+
+
+def test_a_recall_embeds_only_its_own_projects_memos(app: Path, db_path: Path) -> None:
+    model = FakeEmbedder(lambda text: _axis(0) if "pool" in text else _axis(1))
+    with MemoCache.open(db_path, FixedModel(model)) as cache:
+        for project in ("svc", "other"):
+            for question, conclusion, files in MEMOS.values():
+                cache.record(
+                    question=f"{question} ({project})",
+                    conclusion=conclusion,
+                    files=files,
+                    project=project,
+                    root=str(app),
+                )
+        assert cache.wait_for_vectors("svc", 30) and cache.wait_for_vectors("other", 30)
+    with closing(sqlite3.connect(db_path)) as conn, conn:
+        # As migration 0003 leaves every memo: no question vector yet (and none
+        # in the embedding cache either).
+        conn.execute("UPDATE memos SET question_embedding = NULL")
+        conn.execute("DELETE FROM embedding_cache")
+    model = FakeEmbedder(lambda text: _axis(0) if "pool" in text else _axis(1))
+    with MemoCache.open(db_path, FixedModel(model)) as cache:
+        result = cache.recall(query="pool size", project="svc", root=str(app))
+        assert result.matches[0].matched_by == "both"
+    # The two texts of each of svc's memos (memo texts hold a line break; the
+    # query may come from the query cache): nothing of the other project.
+    memo_texts = [text for text in model.embedded if "\n" in text]
+    assert len(memo_texts) == 2 * len(MEMOS)
+    assert all("(svc)" in text for text in memo_texts)
+    with closing(sqlite3.connect(db_path)) as conn:
+        lacking = conn.execute(
+            "SELECT project, count(*) FROM memos WHERE question_embedding IS NULL GROUP BY project"
+        ).fetchall()
+    assert lacking == [("other", len(MEMOS))]
