@@ -98,6 +98,37 @@ def main_work_tree(start: str) -> str | None:
     return common.removesuffix(".git") if common.endswith(".git") else common
 
 
+def git_files_plain(start: str) -> bool:
+    """Whether the files git opens to find the repository holding ``start`` are regular
+    files (or folders): for a ``.git`` folder, or the git directory a ``.git`` file names,
+    and for the common directory its ``commondir`` names, their ``commondir``, ``HEAD``
+    and ``config``. git opens them as it starts: a FIFO among them holds it until its
+    timeout. True outside a repository, where git finds nothing to open.
+    """
+    entry = _find_git_entry(os.path.abspath(start))
+    if entry is None:
+        return True
+    git_dir = entry
+    if not os.path.isdir(entry):
+        pointer = _pointer(entry, "gitdir:")
+        if pointer is None:
+            return True  # not a git directory: git refuses it without waiting
+        git_dir = os.path.normpath(os.path.join(os.path.dirname(entry), pointer))
+    folders = [git_dir]
+    common = _pointer(os.path.join(git_dir, "commondir"), "")
+    if common is not None:
+        folders.append(os.path.normpath(os.path.join(git_dir, common)))
+    for folder in folders:
+        for name in ("commondir", "HEAD", "config"):
+            try:
+                mode = os.stat(os.path.join(folder, name)).st_mode
+            except (OSError, ValueError):
+                continue
+            if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+                return False
+    return True
+
+
 def _find_git_entry(path: str) -> str | None:
     for _ in range(_MAX_LEVELS):
         candidate = os.path.join(path, ".git")

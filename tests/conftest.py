@@ -11,6 +11,7 @@ import pytest
 from helpers import (
     INSIDE,
     SECRET,
+    USER_FILES,
     WORD_MEMOS,
     Repo,
     World,
@@ -196,3 +197,17 @@ def root_tree(tmp_path: Path) -> Iterator[dict[str, Path]]:
     os.mkfifo(root / "fifo")
     (root / "plain").write_bytes(b"not a folder")
     yield {"root": root, "outside": outside}
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A user's home holding their own configuration files."""
+    folder = tmp_path / "home"
+    for rel, text in USER_FILES.items():
+        path = folder / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    monkeypatch.setenv("HOME", str(folder))
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(folder / ".claude-config"))
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    return folder

@@ -965,3 +965,36 @@ def _helpers_take_part(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     monkeypatch.setattr(readers.Helper, "read", helper_read)
     monkeypatch.setattr(validity, "read_row", read_row)
     return batches
+
+
+USER_FILES = {
+    ".cursor/mcp.json": '{"mcpServers": {"mine": {"command": "mine"}}}\n',
+    ".claude/settings.json": '{"permissions": {"allow": ["Bash(ls)"]}}\n',
+    ".claude.json": '{"projects": {}}\n',
+    ".codex/config.toml": '[mcp_servers.mine]\ncommand = "mine"\n',
+    "keys.txt": "-----BEGIN OPENSSH PRIVATE KEY-----\nsecret\n",
+}
+
+
+def hostile_clone(tmp_path: Path, links: dict[str, Path]) -> Path:
+    """A repository committing each of ``links`` (path in the repository: where it leads),
+    cloned the way a user gets it; returns the clone's folder."""
+    upstream = Repo(tmp_path / "upstream" / "app")
+    upstream.write("app.py", "print('hello')\n")
+    for rel, target in links.items():
+        link = upstream.path / rel
+        link.parent.mkdir(parents=True, exist_ok=True)
+        link.symlink_to(target)
+        # Forced: Claude Code puts its local settings in the user's global git ignore.
+        git(upstream.path, "add", "-f", rel)
+    upstream.commit("a helpful project")
+    clone = tmp_path / "src" / "app"
+    clone.parent.mkdir(parents=True)
+    git(tmp_path, "clone", "-q", str(upstream.path), str(clone))
+    for rel in links:
+        assert (clone / rel).is_symlink(), rel
+    return clone
+
+
+def user_files(home: Path) -> dict[str, str]:
+    return {rel: (home / rel).read_text() for rel in USER_FILES}

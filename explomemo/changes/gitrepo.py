@@ -25,6 +25,7 @@ import subprocess
 from collections.abc import Iterable, Sequence
 
 from explomemo.files import Root
+from explomemo.projects import git_files_plain
 
 #: Seconds one git command may take before it is stopped (its answer is then "unavailable").
 GIT_TIMEOUT = 10.0
@@ -105,9 +106,11 @@ class GitRepo:
 
     @classmethod
     def at(cls, root: Root) -> GitRepo | None:
-        """The repository whose work tree holds ``root``; None when there is none (or no git)."""
+        """The repository whose work tree holds ``root``; None when there is none (or no git),
+        or when a file git would open to find it is not a regular file (a FIFO there would
+        hold git until its timeout; see :func:`~explomemo.projects.git_files_plain`)."""
         git = shutil.which("git")
-        if git is None:
+        if git is None or not git_files_plain(root.real):
             return None
         repo = cls(root, git, _SETTINGS)
         answer = repo._run(["rev-parse", "--is-inside-work-tree"])

@@ -902,14 +902,17 @@ class Store:
     def share_git_blobs(self, conn: sqlite3.Connection, contents: Iterable[str]) -> None:
         """Give each row of these contents (SHA-256s) that lacks a blob id the one another row
         of that content has."""
+        # Each content's blob id looked up once, then given to its rows: a subquery per
+        # row would read every row of its content again (quadratic for an old export
+        # whose thousands of memos rest on one file, none with a blob id).
         for chunk in _chunks(sorted(set(contents))):
             marks = ",".join("?" * len(chunk))
-            conn.execute(
-                "UPDATE memo_files SET git_blob = (SELECT f.git_blob FROM memo_files f"
-                " WHERE f.sha256 = memo_files.sha256 AND f.git_blob IS NOT NULL LIMIT 1)"
-                f" WHERE git_blob IS NULL AND sha256 IN ({marks})",
+            known = conn.execute(
+                "SELECT sha256, min(git_blob) FROM memo_files"
+                f" WHERE sha256 IN ({marks}) AND git_blob IS NOT NULL GROUP BY sha256",
                 chunk,
-            )
+            ).fetchall()
+            self.set_git_blobs(conn, known)
 
     def set_git_blobs(self, conn: sqlite3.Connection, blobs: Iterable[tuple[str, str]]) -> None:
         """Give every recorded file of each (SHA-256, git blob id) content its blob id."""

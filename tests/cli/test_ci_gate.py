@@ -11,7 +11,15 @@ import shutil
 from pathlib import Path
 
 import pytest
-from helpers import CliResult, Repo, assert_one_error_line, cli_subprocess, git, invoke_cli
+from helpers import (
+    CliResult,
+    Repo,
+    assert_one_error_line,
+    cli_subprocess,
+    git,
+    hostile_clone,
+    invoke_cli,
+)
 
 
 @pytest.fixture
@@ -322,3 +330,37 @@ def test_a_root_in_repo_of_dot_is_the_top_and_adds_no_folder_to_paths(
     assert _run(["--db", db, "import", "../dot.jsonl"], clone / "src").code == 0
     listed = json.loads(_run(["--db", db, "list", "--json"], clone).out)
     assert [memo["root"] for memo in listed] == [str(clone / "src"), str(clone)]
+
+
+def test_a_ci_gate_over_an_empty_export_fails(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Finding 4: ``stale --from EMPTY --check`` exited 0: an emptied export passed the gate."""
+    clone = hostile_clone(tmp_path, {})
+    monkeypatch.chdir(clone)
+    (clone / "memos.jsonl").write_text("")
+    result = invoke_cli(["stale", "--from", "memos.jsonl", "--check"])
+    assert result.exit_code == 2, result.output
+    assert result.stderr == (
+        "explomemo: error: export file memos.jsonl holds no memo, so there is nothing to"
+        " check: write it with explomemo export --project P -o memos.jsonl\n"
+    )
+
+
+@pytest.mark.parametrize(
+    "command", [["stale", "--check"], ["stale"], ["list"], ["show", "1"], ["diff", "1"], ["export"]]
+)
+def test_a_read_only_command_on_a_misspelt_database_fails_and_creates_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, command: list[str]
+) -> None:
+    """Finding 4: ``stale --check`` with a misspelt ``--db`` exited 0 and created that
+    database (so did ``show``)."""
+    monkeypatch.chdir(tmp_path)
+    misspelt = tmp_path / "memso.db"
+    result = invoke_cli(["--db", str(misspelt), *command])
+    assert result.exit_code == 2, result.output
+    assert result.stderr == (
+        f"explomemo: error: there is no database at {misspelt}: check the path (--db,"
+        " $EXPLOMEMO_DB), or record a memo first, which creates it\n"
+    )
+    assert list(tmp_path.glob("memso.db*")) == []

@@ -6,6 +6,8 @@ import json
 import os
 import shlex
 import stat
+import subprocess
+import sys
 import tomllib
 from pathlib import Path
 
@@ -14,7 +16,9 @@ from helpers import (
     DEEP,
     Repo,
     assert_one_error_line,
+    hostile_clone,
     invoke_cli,
+    user_files,
 )
 
 EXISTING_SETTINGS = """{
@@ -401,3 +405,91 @@ def test_setup_output_and_its_diff_escape_control_characters(
     assert code == 0 and "proj\\x1b]0;TITLE\\x07" in out
     for raw in ("\x1b", "\x07", "\x9b", "\u202e"):
         assert raw not in out
+
+
+@pytest.mark.parametrize(
+    ("client", "rel", "user_file"),
+    [
+        ("cursor", ".cursor/mcp.json", ".cursor/mcp.json"),
+        ("claude-code", ".claude/settings.local.json", ".claude/settings.json"),
+        ("claude-code", ".mcp.json", ".claude.json"),
+        ("codex", ".codex/config.toml", ".codex/config.toml"),
+    ],
+)
+@pytest.mark.parametrize("dry_run", [False, True])
+def test_setup_refuses_a_committed_link_to_the_users_configuration(
+    tmp_path: Path,
+    home: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    client: str,
+    rel: str,
+    user_file: str,
+    dry_run: bool,
+) -> None:
+    """Finding 1: a repository committing ``.cursor/mcp.json`` (or Claude Code's local
+    settings, ``.mcp.json``, Codex's config) as a link into the home folder had
+    ``explomemo setup`` rewrite the user's own configuration; ``--dry-run`` showed only
+    the path in the repository."""
+    clone = hostile_clone(tmp_path, {rel: home / user_file})
+    monkeypatch.chdir(clone)
+    before = user_files(home)
+    result = invoke_cli(
+        ["--db", str(tmp_path / "memos.db"), "setup", client, *(["--dry-run"] * dry_run)]
+    )
+    assert user_files(home) == before
+    assert result.exit_code == 2, result.output
+    assert result.stderr.count("\n") == 1
+    assert f"{clone / rel} is a symbolic link that leads out of the project folder" in (
+        result.stderr
+    )
+    assert str(home / user_file) in result.stderr
+
+
+def test_a_users_hook_that_wraps_explomemos_command_stays_theirs(shop: Repo, db_path: Path) -> None:
+    """Finding 7: setup took a user's own hook whose command merely contains
+    explomemo's (a wrapper script that logs and then runs it) for its own, and
+    overwrote it."""
+    wrapper = f"/home/dev/bin/with-log /opt/explomemo --db {db_path} hook stop --project shop"
+    settings = shop.path / ".claude" / "settings.local.json"
+    settings.parent.mkdir()
+    settings.write_text(
+        json.dumps({"hooks": {"Stop": [{"hooks": [{"type": "command", "command": wrapper}]}]}})
+    )
+    result = invoke_cli(["--db", str(db_path), "setup", "claude-code"])
+    assert result.exit_code == 0, result.output
+    stops = json.loads(settings.read_text())["hooks"]["Stop"]
+    commands = [entry["command"] for group in stops for entry in group["hooks"]]
+    assert commands[0] == wrapper
+    assert len(commands) == 2 and commands[1].endswith("hook stop --project shop")
+    again = invoke_cli(["--db", str(db_path), "setup", "claude-code"])
+    assert "nothing changed" in again.stdout
+
+
+@pytest.mark.parametrize("dry_run", [False, True])
+def test_a_lone_surrogate_escape_in_a_config_file_is_kept(
+    shop: Repo, db_path: Path, dry_run: bool
+) -> None:
+    """Finding 8: a configuration file holding a lone surrogate escape (``"\\ud800"``,
+    valid JSON that no UTF-8 text can hold) made setup end in a traceback, exit 1, also
+    with --dry-run. It is the user's value: written back as the same escape."""
+    config = shop.path / ".cursor" / "mcp.json"
+    config.parent.mkdir()
+    original = '{"note": "a\\ud800b", "mcpServers": {}}\n'
+    config.write_text(original)
+    done = subprocess.run(
+        [sys.executable, "-m", "explomemo", "--db", str(db_path), "setup", "cursor"]
+        + (["--dry-run"] if dry_run else []),
+        cwd=shop.path,
+        capture_output=True,
+        env={**os.environ, "PYTHONIOENCODING": "utf-8"},
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == b""
+    if dry_run:
+        assert config.read_text() == original
+        assert b'+  "note": "a\\ud800b",\n' in done.stdout
+    else:
+        text = config.read_text()
+        assert '  "note": "a\\ud800b",\n' in text
+        data = json.loads(text)
+        assert data["note"] == "a\ud800b" and "explomemo" in data["mcpServers"]

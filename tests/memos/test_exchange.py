@@ -29,10 +29,13 @@ from helpers import (
     cli_subprocess,
     counts,
     edited,
+    git,
+    hostile_clone,
     invoke_cli,
     open_cache,
     sha256_bytes,
     stale_json,
+    user_files,
 )
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -1163,3 +1166,94 @@ def test_stale_from_an_export_checks_one_project_in_the_library(tmp_path: Path) 
     assert report.checked == 1 and [entry.project for entry in report.stale] == ["q"]
     with pytest.raises(InputError, match="project"):
         stale_from_export(memos, str(root), project=" ")
+
+
+def test_export_refuses_a_committed_link_out_of_the_work_tree(
+    tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Finding 2: a repository whose ``.explomemo/memos.jsonl`` is a link into the home
+    folder had the documented team command replace the file it leads to (a key file),
+    and the link stayed, so ``git status`` showed nothing."""
+    clone = hostile_clone(tmp_path, {".explomemo/memos.jsonl": home / "keys.txt"})
+    monkeypatch.chdir(clone)
+    db = str(tmp_path / "memos.db")
+    recorded = invoke_cli(
+        [
+            "--db",
+            db,
+            "record",
+            "--question",
+            "What does app.py print?",
+            "--conclusion",
+            "hello",
+            "app.py",
+        ]
+    )
+    assert recorded.exit_code == 0, recorded.output
+    before = user_files(home)
+    result = invoke_cli(["--db", db, "export", "--project", "app", "-o", ".explomemo/memos.jsonl"])
+    assert user_files(home) == before
+    assert result.exit_code == 2, result.output
+    assert f"export file .explomemo/memos.jsonl is a symbolic link that leads out of {clone}" in (
+        result.stderr
+    )
+    assert git(clone, "status", "--porcelain") == ""
+
+
+def test_export_writes_through_a_link_inside_the_work_tree(
+    tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A link that stays inside the work tree is written through, as before."""
+    clone = hostile_clone(tmp_path, {".explomemo/memos.jsonl": Path("../shared/memos.jsonl")})
+    (clone / "shared").mkdir()
+    (clone / "shared" / "memos.jsonl").write_text("")
+    monkeypatch.chdir(clone)
+    db = str(tmp_path / "memos.db")
+    invoke_cli(["--db", db, "record", "--question", "Q?", "--conclusion", "C", "app.py"])
+    result = invoke_cli(["--db", db, "export", "--project", "app", "-o", ".explomemo/memos.jsonl"])
+    assert result.exit_code == 0, result.output
+    assert (clone / ".explomemo" / "memos.jsonl").is_symlink()
+    assert '"question":"Q?"' in (clone / "shared" / "memos.jsonl").read_text()
+
+
+def test_import_never_takes_an_absolute_root_from_the_file(
+    tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Finding 3: an export line of an older version naming an absolute ``root`` outside
+    the clone, with a recorded SHA-256 a snapshot already holds (an empty file's), had
+    ``show``, ``diff`` and ``stale --format markdown`` print a file from outside the clone
+    whole, as the added lines of a diff."""
+    clone = hostile_clone(tmp_path, {})
+    monkeypatch.chdir(clone)
+    db = str(tmp_path / "memos.db")
+    (clone / "empty.txt").write_text("")
+    recorded = invoke_cli(
+        [
+            "--db",
+            db,
+            "record",
+            "--question",
+            "Is empty.txt empty?",
+            "--conclusion",
+            "yes",
+            "empty.txt",
+        ]
+    )
+    assert recorded.exit_code == 0, recorded.output
+    exported = invoke_cli(["--db", db, "export", "--project", "app"])
+    line = json.loads(exported.stdout.splitlines()[0])
+    line.update(question="What is in keys.txt?", root=str(home), id=2)
+    line["files"][0]["path"] = "keys.txt"
+    hostile = clone / "old-export.jsonl"
+    hostile.write_text(json.dumps(line) + "\n")
+    imported = invoke_cli(["--db", db, "import", str(hostile)])
+    assert imported.exit_code == 0, imported.output
+    listed = json.loads(invoke_cli(["--db", db, "list", "--json"]).stdout)
+    assert {memo["root"] for memo in listed} == {str(clone)}
+    ids = [str(memo["id"]) for memo in listed]
+    shown = [
+        invoke_cli(["--db", db, command, i]).stdout for command in ("show", "diff") for i in ids
+    ]
+    markdown = invoke_cli(["--db", db, "stale", "--format", "markdown"]).stdout
+    for text in [*shown, markdown]:
+        assert "PRIVATE KEY" not in text

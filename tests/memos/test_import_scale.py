@@ -6,7 +6,6 @@ import hashlib
 import json
 from pathlib import Path
 
-import pytest
 import xxhash
 
 from explomemo.memos.cache import MemoCache
@@ -53,7 +52,6 @@ def _steps(tmp_path: Path, count: int) -> int:
     return steps
 
 
-@pytest.mark.xfail(strict=True, reason="import without blob ids is quadratic")
 def test_an_export_without_blob_ids_imports_in_linear_work(tmp_path: Path) -> None:
     """Finding 6: an export without git blob ids (as earlier versions wrote), every line
     resting on one file, imported in quadratic time (10k lines 24 s, 40k 459 s), in one
