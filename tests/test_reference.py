@@ -272,3 +272,16 @@ def test_the_tables_of_the_reference_live_there_only() -> None:
         or re.match(r"\|\s*what\s*\|\s*(rule|size)\s*\|", line)
     ]
     assert copies == []
+
+
+def test_every_test_file_a_page_names_exists() -> None:
+    """A page that points a reader at a test (in a code span; .ci/run in its comments)
+    names a file that holds tests today."""
+    pattern = {".md": r"`(tests/[\w/]*test_\w+\.py)", "": r"\b(tests/[\w/]*test_\w+\.py)"}
+    named = {
+        (page.relative_to(TOP), path)
+        for page in [*PAGES, TOP / ".ci" / "run"]
+        for path in re.findall(pattern[page.suffix], page.read_text(encoding="utf-8"))
+    }
+    assert named
+    assert sorted((str(page), path) for page, path in named if not (TOP / path).is_file()) == []
