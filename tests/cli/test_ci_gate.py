@@ -19,6 +19,7 @@ from helpers import (
     git,
     hostile_clone,
     invoke_cli,
+    open_cache,
 )
 
 
@@ -119,9 +120,12 @@ def test_stale_check_refuses_a_project_the_export_does_not_hold(
 def test_a_project_over_an_empty_source_is_refused_and_no_project_still_passes(
     tmp_path: Path,
 ) -> None:
+    """An empty source with a named project is refused; without one, the report says there
+    is nothing to check (exit 0), and a CI gate over nothing (``--check``) fails."""
     empty = tmp_path / "empty.jsonl"
     empty.write_text("")
     db = tmp_path / "empty.db"
+    open_cache(db).close()  # a database that exists and holds no memo
     run = invoke_cli(["stale", "--from", str(empty), "--project", "api", "--check"])
     assert_one_error_line(
         run, "'api'", f"export file {empty}", "holds none", f"export --project api -o {empty}"
@@ -129,8 +133,12 @@ def test_a_project_over_an_empty_source_is_refused_and_no_project_still_passes(
     run = invoke_cli(["--db", str(db), "stale", "--project", "api", "--check"])
     assert_one_error_line(run, "'api'", f"database {db}", "holds none", "--db")
     for source in (["stale", "--from", str(empty)], ["--db", str(db), "stale"]):
-        run = invoke_cli([*source, "--check"])
+        run = invoke_cli(source)
         assert (run.code, run.out, run.err) == (0, "No memos to check.\n", "")
+    run = invoke_cli(["stale", "--from", str(empty), "--check"])
+    assert_one_error_line(run, f"export file {empty} holds no memo", "nothing to check")
+    run = invoke_cli(["--db", str(db), "stale", "--check"])
+    assert_one_error_line(run, f"database {db} holds no memo", "nothing to check", "--db")
 
 
 # Memos recorded from different folders of one repository --------------------
@@ -300,11 +308,14 @@ def test_import_below_the_top_puts_memos_under_the_clone_top(
 def test_an_earlier_exports_root_gives_way_to_the_root_given(
     committed: tuple[Path, Path], tmp_path: Path
 ) -> None:
+    """The absolute root of an earlier export's line is never used: the memo goes under
+    --root when given, else the directory the import runs in."""
     _, clone = committed
     line = json.loads((clone / EXPORT).read_text().splitlines()[1])
     old = clone / "old.jsonl"
     old.write_text(json.dumps({**line, "root": str(tmp_path / "elsewhere")}) + "\n")
-    for given, root in ((["--root", str(clone)], str(clone)), ([], str(tmp_path / "elsewhere"))):
+    (clone / "sub").mkdir()
+    for given, root in ((["--root", str(clone / "sub")], str(clone / "sub")), ([], str(clone))):
         db = str(tmp_path / f"old{len(given)}.db")
         assert _run(["--db", db, "import", str(old), *given], clone).code == 0
         listed = json.loads(_run(["--db", db, "list", "--json"], clone).out)

@@ -295,6 +295,7 @@ def test_counts_of_zero_and_one_memo_read_right(one_memo: tuple[Path, Path]) -> 
     context = json.loads(hook.out)["hookSpecificOutput"]["additionalContext"]
     assert "project 'p' has 1 memo (1 fresh, 0 stale)" in context, context
     assert invoke_cli(["--db", str(db), "stale"]).out == "The one memo is fresh.\n"
+    open_cache(db.with_name("empty.db")).close()
     empty = ["--db", str(db.with_name("empty.db")), "stale"]
     assert invoke_cli([*empty]).out == "No memos to check.\n"
     assert invoke_cli([*empty, "--format", "markdown"]).out == "No explomemo memos to check.\n"

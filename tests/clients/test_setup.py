@@ -229,7 +229,9 @@ def test_setup_hook_and_transcript_errors_are_of_the_one_family() -> None:
 def test_a_linked_config_file_is_written_through_keeping_its_mode(
     shop: Repo, db_path: Path, tmp_path: Path
 ) -> None:
-    shared = tmp_path / "dotfiles" / "mcp.json"
+    """A configuration file linked to another file of the project is written through; a
+    link out of the project is refused (see the committed-link test)."""
+    shared = shop.path / "config" / "mcp.json"
     shared.parent.mkdir()
     shared.write_text('{"mcpServers": {}}\n')
     os.chmod(shared, 0o640)
@@ -275,7 +277,7 @@ def test_a_fifo_is_refused_by_the_writer_before_it_is_opened(tmp_path: Path) -> 
     fifo = tmp_path / "config.json"
     os.mkfifo(fifo)
     with pytest.raises(SetupError, match="is a FIFO, not a regular file"):
-        replace_file(fifo, b"{}", CONFIG_FILE)
+        replace_file(fifo, b"{}", CONFIG_FILE, within=tmp_path)
     assert os.listdir(tmp_path) == ["config.json"]
 
 

@@ -94,11 +94,18 @@ def test_not_a_database_is_refused_untouched(
 def test_default_database_location_honours_environment(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """A command that writes creates the database where EXPLOMEMO_DB says, with its
+    folders; one that only reads then finds it there."""
     target = tmp_path / "deep" / "er" / "x.db"
     monkeypatch.setenv("EXPLOMEMO_DB", str(target))
     monkeypatch.setenv("EXPLOMEMO_EMBEDDINGS", "off")
-    assert main(["list"]) == 0
+    assert main(["list"]) == 2
+    assert not target.parent.exists()
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    assert main(["import", str(empty)]) == 0
     assert target.is_file()
+    assert main(["list"]) == 0
 
 
 def test_wheel_ships_the_migrations(tmp_path: Path) -> None:
