@@ -75,8 +75,6 @@ class ProjectFiles:
         self.version = version
         self.memos: dict[int, MemoRow] = {}
         self.files: dict[int, list[FileRow]] = {}
-        #: Each recorded path with the memos resting on it.
-        self.by_path: dict[str, list[int]] = {}
         #: What a check under each root (by real path) expects, built once per version.
         self._expected: dict[str, list[Expected]] = {}
 
@@ -84,8 +82,6 @@ class ProjectFiles:
         """Take in one memo (new, or replacing the one with its id)."""
         self.memos[memo.id] = memo
         self.files[memo.id] = list(files)
-        for f in files:
-            self.by_path.setdefault(f.path, []).append(memo.id)
         # A new dict, not clear(): a check in another thread may hold the old one.
         self._expected = {}
 
@@ -105,11 +101,6 @@ class ProjectFiles:
                 cache.clear()
             cache[root.real] = found
         return found
-
-    def affected_by(self, changes: dict[str, Seen]) -> list[MemoRow]:
-        """The memos resting on a path that may not hold the content they recorded."""
-        ids = {memo_id for path in changes for memo_id in self.by_path[path]}
-        return [self.memos[i] for i in sorted(ids) if i in self.memos]
 
 
 T = TypeVar("T")
