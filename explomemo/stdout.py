@@ -29,6 +29,38 @@ def write(text: str) -> None:
         raise failed(exc) from exc
 
 
+def write_whole(text: str, what: str, instead: str) -> None:
+    """Write ``text`` (``what`` it is: "the export") to standard output straight to its
+    descriptor, so nothing is left in a buffer that a failed flush at exit would report
+    again. A failed write (a full disk, a file size limit) is an OutputError naming
+    ``what`` and ending with ``instead``; a reader that left is quiet, as for every
+    command."""
+    try:
+        _write_through(text)
+    except BrokenPipeError as exc:
+        raise failed(exc) from exc
+    except OSError as exc:
+        silence()
+        raise OutputError(
+            f"cannot write {what} to standard output ({exc.strerror}): free space or raise"
+            f" the file size limit where it goes, or {instead}"
+        ) from exc
+
+
+def _write_through(text: str) -> None:
+    sys.stdout.flush()
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, ValueError, io.UnsupportedOperation):
+        # Not a real file (a test runner's capture): its own writes.
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return
+    view = memoryview(text.encode("utf-8"))
+    while view:
+        view = view[os.write(fd, view) :]
+
+
 def failed(exc: OSError) -> OutputError:
     """The error for a failed write to standard output; standard output is silenced."""
     silence()

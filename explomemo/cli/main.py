@@ -234,7 +234,12 @@ def _export(args: argparse.Namespace) -> int:
 
     with _cache(args.db, with_model=False, create=False) as cache:
         text = "".join(line + "\n" for line in export_memos(cache, args.project))
-    write_export(args.output, text)
+    if args.output is None or str(args.output) == "-":
+        from explomemo import stdout
+
+        stdout.write_whole(text, "the export", "write it with -o FILE")
+    else:
+        write_export(args.output, text)
     return EXIT_OK
 
 

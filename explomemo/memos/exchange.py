@@ -15,13 +15,11 @@ Exports of earlier versions (with ``root``, without blob ids) are still read.
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import posixpath
 import re
 import stat
-import sys
 from collections.abc import Iterable, Iterator
 from datetime import datetime
 from pathlib import Path
@@ -157,8 +155,8 @@ def _memo_roots(memos: Iterable[ExportedMemo], root: str | None) -> dict[int, Ro
     return roots
 
 
-def write_export(target: Path | None, text: str) -> None:
-    """Write an export to ``target``; None or ``-`` is standard output.
+def write_export(target: Path, text: str) -> None:
+    """Write an export to the file ``target``.
 
     A failed write (a full disk, a file size limit) is an error, never a
     silent half export. A file is replaced whole or not at all (written next
@@ -168,19 +166,6 @@ def write_export(target: Path | None, text: str) -> None:
     Anything that is not a regular file (a device, a FIFO, ``/dev/stdout``
     when standard output is not a file) is refused.
     """
-    if target is None or str(target) == "-":
-        try:
-            _write_stdout(text)
-        except BrokenPipeError as exc:
-            from explomemo.stdout import failed
-
-            raise failed(exc) from exc  # a reader that left: quiet, as for every command
-        except OSError as exc:
-            raise ExportFileError(
-                f"cannot write the export to standard output ({exc.strerror}): free space or"
-                " raise the file size limit where it goes, or write it with -o FILE"
-            ) from exc
-        return
     replace_file(target, text.encode("utf-8"), _EXPORT_FILE, within=export_folder(target))
 
 
@@ -206,22 +191,6 @@ _EXPORT_FILE = Naming(
     what="export file",
     instead="pass the path of a regular file you can write with -o, or -o - for standard output",
 )
-
-
-def _write_stdout(text: str) -> None:
-    sys.stdout.flush()
-    try:
-        fd = sys.stdout.fileno()
-    except (AttributeError, ValueError, io.UnsupportedOperation):
-        # Not a real file (a test runner's capture): its own writes.
-        sys.stdout.write(text)
-        sys.stdout.flush()
-        return
-    # Straight to the descriptor: nothing is left in a buffer that a failed
-    # flush at exit would complain about again.
-    view = memoryview(text.encode("utf-8"))
-    while view:
-        view = view[os.write(fd, view) :]
 
 
 def read_export(path: Path) -> list[ExportedMemo]:

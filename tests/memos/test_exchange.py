@@ -49,7 +49,6 @@ from explomemo.memos.exchange import (
     import_memos,
     read_export,
     stale_from_export,
-    write_export,
 )
 from explomemo.shapes import ImportResult
 
@@ -564,20 +563,25 @@ def test_an_export_that_cannot_be_read_says_why_and_a_fifo_never_blocks(tmp_path
 def test_an_export_to_standard_output_is_its_exact_bytes_or_one_error(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Kills ``_write_stdout`` writing to standard output's descriptor anything but the
-    whole UTF-8 text (nothing, another encoding, the wrong descriptor), and
-    ``write_export`` changing its message when that write fails (``/dev/full``)."""
+    """Kills ``stdout._write_through`` writing to standard output's descriptor anything but
+    the whole UTF-8 text (nothing, another encoding, the wrong descriptor), and
+    ``write_whole`` changing its message when that write fails (``/dev/full``)."""
+    from explomemo import stdout
+    from explomemo.errors import OutputError
+
     text = "".join(line + "\n" for line in (_export_line(1, question="Wie groß?"),) * 3000)
+    monkeypatch.setattr(stdout, "silence", lambda: None)
     with open(tmp_path / "out.jsonl", "w") as out:
         monkeypatch.setattr(sys, "stdout", out)
-        write_export(None, text)
+        stdout.write_whole(text, "the export", "write it with -o FILE")
     assert (tmp_path / "out.jsonl").read_bytes() == text.encode("utf-8")
     if not os.path.exists("/dev/full"):
         return
     with open("/dev/full", "w") as full:
         monkeypatch.setattr(sys, "stdout", full)
-        with pytest.raises(ExportFileError) as refused:
-            write_export(None, text)
+        with pytest.raises(OutputError) as refused:
+            stdout.write_whole(text, "the export", "write it with -o FILE")
+    assert not refused.value.reader_gone
     assert str(refused.value) == (
         "cannot write the export to standard output (No space left on device): free space"
         " or raise the file size limit where it goes, or write it with -o FILE"
@@ -683,9 +687,9 @@ def test_an_export_whose_reader_left_ends_quietly_with_exit_2(
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Kills ``write_export`` passing anything but the pipe's error on (in-process; the
-    real closed pipe is tests/test_stdout.py's, left out of mutation runs as slow)."""
-    from explomemo.memos import exchange
+    """Kills ``stdout.write_whole`` passing anything but the pipe's error on (in-process;
+    the real closed pipe is tests/test_stdout.py's, left out of mutation runs as slow)."""
+    from explomemo import stdout
 
     db = str(tmp_path / "m.db")
     record = ["--db", db, "record", "--project", "p", "--root", str(one_file)]
@@ -694,7 +698,7 @@ def test_an_export_whose_reader_left_ends_quietly_with_exit_2(
     def closed(text: str) -> None:
         raise BrokenPipeError(32, "Broken pipe")
 
-    monkeypatch.setattr(exchange, "_write_stdout", closed)
+    monkeypatch.setattr(stdout, "_write_through", closed)
     monkeypatch.setattr("explomemo.stdout.silence", lambda: None)
     run = invoke_cli(["--db", db, "export"])
     assert (run.code, run.out, run.err) == (2, "", "")
