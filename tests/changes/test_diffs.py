@@ -10,6 +10,7 @@ import asyncio
 import hashlib
 import json
 import os
+import re
 import sqlite3
 import stat
 import subprocess
@@ -26,8 +27,10 @@ from helpers import (
     invoke_cli,
     open_cache,
 )
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from explomemo.changes.diffs import ANSWER_DIFF_CHARS, FILE_DIFF_CHARS
+from explomemo.changes.diffs import ANSWER_DIFF_CHARS, FILE_DIFF_CHARS, unified_diff
 from explomemo.memos.cache import MemoCache
 
 TOKENS_DIFF = (
@@ -701,3 +704,168 @@ def test_moves_are_found_among_tracked_names_holding_a_tab_or_bytes_that_are_not
         files = {f.path: f for f in cache.show(memo).files}
     assert files["old.py"].moved_to == "new\tname.py"
     assert files["other.py"].diff_source == "git"
+
+
+# Against git itself --------------------------------------------------------------
+
+
+def _git_hunks(folder: Path, old: bytes, new: bytes) -> str:
+    """The hunks of ``git diff --no-index`` from ``old`` to ``new`` (from the first ``@@``),
+    without the function name git writes after a hunk header."""
+    (folder / "old").write_bytes(old)
+    (folder / "new").write_bytes(new)
+    done = subprocess.run(
+        [
+            "git",
+            "-c",
+            "core.autocrlf=false",
+            "diff",
+            "--no-index",
+            "--no-color",
+            "--no-ext-diff",
+            "--no-textconv",
+            "--diff-algorithm=myers",
+            "-U3",
+            "--",
+            "old",
+            "new",
+        ],
+        cwd=folder,
+        capture_output=True,
+    )
+    assert done.returncode in (0, 1), done.stderr
+    text = done.stdout.decode()
+    hunks = text[text.index("@@") :] if "@@" in text else ""
+    return re.sub(r"^(@@ -\S+ \+\S+ @@).*$", r"\1", hunks, flags=re.MULTILINE)
+
+
+def _our_hunks(old: bytes, new: bytes) -> str:
+    text = unified_diff("f.py", old, new).text
+    assert text.startswith("--- a/f.py\n+++ b/f.py\n"), text
+    return text.split("\n", 2)[2]
+
+
+def _numbered(count: int) -> list[str]:
+    return [f"line {n:02d}\n" for n in range(1, count + 1)]
+
+
+def _edited(lines: list[str], changes: dict[int, str]) -> bytes:
+    """``lines`` with the lines at those 1-based numbers replaced."""
+    return "".join(changes.get(n, line) for n, line in enumerate(lines, 1)).encode()
+
+
+TWENTY = _numbered(20)
+
+GIT_CASES = {
+    # Six unchanged lines between two edits: git gives one hunk (the gap is 2 x 3
+    # lines of context), never two touching ones.
+    "six lines apart": (TWENTY, {3: "three\n", 10: "ten\n"}),
+    "seven lines apart": (TWENTY, {3: "three\n", 11: "eleven\n"}),
+    "five lines apart": (TWENTY, {3: "three\n", 9: "nine\n"}),
+    "first and last lines": (TWENTY, {1: "one\n", 20: "twenty\n"}),
+    "three hunks": (_numbered(40), {2: "b\n", 15: "o\n", 30: "dd\n"}),
+    "two lines apart, near the end": (TWENTY, {16: "p\n", 19: "s\n"}),
+}
+
+
+@pytest.mark.parametrize("case", sorted(GIT_CASES))
+def test_hunks_are_those_git_diff_writes(tmp_path: Path, case: str) -> None:
+    """Kills ``_grouped`` splitting two edits six unchanged lines apart into two hunks
+    that touch (``>=`` for ``>`` against twice the context), or any other grouping or
+    hunk-header range that differs from ``git diff --no-index``'s."""
+    lines, changes = GIT_CASES[case]
+    old, new = "".join(lines).encode(), _edited(lines, changes)
+    ours = _our_hunks(old, new)
+    assert ours == _git_hunks(tmp_path, old, new)
+    if case == "six lines apart":
+        assert ours.count("@@ -") == 1 and ours.startswith("@@ -1,13 +1,13 @@\n"), ours
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        (b"a\nb\nc", b"a\nb\nd"),
+        (b"a\nb\nc", b"a\nb\nc\n"),
+        (b"a\nb\nc\n", b"a\nb\nc"),
+        (b"", b"one\ntwo\n"),
+        (b"one\ntwo\n", b""),
+        (b"x\n", b"new\nx\n"),
+        (b"".join(s.encode() for s in TWENTY), b"".join(s.encode() for s in TWENTY[:-4])),
+    ],
+)
+def test_ends_and_empty_files_are_diffed_as_git_diffs_them(
+    tmp_path: Path, old: bytes, new: bytes
+) -> None:
+    """A last line without a new line, an empty side, an insert at the top and a delete
+    at the end: the same hunks, ranges and markers as ``git diff --no-index``."""
+    assert _our_hunks(old, new) == _git_hunks(tmp_path, old, new)
+
+
+@st.composite
+def _small_edits(draw: st.DrawFn) -> tuple[bytes, bytes]:
+    """A file of distinct lines and an edit of it: runs of 0 to 9 unchanged lines (so
+    gaps on both sides of twice the context) between edits that replace, delete or
+    insert 1 or 2 lines, each side maybe without its last new line. Every line is
+    unique, so any minimal diff is the one diff: git's and difflib's must agree."""
+    old: list[str] = []
+    new: list[str] = []
+
+    def kept(count: int) -> None:
+        for _ in range(count):
+            line = f"line {len(old):02d}\n"
+            old.append(line)
+            new.append(line)
+
+    for _ in range(draw(st.integers(0, 4))):
+        kept(draw(st.integers(0, 9)))
+        op, count = draw(st.sampled_from(["replace", "delete", "insert"])), draw(st.integers(1, 2))
+        for _ in range(count):
+            if op != "insert":
+                old.append(f"line {len(old):02d}\n")
+            if op != "delete":
+                new.append(f"new {len(new):02d}\n")
+    kept(draw(st.integers(0, 9)))
+    old_text, new_text = "".join(old), "".join(new)
+    if draw(st.booleans()):
+        old_text = old_text.removesuffix("\n")
+    if draw(st.booleans()):
+        new_text = new_text.removesuffix("\n")
+    return old_text.encode(), new_text.encode()
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(edit=_small_edits())
+def test_small_random_edits_are_diffed_as_git_diffs_them(
+    tmp_path: Path, edit: tuple[bytes, bytes]
+) -> None:
+    """Hunk headers and lines equal ``git diff --no-index``'s for random edits of a
+    small file: whatever the gaps between edits, at the ends, with or without a last
+    new line."""
+    old, new = edit
+    assert _our_hunks(old, new) == _git_hunks(tmp_path, old, new)
+
+
+def test_a_path_holding_the_recorded_content_in_the_index_but_edited_since_is_no_move(
+    tmp_path: Path,
+) -> None:
+    """Kills ``_holds`` trusting the size alone: git's index says ``new.py`` holds the
+    missing file's content, but its working copy was edited at the same size since; a
+    move is reported only to a file whose bytes are the recorded ones now."""
+    repo = Repo(tmp_path / "repo")
+    repo.write("old.py", "VALUE = 1\n")
+    repo.commit("A")
+    db = tmp_path / "memos.db"
+    with open_cache(db) as cache:
+        memo = cache.record(
+            question="q", conclusion="c", files=["old.py"], project="p", root=str(repo.path)
+        ).id
+    git(repo.path, "mv", "old.py", "new.py")
+    with open_cache(db) as cache:
+        (moved,) = cache.show(memo).files
+    assert (moved.state, moved.moved_to) == ("missing", "new.py")
+    repo.write("new.py", "VALUE = 2\n")  # the same size, not staged
+    with open_cache(db) as cache:
+        (missing,) = cache.show(memo).files
+    assert (missing.state, missing.moved_to) == ("missing", None)

@@ -389,6 +389,62 @@ def test_prompt_finds_identifiers_as_recall_does_per_project(
     assert "] How is the configuration loaded at start-up?" in context(answer, "UserPromptSubmit")
 
 
+def test_an_identifier_two_memos_hold_brings_them_and_one_three_hold_does_not(
+    project: Repo, db_path: Path
+) -> None:
+    """Kills ``_naming_rarely`` taking "at most IDENTIFIER_MEMOS" for "fewer than" (or
+    more): the memo's question shares one word with the prompt, so only the
+    identifier, held by exactly two memos of the project, brings it; once a third
+    memo holds it, it is no longer distinctive and nothing does."""
+    project.write("src/settings.py", "KEYS = ()\n")
+    project.commit("settings")
+    prompt = {"cwd": str(project.path), "prompt": "why does load_config validate every key?"}
+    question = "How is the configuration loaded at start-up?"
+    with open_cache(db_path) as cache:
+        cache.record(
+            question=question,
+            conclusion="src/settings.py: load_config() reads config.toml and validates every key.",
+            files=["src/settings.py"],
+            root=str(project.path),
+        )
+        cache.record(
+            question="What runs at exit?",
+            conclusion="atexit hooks; nothing calls load_config() again.",
+            files=["src/settings.py"],
+            root=str(project.path),
+        )
+    answer, err = hook("prompt", prompt, db_path)
+    assert err == "" and answer is not None, "the identifier of two memos brought nothing"
+    assert f"] {question}" in context(answer, "UserPromptSubmit")
+    with open_cache(db_path) as cache:
+        cache.record(
+            question="How are plugins configured?",
+            conclusion="plugins call load_config() for their own section.",
+            files=["src/settings.py"],
+            root=str(project.path),
+        )
+    answer, err = hook("prompt", prompt, db_path)
+    assert err == ""
+    assert answer is None or question not in context(answer, "UserPromptSubmit")
+
+
+def test_task_words_are_not_what_a_prompt_is_about(project: Repo, db_path: Path) -> None:
+    """Kills the prompt hook counting task words (fix, add, test, ...) as content words:
+    no memo holds them, so their rarity would outweigh what the prompt is about and
+    the memo that answers it would not come."""
+    from explomemo.recall import prompts
+
+    assert prompts.content_stems("please fix and test the failing parser") == {"parser": "parser"}
+    payload = {
+        "cwd": str(project.path),
+        "prompt": "please fix, add and test the retry policy of the HTTP client",
+    }
+    answer, err = hook("prompt", payload, db_path)
+    assert err == "" and answer is not None, "the task words outweighed the prompt's subject"
+    text = context(answer, "UserPromptSubmit")
+    assert "] How is the retry policy of the HTTP client decided?" in text
+
+
 def test_prompt_context_stays_within_its_budget(tmp_path: Path, db_path: Path) -> None:
     repo = Repo(tmp_path / "verbose")
     repo.write("a.py", "A = 1\n")

@@ -16,6 +16,7 @@ from helpers import (
     DEEP,
     Repo,
     assert_one_error_line,
+    git,
     hostile_clone,
     invoke_cli,
     user_files,
@@ -312,6 +313,56 @@ def test_a_config_folder_linked_inside_the_project_is_used(shop: Repo, db_path: 
         "explomemo"
         in json.loads((shop.path / "config" / "cursor" / "mcp.json").read_text())["mcpServers"]
     )
+
+
+@pytest.mark.parametrize(
+    ("client", "folder", "name"),
+    [
+        ("cursor", ".cursor", "mcp.json"),
+        ("codex", ".codex", "config.toml"),
+        ("claude-code", ".claude", "settings.local.json"),
+    ],
+)
+def test_a_config_folder_linked_to_a_sibling_whose_name_starts_with_the_projects_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, client: str, folder: str, name: str
+) -> None:
+    """Kills ``leads_out`` taking a path that merely starts with the project folder's
+    (``/x/shop-other`` for ``/x/shop``) for one inside it: a committed link from the
+    project's configuration folder to the sibling's must be refused, as it is for
+    ``record`` (tests/test_files.py)."""
+    shop = Repo(tmp_path / "x" / "shop")
+    sibling = tmp_path / "x" / "shop-other" / folder
+    sibling.mkdir(parents=True)
+    (sibling / name).write_text("# the other project's own\n")
+    (shop.path / folder).symlink_to(Path("..", "shop-other", folder))
+    git(shop.path, "add", "-f", folder)
+    shop.commit("a link to the sibling's configuration")
+    monkeypatch.chdir(shop.path)
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    for args in ([client, "--dry-run"], [client]):
+        code, out, err = setup(tmp_path / "memos.db", *args)
+        assert code == 2 and out == "" and err.count("\n") == 1, (code, out, err)
+        assert f"{shop.path / folder} is a symbolic link that leads out of the project" in err
+        assert str(sibling) in err
+    assert os.listdir(sibling) == [name]
+    assert (sibling / name).read_text() == "# the other project's own\n"
+
+
+def test_claude_code_creates_no_shared_settings_in_a_project_without_them(
+    shop: Repo, db_path: Path
+) -> None:
+    """Kills ``plan_claude_code`` writing ``.claude/settings.json`` (the file a team
+    commits) where there was none: it only takes an earlier setup's hooks out of an
+    existing one, and the dry run shows no change to it either."""
+    shared = shop.path / ".claude" / "settings.json"
+    code, out, _ = setup(db_path, "claude-code", "--dry-run")
+    assert code == 0 and "settings.json" not in out.replace("settings.local.json", "")
+    code, out, err = setup(db_path, "claude-code")
+    assert code == 0 and err == "", err
+    assert f"wrote {shop.path / '.claude' / 'settings.local.json'}" in out
+    assert str(shared) not in out
+    assert not shared.exists()
+    assert sorted(os.listdir(shop.path / ".claude")) == ["settings.local.json"]
 
 
 def test_the_users_own_keys_in_explomemos_entry_stay(shop: Repo, db_path: Path) -> None:

@@ -67,6 +67,23 @@ def test_a_pinned_memo_comes_back_when_nothing_stands_out() -> None:
     assert [(c.id, c.pinned) for c in found] == [(3, True)]
 
 
+@pytest.mark.parametrize("model", [False, True])
+def test_the_fusion_lists_the_memo_that_alone_holds_a_named_identifier_first(
+    model: bool,
+) -> None:
+    """Kills ``fuse`` ordering by score alone: a memo that alone holds an identifier the
+    query names comes first whatever its score, with a model and without. Recall keeps
+    only the fusion's first candidates (cache.recall cuts them at ``3 x limit``), so a
+    pinned memo ranked by score could be cut before recall ranks again."""
+    pinned = WordScores(
+        {1: 0.95, 2: 0.30, 3: 0.60}, identifiers={2: 1.0, 3: 0.5}, pinned=frozenset({2})
+    )
+    found = fuse(hits({1: 0.90, 2: 0.20, 3: 0.40}) if model else None, pinned)
+    assert found[0].id == 2 and found[0].pinned, found
+    assert [c.id for c in found] == [2, 1, 3]
+    assert found[1].score > found[0].score and not any(c.pinned for c in found[1:])
+
+
 def test_a_small_project_is_not_asked_to_stand_out() -> None:
     scores = evenly(search.SPREAD_MIN_MEMOS - 1)
     found = fuse(hits(scores), WordScores({}))
