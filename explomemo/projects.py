@@ -113,11 +113,13 @@ def git_files_plain(start: str) -> bool:
         pointer = _pointer(entry, "gitdir:")
         if pointer is None:
             return True  # not a git directory: git refuses it without waiting
-        git_dir = os.path.normpath(os.path.join(os.path.dirname(entry), pointer))
+        # Resolved as the system resolves it (a ".." after a link leaves the link's
+        # target), not lexically: the files checked must be those git opens.
+        git_dir = os.path.realpath(os.path.join(os.path.dirname(entry), pointer))
     folders = [git_dir]
     common = _pointer(os.path.join(git_dir, "commondir"), "")
     if common is not None:
-        folders.append(os.path.normpath(os.path.join(git_dir, common)))
+        folders.append(os.path.realpath(os.path.join(git_dir, common)))
     for folder in folders:
         for name in ("commondir", "HEAD", "config"):
             try:

@@ -83,10 +83,10 @@ def run_hook(
     stderr: BinaryIO | None = None,
 ) -> int:
     """Answer one hook event; always returns 0 (a hook never fails the client)."""
-    source = stdin if stdin is not None else sys.stdin.buffer
-    out = stdout if stdout is not None else sys.stdout.buffer
-    err = stderr if stderr is not None else sys.stderr.buffer
+    err = stderr if stderr is not None else _stream(sys.stderr)
     try:
+        source = stdin if stdin is not None else _stream(sys.stdin)
+        out = stdout if stdout is not None else _stream(sys.stdout)
         payload = _payload(_bounded(source))
         answer = _HANDLERS[event](payload, db, project)
         if answer is not None:
@@ -113,14 +113,25 @@ def _one_line(exc: BaseException) -> str:
     return text if len(text) <= 400 else text[:399] + "…"
 
 
+def _stream(stream: Any) -> BinaryIO:
+    """The bytes of a standard stream; one that is closed (None: the hook was started
+    without it) reads nothing and writes nowhere."""
+    found = getattr(stream, "buffer", None)
+    if found is None:
+        return open(os.devnull, "r+b")  # noqa: SIM115: for the life of the process
+    return found  # type: ignore[no-any-return]
+
+
 def _bounded(source: BinaryIO) -> bytes:
-    """Standard input, refused past MAX_INPUT_BYTES; the rest is read and dropped so that
-    the client never meets a closed pipe."""
+    """Standard input, refused past MAX_INPUT_BYTES; as much again is read and dropped,
+    so that a client still writing meets no closed pipe, and no more: an input that
+    never ends (``/dev/zero``) does not hold the hook."""
     data = source.read(MAX_INPUT_BYTES + 1)
     if len(data) <= MAX_INPUT_BYTES:
         return data
-    while source.read(_DRAIN_BYTES):
-        pass
+    dropped = len(data)
+    while dropped < 2 * MAX_INPUT_BYTES and (chunk := source.read(_DRAIN_BYTES)):
+        dropped += len(chunk)
     raise HookInputError(
         f"stdin holds more than {MAX_INPUT_BYTES:,} bytes: the hook reads no more and adds nothing"
     )

@@ -49,7 +49,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from explomemo.atomic import Naming, leads_out, replace_file
+from explomemo.atomic import Naming, leads_out, replace_file, writable_target
 from explomemo.errors import SetupError
 from explomemo.files import check_text_path, file_kind
 from explomemo.printable import block, message, no_workflow_commands
@@ -138,6 +138,10 @@ def setup(
                 f" {target.project!r}, database {target.db}): nothing changed."
             )
         ]
+    for change in changes:
+        # Every file is checked before the first is written (and in a dry run too): a
+        # refusal never leaves a setup half done.
+        writable_target(change.path, CONFIG_FILE, folder)
     lines: list[str] = []
     if dry_run:
         for change in changes:

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from explomemo import inputs
-from explomemo.atomic import Naming, replace_file
+from explomemo.atomic import Naming, leads_out, replace_file
 from explomemo.check.stale import check_memos
 from explomemo.check.validity import Progress, Validator
 from explomemo.errors import ExportFileError, InputError, NotFoundError, PathError
@@ -170,20 +170,30 @@ def write_export(target: Path, text: str) -> None:
 
 
 def export_folder(target: Path) -> Path:
-    """The folder an export file may lead into through a symbolic link: the git work tree
-    its path stands in, else its own folder.
+    """The folder an export file must stay in: the git work tree (outside git, the folder)
+    that holds the first symbolic link on its path leading out of the work tree or folder
+    holding that link; with no such link, the one holding the file.
 
-    The work tree is looked for above the file's folder without passing through
-    a link, so a committed link (``.explomemo`` leading to a folder of the
-    user's own) is never taken for the top of the work tree.
+    A repository can commit links (``.explomemo`` leading to the user's home), and a
+    link of the user's own above the work tree (``/home`` leading to ``/var/home``) is
+    none of its business: each link on the path is judged by where it stands. ``..``
+    is taken after the link before it, as the system takes it.
     """
-    folder = Path(os.path.abspath(target)).parent
-    for candidate in (folder, *folder.parents):
-        if candidate.is_symlink():
+    current = Path("/")
+    for part in (Path(os.getcwd()) / target).parts[1:]:
+        if part == "..":
+            current = current.parent
             continue
-        if os.path.lexists(candidate / ".git") and not (candidate / ".git").is_symlink():
-            return candidate
-    return folder
+        step = current / part
+        if not step.is_symlink():
+            current = step
+            continue
+        holder = Path(work_tree_top(str(current)) or current)
+        reached = Path(os.path.realpath(step))
+        if leads_out(reached, holder) is not None:
+            return holder
+        current = reached
+    return Path(work_tree_top(str(current.parent)) or current.parent)
 
 
 _EXPORT_FILE = Naming(

@@ -225,7 +225,7 @@ class Store:
         """Open and migrate a database, creating it and its parent folders if needed, or,
         when not ``create`` (a command that only reads), refusing a missing one."""
         db_path = database_path(path)
-        if not create and not os.path.lexists(db_path):
+        if not create and not os.path.exists(db_path):
             raise StoreError(
                 f"there is no database at {db_path}: check the path (--db, $EXPLOMEMO_DB),"
                 " or record a memo first, which creates it"

@@ -498,11 +498,14 @@ def test_blobs_asked_together_each_come_back_whatever_git_lacks(
     assert sources == {"b.py": "git", "c.py": "git", "scratch.py": "unavailable"}
 
 
-def test_a_commondir_that_is_a_fifo_starts_no_git(tmp_path: Path) -> None:
+@pytest.mark.parametrize("case", ["commondir", "pointer through a link"])
+def test_a_commondir_that_is_a_fifo_starts_no_git(tmp_path: Path, case: str) -> None:
     """Finding 10: a ``.git`` file whose git directory's ``commondir`` is a FIFO made
     ``show`` wait for git's 10 s timeout (git opens it and waits for a writer). No git
     is started there: the diff is unavailable at once. A git on PATH that leaves a
-    marker shows whether one started."""
+    marker shows whether one started. A second reader's case: ``gitdir: lnk/../gd``,
+    where ``lnk`` is a link, names another folder for the kernel than for a lexical
+    ``..`` (there, a ``HEAD`` that is a FIFO)."""
     repo = Repo(tmp_path / "repo")
     repo.write("a.py", "A = 1\n")
     repo.commit("a")
@@ -527,8 +530,18 @@ def test_a_commondir_that_is_a_fifo_starts_no_git(tmp_path: Path) -> None:
     )
     (repo.path / "a.py").write_text("A = 2\n")
     (repo.path / ".git").rename(tmp_path / "gitdir")
-    (repo.path / ".git").write_text(f"gitdir: {tmp_path / 'gitdir'}\n")
-    os.mkfifo(tmp_path / "gitdir" / "commondir")
+    if case == "commondir":
+        (repo.path / ".git").write_text(f"gitdir: {tmp_path / 'gitdir'}\n")
+        os.mkfifo(tmp_path / "gitdir" / "commondir")
+    else:
+        far = tmp_path / "far"
+        (far / "deep").mkdir(parents=True)
+        shutil.copytree(tmp_path / "gitdir", far / "gd")
+        (far / "gd" / "HEAD").unlink()
+        os.mkfifo(far / "gd" / "HEAD")
+        shutil.copytree(tmp_path / "gitdir", repo.path / "gd")
+        (repo.path / "lnk").symlink_to(far / "deep")
+        (repo.path / ".git").write_text("gitdir: lnk/../gd\n")
     marker.unlink(missing_ok=True)
     shown = subprocess.run(
         [*explomemo, "show", "1", "--json"],

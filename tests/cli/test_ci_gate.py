@@ -375,3 +375,13 @@ def test_a_read_only_command_on_a_misspelt_database_fails_and_creates_nothing(
         " $EXPLOMEMO_DB), or record a memo first, which creates it\n"
     )
     assert list(tmp_path.glob("memso.db*")) == []
+
+
+def test_a_read_only_command_refuses_a_dangling_link_as_its_database(tmp_path: Path) -> None:
+    """A second reader's finding: ``--db`` naming a link to a file that does not exist
+    passed the check (the link exists) and the database was created where it led."""
+    (tmp_path / "link.db").symlink_to(tmp_path / "target.db")
+    result = invoke_cli(["--db", str(tmp_path / "link.db"), "list"])
+    assert result.exit_code == 2, result.output
+    assert "there is no database at" in result.stderr
+    assert not (tmp_path / "target.db").exists()

@@ -37,7 +37,8 @@ def test_an_input_over_the_bound_is_refused_in_one_line(tmp_path: Path) -> None:
 
 
 def test_a_real_hook_process_given_too_much_drains_it_and_exits_0(tmp_path: Path) -> None:
-    """At the surface: the client writes the whole input and gets no broken pipe."""
+    """At the surface: a real hook process given three times the bound exits 0 with one
+    line on stderr and nothing on stdout."""
     data = json.dumps({"cwd": str(tmp_path), "prompt": "y" * (3 * hooks.MAX_INPUT_BYTES)})
     done = subprocess.run(
         [sys.executable, "-m", "explomemo", "--db", str(tmp_path / "m.db"), "hook", "prompt"],
@@ -95,3 +96,33 @@ def test_undecodable_input_is_named_without_a_codec(tmp_path: Path) -> None:
     code, out, err = run("prompt", b'\x00{\x00"', db)
     assert (code, out) == (0, b"")
     assert err.startswith(b"explomemo hook prompt: stdin is not JSON (") and b"utf" not in err
+
+
+def test_a_hook_with_its_standard_streams_closed_exits_0(tmp_path: Path) -> None:
+    """A second reader's finding: with standard input or output closed, the hook read
+    ``sys.stdin.buffer`` before its guard and ended in a traceback, exit 1."""
+    db = str(tmp_path / "m.db")
+    for close in ("<&-", ">&-"):
+        done = subprocess.run(
+            f"echo '{{}}' | {sys.executable} -m explomemo --db {db} hook prompt {close}",
+            shell=True,
+            capture_output=True,
+            cwd=tmp_path,
+        )
+        assert done.returncode == 0, (close, done.stderr)
+        assert b"Traceback" not in done.stderr
+
+
+def test_an_endless_input_ends_the_hook(tmp_path: Path) -> None:
+    """A second reader's finding: past the bound the hook read on to the end, so an input
+    that never ends (``/dev/zero``) held it for ever. It drops at most as much again."""
+    with open("/dev/zero", "rb") as zeros:
+        done = subprocess.run(
+            [sys.executable, "-m", "explomemo", "--db", str(tmp_path / "m.db"), "hook", "prompt"],
+            stdin=zeros,
+            capture_output=True,
+            cwd=tmp_path,
+            timeout=120,
+        )
+    assert done.returncode == 0 and done.stdout == b""
+    assert b"more than" in done.stderr

@@ -546,3 +546,16 @@ def test_a_lone_surrogate_escape_in_a_config_file_is_kept(
         assert '  "note": "a\\ud800b",\n' in text
         data = json.loads(text)
         assert data["note"] == "a\ud800b" and "explomemo" in data["mcpServers"]
+
+
+def test_a_refused_file_is_refused_before_anything_is_written(shop: Repo, db_path: Path) -> None:
+    """A second reader's finding: with ``.mcp.json`` a link to a file that does not exist,
+    ``setup claude-code`` wrote ``.claude/settings.local.json`` and then refused
+    ``.mcp.json``; ``--dry-run`` showed both diffs and exited 0. Every file is checked
+    before the first is written."""
+    (shop.path / ".mcp.json").symlink_to("notyet.json")
+    for args in (["claude-code", "--dry-run"], ["claude-code"]):
+        code, out, err = setup(db_path, *args)
+        assert code == 2 and out == "", (code, out, err)
+        assert "symbolic link to a file that does not exist" in err
+    assert not (shop.path / ".claude").exists()

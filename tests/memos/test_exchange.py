@@ -1261,3 +1261,49 @@ def test_import_never_takes_an_absolute_root_from_the_file(
     markdown = invoke_cli(["--db", db, "stale", "--format", "markdown"]).stdout
     for text in [*shown, markdown]:
         assert "PRIVATE KEY" not in text
+
+
+def test_export_refuses_a_folder_link_that_leads_out_through_a_folder_of_the_users_with_git(
+    tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A second reader's finding: with ``.explomemo`` committed as a link to the user's
+    home, ``-o .explomemo/.config/app/settings.jsonl`` took ``~/.config/app`` (which
+    holds a ``.git``) for the work tree and replaced the user's file. Every link on the
+    path must lead inside the work tree that holds it."""
+    (home / ".config" / "app" / ".git").mkdir(parents=True)
+    settings = home / ".config" / "app" / "settings.jsonl"
+    settings.write_text("user data\n")
+    clone = hostile_clone(tmp_path, {".explomemo": home})
+    monkeypatch.chdir(clone)
+    db = str(tmp_path / "memos.db")
+    assert (
+        invoke_cli(["--db", db, "record", "--question", "Q?", "--conclusion", "C", "app.py"]).code
+        == 0
+    )
+    out = ".explomemo/.config/app/settings.jsonl"
+    result = invoke_cli(["--db", db, "export", "--project", "app", "-o", out])
+    assert settings.read_text() == "user data\n"
+    assert result.exit_code == 2, result.output
+    assert f"export file {out} is a symbolic link that leads out of {clone}" in result.stderr
+
+
+def test_export_follows_a_link_of_the_users_own_above_the_work_tree(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A link above the work tree (a home reached through ``/home -> /var/home``) is the
+    user's, not the repository's: an export inside the work tree is written."""
+    real = tmp_path / "var-home"
+    (real / "src").mkdir(parents=True)
+    (tmp_path / "home").symlink_to(real)
+    repo = Repo(tmp_path / "home" / "src" / "app")
+    repo.write("app.py", "A = 1\n")
+    repo.commit("a")
+    monkeypatch.chdir(repo.path)
+    db = str(tmp_path / "memos.db")
+    assert (
+        invoke_cli(["--db", db, "record", "--question", "Q?", "--conclusion", "C", "app.py"]).code
+        == 0
+    )
+    result = invoke_cli(["--db", db, "export", "--project", "app", "-o", ".explomemo/memos.jsonl"])
+    assert result.exit_code == 0, result.output
+    assert '"question":"Q?"' in (real / "src" / "app" / ".explomemo" / "memos.jsonl").read_text()
