@@ -548,16 +548,12 @@ class MemoCache:
         """
         from explomemo.changes.diffs import AGENT_LIMITS, ChangeFinder, stale_changes
 
-        fixed = resolve_root(root) if root is not None else None
+        where = _checking_roots(root)
         ids = [entry.id for entry in report.stale]
         with self.store.errors(), self.store.read() as conn:
             memos = {m.id: m for m in self.store.memos(conn, ids=ids)}
             files = self.store.files_of(conn, ids)
-        roots: dict[str, Root | None] = {}
-        for memo in memos.values():
-            if fixed is None and memo.root not in roots:
-                roots[memo.root] = _recorded_root(memo.root)
-        by_id = {i: fixed if fixed is not None else roots.get(memos[i].root) for i in memos}
+        by_id = {i: where(memo) for i, memo in memos.items()}
         finder = ChangeFinder(self.store, limits or AGENT_LIMITS, self._pending_snapshots())
         return stale_changes(finder, report.stale, files, by_id)
 
@@ -619,7 +615,7 @@ class MemoCache:
 
         if project is not None:
             project = project_name(project)
-        fixed = resolve_root(root) if root is not None else None
+        where = _checking_roots(root)
         with self.store.errors(), self.store.read() as conn:
             memos = self.store.memos(conn, project=project)
             self.require_project(conn, project, memos)
@@ -629,20 +625,7 @@ class MemoCache:
                 f"database {self.store.path} holds no memo, so there is nothing to check:"
                 " record memos first, or check the database path (--db, $EXPLOMEMO_DB)"
             )
-        roots: dict[str, Root | None] = {}
-
-        def recorded(memo: MemoRow) -> Root | None:
-            if memo.root not in roots:
-                roots[memo.root] = _recorded_root(memo.root)
-            return roots[memo.root]
-
-        return check_memos(
-            memos,
-            files,
-            fixed if fixed is not None else recorded,
-            self.validator,
-            progress=progress,
-        )
+        return check_memos(memos, files, where, self.validator, progress=progress)
 
     def require_project(
         self, conn: sqlite3.Connection, project: str | None, found: Sequence[MemoRow]
@@ -769,6 +752,23 @@ def require_project(
         f"project {project!r} has no memos in {source}, whose projects are {shown}:"
         " check the name and pass one of those to --project"
     )
+
+
+def _checking_roots(root: str | None) -> Callable[[MemoRow], Root | None]:
+    """Where each memo is checked: under ``root`` when given (resolved now, so a bad one is
+    refused before anything is read), else under the root it was recorded in, each
+    resolved once (None when it no longer exists)."""
+    if root is not None:
+        fixed = resolve_root(root)
+        return lambda memo: fixed
+    found: dict[str, Root | None] = {}
+
+    def recorded(memo: MemoRow) -> Root | None:
+        if memo.root not in found:
+            found[memo.root] = _recorded_root(memo.root)
+        return found[memo.root]
+
+    return recorded
 
 
 def _recorded_root(path: str) -> Root | None:
