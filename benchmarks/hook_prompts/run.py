@@ -11,9 +11,11 @@ runs ``explomemo.clients.hooks.prompt`` on every prompt of prompts.json, exactly
 
 ``tuning`` prompts chose the constants of explomemo/recall/prompts.py; ``heldout``
 ones were written with them, before any scoring existed, and never chose
-anything.
+anything. ``--prompts prompts_jinja2.json`` asks the third, final held-out set
+(jinja2 3.1.4, issue 22; a ``heldout`` list only): run it once, at the end of
+issue 22. The output starts with the commit it ran and whether the tree was dirty.
 
-    .venv/bin/python benchmarks/hook_prompts/run.py [--verbose]
+    .venv/bin/python benchmarks/hook_prompts/run.py [--verbose] [--prompts FILE] [--dry-run]
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "recall_quality"))
 
-from run import fetch_codebase  # noqa: E402  (the recall benchmark's downloader)
+from run import fetch_codebase, print_revision  # noqa: E402  (the recall benchmark's)
 
 from explomemo.clients.hooks import prompt  # noqa: E402
 from explomemo.memos.cache import MemoCache  # noqa: E402
@@ -40,9 +42,30 @@ SHOWN = re.compile(r"^\[memo (\d+), ", re.MULTILINE)
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--verbose", action="store_true", help="list every wrong or missed prompt")
+    parser.add_argument(
+        "--prompts",
+        type=Path,
+        default=HERE / "prompts.json",
+        help="prompts file (default: prompts.json over httpx; prompts_jinja2.json only when named)",
+    )
+    parser.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="list the sets and how many prompts each would run, then stop (nothing is run)",
+    )
     args = parser.parse_args()
-    prompts = json.loads((HERE / "prompts.json").read_text())
-    labels = json.loads((HERE / prompts["memos"]).resolve().read_text())
+    print_revision()
+    prompts = json.loads(args.prompts.read_text())
+    labels = json.loads((args.prompts.parent / prompts["memos"]).resolve().read_text())
+    sets = [name for name in ("tuning", "heldout") if name in prompts]
+    if args.dry_run:
+        base = labels["codebase"]
+        memos = len(labels["memos"])
+        print(f"{args.prompts.name}: {base['name']}=={base['version']}, {memos} memos")
+        for name in sets:
+            answered = sum(bool(item["answers"]) for item in prompts[name])
+            print(f"  {name}: {answered} answered, {len(prompts[name]) - answered} unanswered")
+        return 0
     with tempfile.TemporaryDirectory(prefix="explomemo-hp-") as tmp:
         base = labels["codebase"]
         root = fetch_codebase(base["name"], base["version"], Path(tmp) / "src")
@@ -58,9 +81,10 @@ def main() -> int:
                     root=str(root),
                 )
                 keys[result.id] = memo["key"]
+        print(f"{args.prompts.name}: {base['name']}=={base['version']}, {len(keys)} memos")
         print("| prompts | count | precision | recall | silent on unanswered |")
         print("|---|---|---|---|---|")
-        for name in ("tuning", "heldout"):
+        for name in sets:
             shown = right = answered = hit = unanswered = silent = 0
             for item in prompts[name]:
                 answer = prompt({"cwd": str(root), "prompt": item["prompt"]}, db, "bench")

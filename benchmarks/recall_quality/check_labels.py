@@ -4,7 +4,8 @@ Usage: python check_labels.py SDIST_ROOT [LABELS_JSON]
 
 SDIST_ROOT is the unpacked source distribution's top folder of the codebase
 the labels file names (e.g. /tmp/rq_src/httpx-0.28.1 for labels.json,
-/tmp/labels_src/click-8.1.7 for labels_click.json). LABELS_JSON defaults to
+/tmp/labels_src/click-8.1.7 for labels_click.json, /tmp/labels22/jinja2-3.1.4
+for labels_jinja2.json, whose shape SHAPES sets). LABELS_JSON defaults to
 labels.json beside this script. Structural problems exit with status 1; the
 lexical overlap figures are printed for information.
 
@@ -35,6 +36,9 @@ EXPECTED_MEMOS = {"httpx": (40, 40)}
 DEFAULT_MEMO_RANGE = (25, 30)
 QUERIES_PER_MEMO = 2
 EXPECTED_UNRELATED = 10
+#: The third, final held-out set (jinja2, issue 22) has its own shape: one paraphrase
+#: per memo, 15 unrelated questions (far and near-domain) and no held-out unrelated list.
+SHAPES = {"jinja2": (1, 15, 0)}
 MAX_FILES = 8
 MAX_IDENTIFIER_QUERIES = 2
 MIN_IDENTIFIER_QUERIES_TOTAL = 25
@@ -82,6 +86,13 @@ def memo_range(labels: dict[str, Any]) -> tuple[int, int]:
     return EXPECTED_MEMOS.get(name or "", DEFAULT_MEMO_RANGE)
 
 
+def shape(labels: dict[str, Any]) -> tuple[int, int, int]:
+    """Queries per memo, unrelated and held-out unrelated questions expected of a labels file."""
+    codebase = labels.get("codebase")
+    name = codebase.get("name") if isinstance(codebase, dict) else None
+    return SHAPES.get(name or "", (QUERIES_PER_MEMO, EXPECTED_UNRELATED, EXPECTED_UNRELATED))
+
+
 def check_structure(labels: dict[str, Any], root: Path) -> list[str]:
     problems: list[str] = []
     codebase = labels.get("codebase")
@@ -91,6 +102,7 @@ def check_structure(labels: dict[str, Any], root: Path) -> list[str]:
     memos = labels.get("memos")
     if not isinstance(memos, list):
         return [*problems, "memos must be a list"]
+    queries_per_memo, expected_unrelated, expected_heldout_unrelated = shape(labels)
     low, high = memo_range(labels)
     if not low <= len(memos) <= high:
         expected = str(low) if low == high else f"{low} to {high}"
@@ -119,8 +131,8 @@ def check_structure(labels: dict[str, Any], root: Path) -> list[str]:
                 if not (root / rel).is_file():
                     problems.append(f"{where}: file not in sdist: {rel}")
         queries = memo.get("queries")
-        if not isinstance(queries, list) or len(queries) != QUERIES_PER_MEMO:
-            problems.append(f"{where}: needs exactly {QUERIES_PER_MEMO} queries")
+        if not isinstance(queries, list) or len(queries) != queries_per_memo:
+            problems.append(f"{where}: needs exactly {queries_per_memo} queries")
         elif not all(isinstance(q, str) and q.strip() for q in queries):
             problems.append(f"{where}: empty query")
         heldout = memo.get("heldout")
@@ -128,13 +140,15 @@ def check_structure(labels: dict[str, Any], root: Path) -> list[str]:
             problems.append(f"{where}: needs one held-out query")
 
     unrelated = labels.get("unrelated")
-    if not isinstance(unrelated, list) or len(unrelated) != EXPECTED_UNRELATED:
-        problems.append(f"expected {EXPECTED_UNRELATED} unrelated queries")
+    if not isinstance(unrelated, list) or len(unrelated) != expected_unrelated:
+        problems.append(f"expected {expected_unrelated} unrelated queries")
     elif len(set(unrelated)) != len(unrelated):
         problems.append("duplicate unrelated queries")
-    heldout_unrelated = labels.get("heldout_unrelated")
-    if not isinstance(heldout_unrelated, list) or len(heldout_unrelated) != EXPECTED_UNRELATED:
-        problems.append(f"expected {EXPECTED_UNRELATED} held-out unrelated queries")
+    heldout_unrelated = labels.get("heldout_unrelated") or []
+    if not isinstance(heldout_unrelated, list) or len(heldout_unrelated) != (
+        expected_heldout_unrelated
+    ):
+        problems.append(f"expected {expected_heldout_unrelated} held-out unrelated queries")
     elif set(heldout_unrelated) & set(unrelated or []):
         problems.append("a held-out unrelated query is also in the tuning set")
 

@@ -16,7 +16,11 @@ prints recall@1, recall@3 and how many unrelated queries came back empty:
   on click);
 * identifiers: queries naming an identifier that one memo holds;
 * near-domain unrelated (httpx): questions an agent on an HTTP client asks
-  that no memo answers.
+  that no memo answers;
+* labels_jinja2.json (jinja2, issue 22): a third set held out as a whole
+  ("held_out": true in the file): its paraphrases, agent-style queries and
+  unrelated questions. It is not in the default --labels; it runs only when
+  named, once, at the end of issue 22.
 
 Every set but the tuning ones was written and committed before any run on it and is
 never used to choose anything. The near-domain set is marked "seen": its
@@ -24,6 +28,10 @@ first run showed that "URLs" was taken for an identifier, and
 explomemo/identifiers.py was fixed after it (see README.md).
 
     .venv/bin/python benchmarks/recall_quality/run.py [--verbose] [--sweep] [--labels FILE ...]
+    .venv/bin/python benchmarks/recall_quality/run.py --dry-run --labels FILE ...
+
+The output starts with the commit it ran (``git rev-parse HEAD``) and whether
+the tree had uncommitted changes.
 """
 
 from __future__ import annotations
@@ -88,7 +96,14 @@ QUERY_SETS = {
         QuerySet("held-out", "heldout", "heldout_unrelated"),
         QuerySet("identifiers", "identifier_queries", None),
     ],
+    "labels_jinja2.json": [
+        QuerySet("paraphrased", "queries", None),
+        QuerySet("agent-style", "heldout", None),
+        QuerySet("unrelated (6 far, 9 near)", None, "unrelated"),
+    ],
 }
+#: Asked when no --labels is given: the final held-out set runs only when named.
+DEFAULT_LABELS = ("labels.json", "labels_click.json")
 MODES = ("embeddings+words", "words alone")
 
 
@@ -115,6 +130,20 @@ class Outcome:
             f"{self.at3 / self.related:.3f}" if self.related else "-",
             f"{self.empty}/{self.unrelated}" if self.unrelated else "-",
         ]
+
+
+def print_revision() -> None:
+    """Print the commit being measured and whether the work tree differs from it."""
+
+    def git(*args: str) -> str:
+        done = subprocess.run(["git", *args], cwd=HERE, capture_output=True, text=True)
+        return done.stdout.rstrip() if done.returncode == 0 else "unknown"
+
+    changed = git("status", "--porcelain")
+    state = "unknown" if changed == "unknown" else "dirty" if changed else "clean"
+    print(f"commit {git('rev-parse', 'HEAD')}, work tree {state}")
+    if state == "dirty":
+        print("  " + changed.replace("\n", "\n  "))
 
 
 def fetch_codebase(name: str, version: str, into: Path) -> Path:
@@ -271,11 +300,43 @@ def goals(both: Outcome, words: Outcome) -> list[tuple[str, bool]]:
     return checks
 
 
+def sets_of(path: Path, labels: dict[str, Any], tuning_only: bool) -> list[QuerySet]:
+    """The query sets a labels file holds, in the order printed."""
+    whole_file_held_out = bool(labels.get("held_out"))
+    return [
+        s
+        for s in QUERY_SETS.get(path.name, QUERY_SETS["labels.json"])
+        if (s.related is None or any(s.related in m for m in labels["memos"]))
+        and (s.unrelated is None or s.unrelated in labels)
+        and not (tuning_only and (s.held_out or whole_file_held_out))
+    ]
+
+
+def count_queries(labels: dict[str, Any], queries: QuerySet) -> tuple[int, int]:
+    """How many memo queries and unrelated questions a set would ask."""
+    related = 0
+    if queries.related is not None:
+        for memo in labels["memos"]:
+            value = memo.get(queries.related, [])
+            related += len(value) if isinstance(value, list) else 1
+    unrelated = len(labels[queries.unrelated]) if queries.unrelated is not None else 0
+    return related, unrelated
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--verbose", action="store_true", help="list every miss")
     parser.add_argument(
-        "--labels", type=Path, nargs="+", default=[HERE / name for name in QUERY_SETS]
+        "--labels",
+        type=Path,
+        nargs="+",
+        default=[HERE / name for name in DEFAULT_LABELS],
+        help="labels files (default: the tuning codebases; labels_jinja2.json only when named)",
+    )
+    parser.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="list the sets and how many queries each would ask, then stop (nothing is run)",
     )
     parser.add_argument("--sweep", action="store_true", help="print a cut-off sweep")
     parser.add_argument(
@@ -291,6 +352,17 @@ def main() -> int:
         "--tuning-only", action="store_true", help="ask the tuning sets only (when choosing)"
     )
     args = parser.parse_args()
+    print_revision()
+    if args.dry_run:
+        for path in args.labels:
+            labels = json.loads(path.read_text())
+            base = labels["codebase"]
+            print(f"{path.name}: {base['name']}=={base['version']}, {len(labels['memos'])} memos")
+            for s in sets_of(path, labels, args.tuning_only):
+                related, unrelated = count_queries(labels, s)
+                held = "held out" if s.held_out or labels.get("held_out") else "tuning"
+                print(f"  {s.name} ({held}): {related} memo queries, {unrelated} unrelated")
+        return 0
     if "spread" in args.without:
         search.SPREAD_MIN_MEMOS = sys.maxsize
     if "penalty" in args.without:
@@ -307,13 +379,9 @@ def main() -> int:
     for path in args.labels:
         labels = json.loads(path.read_text())
         base = labels["codebase"]
-        sets = [
-            s
-            for s in QUERY_SETS.get(path.name, QUERY_SETS["labels.json"])
-            if (s.related is None or any(s.related in m for m in labels["memos"]))
-            and (s.unrelated is None or s.unrelated in labels)
-            and not (args.tuning_only and s.held_out)
-        ]
+        sets = sets_of(path, labels, args.tuning_only)
+        if not sets:
+            continue
         with tempfile.TemporaryDirectory(prefix="explomemo-rq-") as tmp:
             root = fetch_codebase(base["name"], base["version"], Path(tmp) / "src")
             for mode, model in zip(MODES, (FixedModel(embedder), FixedModel(None)), strict=True):
