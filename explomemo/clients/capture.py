@@ -60,7 +60,9 @@ class TurnFacts(NamedTuple):
 
 # The prompt rule -----------------------------------------------------------
 
-_WORD = re.compile(r"[^\W_]+(?:['\u2019][^\W_]+)*", re.UNICODE)
+#: Kana, CJK ideographs and Hangul: scripts written without spaces, one word a character.
+_UNSPACED = "\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af"
+_WORD = re.compile(rf"[{_UNSPACED}]|[^\W_{_UNSPACED}]+(?:['\u2019][^\W_{_UNSPACED}]+)*")
 _CODE_FENCE = re.compile(r"```.*?(?:```|\Z)", re.DOTALL)
 #: Words that open a question.
 _INTERROGATIVES = frozenset(
@@ -72,7 +74,8 @@ _REQUESTS = re.compile(
     r"^(?:(?:can|could|would) you (?:please )?|please |pls )?"
     r"(?:explain|describe|summari[sz]e how|tell me|show me (?:how|where|what|which|why)"
     r"|walk me through|help me understand|find (?:out )?(?:where|how|what|which|who|when)"
-    r"|check (?:how|why|where|what|whether|if)|q:|question:)",
+    r"|check (?:how|why|where|what|whether|if)|give (?:me )?an overview|q:|question:"
+    r"|i (?:want|need|would like|'d like) to (?:understand|know))",
 )
 #: A question or request inside a longer prompt ("I'll do it. Q: …").
 _INNER_QUESTION = re.compile(r"(?:^|\n|\. )(?:q|question):", re.IGNORECASE)
@@ -89,6 +92,10 @@ _TASKS = frozenset(
     " install move convert port clean improve optimize optimise let's lets rewrite"
     " generate bump revert undo redo try use replace edit modify draft prepare".split()
 )
+#: A polite opening before the verb that says what is asked ("can you fix …" is a task).
+_POLITE = re.compile(r"^(?:(?:can|could|would|will) (?:you|u) (?:please )?|please |pls )")
+#: "Have a look at …": an imperative, though its first word opens questions too.
+_LOOK = re.compile(r"^(?:please )?(?:have|take) a (?:look|peek)\b")
 #: Openings of a reply to what came before.
 _FOLLOW_UPS = frozenset(
     "and but so also then ok okay yes yeah yep no nope wait hmm doesn't don't isn't"
@@ -114,7 +121,9 @@ def asks(prompt: str) -> bool:
     if not words:
         return False
     first = words[0]
-    if first in _TASKS:
+    asked = _POLITE.match(lowered)
+    verb = _words(lowered[asked.end() :])[:1] if asked else [first]
+    if (verb and verb[0] in _TASKS) or _LOOK.match(lowered):
         return False
     if "?" in text or "\uff1f" in text or _INNER_QUESTION.search(text):
         return True
@@ -161,15 +170,15 @@ class ReadResult(NamedTuple):
 
 
 def cut(text: str, limit: int) -> str:
-    """``text`` within ``limit`` characters, ending with a line that says it was cut."""
+    """``text`` (trimmed) within ``limit`` characters: when longer, its first characters and
+    a last line that says how many of how many were kept."""
     text = text.strip()
     if len(text) <= limit:
         return text
-    for _ in range(2):
-        mark = CUT_MARK.format(kept=limit, total=len(text))
-        kept = limit - len(mark)
-        mark = CUT_MARK.format(kept=kept, total=len(text))
-    return text[:kept].rstrip() + mark
+    kept = limit
+    while len(CUT_MARK.format(kept=kept, total=len(text))) + kept > limit:
+        kept -= 1
+    return text[:kept] + CUT_MARK.format(kept=kept, total=len(text))
 
 
 def capture_of(
