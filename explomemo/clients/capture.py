@@ -60,9 +60,11 @@ class TurnFacts(NamedTuple):
 
 # The prompt rule -----------------------------------------------------------
 
+# \w, not a class of Unicode ranges: the hook compiles its patterns at each start, and
+# a large class costs milliseconds to compile.
+_WORD = re.compile(r"\w+(?:['\u2019]\w+)*")
 #: Kana, CJK ideographs and Hangul: scripts written without spaces, one word a character.
-_UNSPACED = "\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af"
-_WORD = re.compile(rf"[{_UNSPACED}]|[^\W_{_UNSPACED}]+(?:['\u2019][^\W_{_UNSPACED}]+)*")
+_UNSPACED = ((0x3040, 0x30FF), (0x3400, 0x9FFF), (0xAC00, 0xD7AF))
 _CODE_FENCE = re.compile(r"```.*?(?:```|\Z)", re.DOTALL)
 #: Words that open a question.
 _INTERROGATIVES = frozenset(
@@ -130,15 +132,23 @@ def asks(prompt: str) -> bool:
     return first in _INTERROGATIVES or _REQUESTS.match(lowered) is not None
 
 
+def _counted(words: list[str]) -> int:
+    """How many words: a run of an unspaced script counts a word a character."""
+    return sum(
+        len(word) if any(low <= ord(word[0]) <= high for low, high in _UNSPACED) else 1
+        for word in words
+    )
+
+
 def stands_alone(prompt: str) -> bool:
     """Whether the prompt makes sense without the conversation before it."""
     words = _words(prompt)
-    if len(words) < MIN_WORDS:
+    if _counted(words) < MIN_WORDS:
         return False
     lowered = " ".join(prompt.lower().split())
     if words[0] in _FOLLOW_UPS or _FOLLOW_UP_PHRASES.match(lowered):
         return False
-    if len(words) < SHORT_PROMPT_WORDS and _DEICTIC.intersection(words):
+    if _counted(words) < SHORT_PROMPT_WORDS and _DEICTIC.intersection(words):
         return _REFERENT.search(prompt) is not None
     return True
 
@@ -211,7 +221,7 @@ def capture_of(
             found, content = row
             files.append(found)
             if snapshots and content is not None:
-                from explomemo.changes.snapshots import SNAPSHOT_MAX_BYTES, compress
+                from explomemo.changes.contents import SNAPSHOT_MAX_BYTES, compress
 
                 if len(content) <= SNAPSHOT_MAX_BYTES:
                     kept.append((found.sha256, *compress(content)))
