@@ -77,6 +77,7 @@ _REQUESTS = re.compile(
     r"(?:explain|describe|summari[sz]e how|tell me|show me (?:how|where|what|which|why)"
     r"|walk me through|help me understand|find (?:out )?(?:where|how|what|which|who|when)"
     r"|check (?:how|why|where|what|whether|if)|give (?:me )?an overview|q:|question:"
+    r"|/explain\b|(?:do|give|write) me a summary"
     r"|i (?:want|need|would like|'d like) to (?:understand|know))",
 )
 #: A question or request inside a longer prompt ("I'll do it. Q: …").
@@ -85,7 +86,13 @@ _INNER_QUESTION = re.compile(r"(?:^|\n|\. )(?:q|question):", re.IGNORECASE)
 _NOT_ABOUT_THE_CODE = re.compile(
     r"\b(?:review|plan|propose|proposal|brainstorm|estimate|should (?:we|i)|best way"
     r"|what needs to change|needs to change|double[- ]check|did (?:we|i|you)"
-    r"|(?:is|are) now|show me the)\b"
+    r"|(?:is|are) now|show me the"
+    # advice and comparisons
+    r"|is there a (?:good )?reason|would we handle|compare|gaps?"
+    # work done earlier in the session
+    r"|we did|prior things|still (?:working|works?)"
+    # a run seen somewhere: local debugging, reports
+    r"|on my machine|we got a report)\b"
 )
 #: Imperatives that ask for a change or an action.
 _TASKS = frozenset(
@@ -103,7 +110,9 @@ _FOLLOW_UPS = frozenset(
     "and but so also then ok okay yes yeah yep no nope wait hmm doesn't don't isn't"
     " aren't wasn't same else".split()
 )
-_FOLLOW_UP_PHRASES = re.compile(r"^(?:what about|how about|and what|why not|what else)\b")
+_FOLLOW_UP_PHRASES = re.compile(
+    r"^(?:what about|how about|and what|why not|what else|(?:can|could) you also)\b"
+)
 _DEICTIC = frozenset({"this", "these", "those"})
 #: Something a "this" can point at inside the prompt: code, a file, a quoted name.
 _REFERENT = re.compile(r"```|`[^`]+`|@\S|\S+/\S+|\b\w+\.\w{1,5}\b")
