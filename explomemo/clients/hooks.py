@@ -367,7 +367,8 @@ def stop(
     path = _field(payload, "transcript_path", str)
     given = payload.get("prompt_id")
     prompt_id = given if isinstance(given, str) else None
-    turn = read_turn(last_turn(tail_entries(path, prompt_id), prompt_id))
+    entries = tail_entries(path, prompt_id, last_turn_only=True)
+    turn = read_turn(last_turn(entries, prompt_id))
     root = _root(payload)
     inside = _inside_root(turn.read, root)
     facts = TurnFacts(

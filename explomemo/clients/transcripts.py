@@ -33,10 +33,13 @@ READ_TOOL = "Read"
 RECORD_SUFFIX = "__memory_exploration_record"
 
 
-def tail_entries(path: str, prompt_id: str | None = None) -> list[dict[str, Any]]:
+def tail_entries(
+    path: str, prompt_id: str | None = None, *, last_turn_only: bool = False
+) -> list[dict[str, Any]]:
     """The JSON objects of the last :data:`TAIL_BYTES` of the transcript, in order; with
     ``prompt_id``, only those from the first line naming it (the turn's prompt) on,
-    when one does: a long session's earlier turns are not parsed.
+    when one does; with ``last_turn_only`` (and no ``prompt_id`` found), only those from
+    the last prompt on, parsed from the end: a long session's earlier turns are not parsed.
 
     A line cut by the start of the tail, one being written, or one nested
     too deep for the JSON parser, is skipped.
@@ -59,7 +62,18 @@ def tail_entries(path: str, prompt_id: str | None = None) -> list[dict[str, Any]
     lines = data.split(b"\n")
     if start and found < 0:
         lines = lines[1:]
-    entries: list[dict[str, Any]] = []
+    if last_turn_only and found < 0:
+        backwards: list[dict[str, Any]] = []
+        for entry in _parsed(reversed(lines)):
+            backwards.append(entry)
+            if _is_prompt(entry):
+                break
+        return backwards[::-1]
+    return list(_parsed(lines))
+
+
+def _parsed(lines: Iterable[bytes]) -> Iterable[dict[str, Any]]:
+    """The JSON objects of ``lines``; a line that is none is skipped."""
     for line in lines:
         if not line.strip():
             continue
@@ -68,8 +82,7 @@ def tail_entries(path: str, prompt_id: str | None = None) -> list[dict[str, Any]
         except (ValueError, RecursionError):
             continue
         if isinstance(entry, dict):
-            entries.append(entry)
-    return entries
+            yield entry
 
 
 def _is_prompt(entry: dict[str, Any]) -> bool:

@@ -116,16 +116,18 @@ def stop(
     env: dict[str, str] | None = None,
     last: str | None = ANSWER,
     active: bool = False,
+    prompt_id: str | None = PROMPT_ID,
 ) -> tuple[Any, str]:
     """Run ``explomemo hook stop`` as Claude Code does: (its answer or None, its stderr)."""
     payload: dict[str, Any] = {
         "session_id": "s",
         "transcript_path": str(transcript),
         "cwd": str(root),
-        "prompt_id": PROMPT_ID,
         "hook_event_name": "Stop",
         "stop_hook_active": active,
     }
+    if prompt_id is not None:
+        payload["prompt_id"] = prompt_id
     if last is not None:
         payload["last_assistant_message"] = last
     environment = {k: v for k, v in os.environ.items() if not k.startswith("EXPLOMEMO_")}
@@ -197,6 +199,25 @@ def test_a_read_only_question_is_recorded_fresh_on_exactly_the_files_read(
         )
     crlf = next(f for f in shown["files"] if f["path"] == "src/crlf.py")
     assert again.files[0].sha256 == crlf["sha256"]
+
+
+@pytest.mark.parametrize("prompt_id", [None, "not-in-the-transcript"])
+def test_without_the_turns_prompt_id_the_last_turn_is_the_turn(
+    tmp_path: Path, db_path: Path, shop: Repo, prompt_id: str | None
+) -> None:
+    """An input without ``prompt_id`` (an older Claude Code), or with one the transcript
+    lacks: the last turn's reads only, never an earlier turn's."""
+    earlier = Turn("where is the line counter?", prompt_id="1111-earlier")
+    earlier.read(shop.path / "src/tokens.py")
+    earlier.say("In tokens.py.")
+    turn = Turn(QUESTION)
+    turn.read(shop.path / "src/auth.py")
+    turn.say(ANSWER)
+    path = write_transcript(tmp_path / "t.jsonl", earlier, turn)
+    assert stop(db_path, path, shop.path, prompt_id=prompt_id) == (None, "")
+    (memo,) = memos(db_path)
+    assert memo["question"] == QUESTION
+    assert [f["path"] for f in show(db_path, memo["id"], shop.path)["files"]] == ["src/auth.py"]
 
 
 def test_the_conclusion_falls_back_to_the_transcripts_final_text(
