@@ -229,7 +229,7 @@ def capture_of(
                 continue
             found, content = row
             files.append(found)
-            if snapshots and content is not None:
+            if snapshots:
                 from explomemo.changes.contents import SNAPSHOT_MAX_BYTES, compress
 
                 if len(content) <= SNAPSHOT_MAX_BYTES:
@@ -251,7 +251,7 @@ def capture_of(
 
 def read_file_row(
     opener: Opener, rel: str, reads: Sequence[ReadResult]
-) -> tuple[CapturedFile, bytes | None] | None:
+) -> tuple[CapturedFile, bytes] | None:
     """A file as the agent read it, with the bytes to keep as its snapshot.
 
     When every line each Read returned is still in the file where it was read, the
@@ -268,7 +268,10 @@ def read_file_row(
 
     from explomemo.check.hashing import git_blob_id
 
-    current = _current_bytes(opener, rel)
+    try:
+        current = _current_bytes(opener, rel)
+    except Refused:
+        return None  # a FIFO, a directory, a link out of root: record refuses it too
     if current is not None and len(current) > inputs.MAX_FILE_BYTES:
         return None
     seen = _as_read(current, reads)
@@ -286,12 +289,14 @@ def read_file_row(
 
 
 def _current_bytes(opener: Opener, rel: str) -> bytes | None:
-    """The file's bytes now (at most one byte past the limit); None when it is gone or not a
-    regular file inside the root."""
+    """The file's bytes now (at most one byte past the limit); None when it is gone. Raises
+    :class:`Refused` for one that is there but not a regular file inside the root."""
     try:
         fd, _ = opener.open(rel)
-    except (Refused, OSError):
-        return None
+    except Refused as exc:
+        if exc.missing:
+            return None
+        raise
     try:
         chunks: list[bytes] = []
         left = inputs.MAX_FILE_BYTES + 1

@@ -297,10 +297,19 @@ def test_a_long_prompt_and_answer_are_cut_with_the_cut_said(
 
 
 def test_files_outside_the_root_are_left_out(tmp_path: Path, db_path: Path, shop: Repo) -> None:
+    """Outside root, through a link leading out, or not a regular file (a FIFO, never
+    opened): what record refuses, capture leaves out."""
     outside = tmp_path / "elsewhere.py"
     outside.write_text("x = 1\n")
     turn = Turn(QUESTION)
     turn.read(outside)
+    (shop.path / "src/link.py").symlink_to(outside)
+    turn.read(shop.path / "src/link.py")
+    fifo = shop.path / "src/fifo.py"
+    fifo.write_text("y = 2\n")
+    turn.read(fifo)
+    fifo.unlink()
+    os.mkfifo(fifo)
     turn.read(shop.path / "src/auth.py")
     turn.say(ANSWER)
     stop(db_path, write_transcript(tmp_path / "t.jsonl", turn), shop.path)
