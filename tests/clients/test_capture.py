@@ -220,6 +220,32 @@ def test_without_the_turns_prompt_id_the_last_turn_is_the_turn(
     assert [f["path"] for f in show(db_path, memo["id"], shop.path)["files"]] == ["src/auth.py"]
 
 
+def test_a_turn_longer_than_what_the_hook_reads_at_once_is_found_whole(
+    tmp_path: Path, db_path: Path, shop: Repo
+) -> None:
+    """The hook reads the transcript backwards, 256 KiB at a time, until the turn's
+    prompt: a turn of 1.5 MB (two Reads of a 700 KB file) behind 3 MB of earlier turns."""
+    from explomemo.clients.transcripts import CHUNK_BYTES
+
+    shop.write("src/big.py", "".join(f"value_{n} = {n}\n" for n in range(50_000)))
+    earlier = [Turn(f"earlier question {n}?", prompt_id=f"e{n}") for n in range(4)]
+    for old in earlier:
+        old.read(shop.path / "src/big.py")
+        old.say("ok")
+    turn = Turn(QUESTION)
+    turn.read(shop.path / "src/auth.py")
+    turn.read(shop.path / "src/big.py")
+    turn.read(shop.path / "src/big.py", offset=10, limit=5)
+    turn.say(ANSWER)
+    path = write_transcript(tmp_path / "t.jsonl", *earlier, turn)
+    assert path.stat().st_size > 4 * 1024 * 1024 and CHUNK_BYTES < 1024 * 1024
+    assert stop(db_path, path, shop.path) == (None, "")
+    (memo,) = memos(db_path)
+    shown = show(db_path, memo["id"], shop.path)
+    assert [f["path"] for f in shown["files"]] == ["src/auth.py", "src/big.py"]
+    assert shown["status"] == "fresh"
+
+
 def test_the_conclusion_falls_back_to_the_transcripts_final_text(
     tmp_path: Path, db_path: Path, shop: Repo
 ) -> None:
