@@ -26,6 +26,7 @@ sys.path.insert(0, str(HERE.parent))
 from _common import code_line  # noqa: E402
 
 from explomemo.clients.capture import TurnFacts, should_capture  # noqa: E402
+
 #: The goals of issue 24.
 PRECISION_GOAL = 0.95
 RECALL_GOAL = 0.8
