@@ -12,12 +12,12 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Generic, TypeVar
 
 from explomemo import inputs
 from explomemo.errors import NotFoundError, PathError
 from explomemo.files import Opener, Refused, Root, relative_path, resolve_root
+from explomemo.inputs import AGENT
 from explomemo.projects import project_name, resolve_project
 from explomemo.recall.sources import FixedModel, ModelSource
 from explomemo.shapes import (
@@ -37,7 +37,7 @@ from explomemo.shapes import (
     replace,
     to_json,
 )
-from explomemo.store.database import MAX_ID, FileRow, MemoRow, StatRow, Store
+from explomemo.store.database import MAX_ID, FileRow, MemoRow, StatRow, Store, now_iso
 
 # Word search, vectors, snapshots and the validity engine are imported where
 # they are used: ``list`` needs none of them, ``stale`` and ``show`` only the
@@ -57,11 +57,6 @@ if TYPE_CHECKING:
 MODEL_WAIT_SECONDS = 20.0
 #: How long a recall waits for the vectors of memos this process just recorded.
 VECTOR_WAIT_SECONDS = 20.0
-
-
-def now_iso() -> str:
-    """The current UTC time as results and exports write it: 2026-11-30T10:00:00Z."""
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 #: Roots whose expectations a project keeps at once (a server asked about many worktrees).
@@ -151,7 +146,8 @@ class MemoCache:
         return Validator(self.store)
 
     def _new_snapshot_writer(self, keep: bool | None) -> SnapshotWriter:
-        from explomemo.changes.snapshots import SnapshotWriter, enabled
+        from explomemo.changes.contents import enabled
+        from explomemo.changes.snapshots import SnapshotWriter
 
         return SnapshotWriter(self.store, enabled(os.environ) if keep is None else keep)
 
@@ -290,6 +286,8 @@ class MemoCache:
                 # Stored by the snapshot writer's thread once this commits (a
                 # search finds the memo by them meanwhile).
                 index_identifiers=False,
+                # An agent's memo replaces one of the same question whatever its origin.
+                origin=AGENT,
             )
             if stored is not None:
                 self.store.set_embedding(
@@ -298,7 +296,7 @@ class MemoCache:
             self.store.save_stat_rows(conn, entries)
             after = self.store.memo_version(conn)
         self.validator.remember(entries, persist=False)
-        memo = MemoRow(memo_id, project, question, conclusion, where.path, recorded_at)
+        memo = MemoRow(memo_id, project, question, conclusion, where.path, recorded_at, AGENT)
         self.vectors.recorded(
             project, before, after, memo_id, stored=stored, embedder=embedder, texts=texts
         )
@@ -309,6 +307,7 @@ class MemoCache:
             root=where.path,
             replaced=existing is not None,
             semantic_index=embedder is not None,
+            origin=AGENT,
             files=[RecordedFile(path=f.path, sha256=f.sha256, size=f.size) for f in recorded],
         )
         # Last: the writer's thread then works while the answer goes out, not before.
@@ -335,7 +334,7 @@ class MemoCache:
         self, opener: Opener, rel: str, given: str
     ) -> tuple[FileRow, StatRow, bytes | None]:
         """The file's row, its stat-cache entry, and its bytes when small enough for a snapshot."""
-        from explomemo.changes.snapshots import SNAPSHOT_MAX_BYTES
+        from explomemo.changes.contents import SNAPSHOT_MAX_BYTES
         from explomemo.check.validity import digest_entry
 
         try:
@@ -467,6 +466,7 @@ class MemoCache:
                 matched_by=candidate.matched_by,
                 status="stale" if stale else "fresh",
                 recorded_at=memo.recorded_at,
+                origin=inputs.check_origin(memo.origin),
                 files=checked,
             )
         order = ranked([c for c in candidates if c.id in built], stale_ids)
@@ -663,10 +663,12 @@ class MemoCache:
         assert owner is not None
         return ForgetResult(id=memo_id, project=owner)
 
-    def list(self, *, project: str | None = None) -> list[MemoSummary]:
-        """Every memo (of a project, or all), without re-hashing."""
+    def list(self, *, project: str | None = None, origin: str | None = None) -> list[MemoSummary]:
+        """Every memo (of a project, or all; of one origin, when given), without re-hashing."""
         if project is not None:
             project = project_name(project)
+        if origin is not None:
+            origin = inputs.check_origin(origin)
         with self.store.errors(), self.store.read() as conn:
             memos = self.store.memos(conn, project=project)
             counts = dict(
@@ -679,9 +681,11 @@ class MemoCache:
                 question=m.question,
                 root=m.root,
                 recorded_at=m.recorded_at,
+                origin=inputs.check_origin(m.origin),
                 files=counts.get(m.id, 0),
             )
             for m in memos
+            if origin is None or m.origin == origin
         ]
 
     def show(
@@ -709,6 +713,7 @@ class MemoCache:
             conclusion=memo.conclusion,
             root=memo.root,
             recorded_at=memo.recorded_at,
+            origin=inputs.check_origin(memo.origin),
             status="fresh" if all(f.state == "unchanged" for f in checked) else "stale",
             files=checked,
         )
