@@ -44,6 +44,8 @@ from explomemo.projects import resolve_project
 from explomemo.store.database import FileRow, MemoRow, Store
 
 if TYPE_CHECKING:
+    import sqlite3
+
     from explomemo.shapes import StaleEntry
 
 #: Longest a hook waits for another process's lock on the database.
@@ -229,6 +231,7 @@ def session_start(payload: dict[str, Any], db: Path | None, project: str | None)
         with store.errors(), store.read() as conn:
             memos = store.memos(conn, project=name)
             files = store.all_files(conn, name)
+            spared = _spared(store, conn, name)
         if not memos:
             return None
         with store.errors():
@@ -236,7 +239,15 @@ def session_start(payload: dict[str, Any], db: Path | None, project: str | None)
     finally:
         store.close()
     fresh = [m for m in memos if m.id not in stale]
-    return _context("SessionStart", session_index(name, memos, fresh, files))
+    return _context("SessionStart", session_index(name, memos, fresh, files, spared))
+
+
+def _spared(store: Store, conn: sqlite3.Connection, project: str) -> str | None:
+    """The index's line on what the project's memos spared so far, or None."""
+    from explomemo.memos.savings import spared_line
+
+    total = sum(spared for _, _, _, spared in store.served_totals(conn, project))
+    return spared_line(total, store.spared_sessions(conn, project).get(project, 0))
 
 
 def session_index(
@@ -244,8 +255,11 @@ def session_index(
     memos: Sequence[MemoRow],
     fresh: Sequence[MemoRow],
     files: dict[int, list[FileRow]],
+    spared: str | None = None,
 ) -> str:
-    """The session-start text: counts, then fresh questions with ids, within INDEX_BYTES."""
+    """The session-start text: counts, the ``spared`` line (see
+    :func:`~explomemo.memos.savings.spared_line`), then fresh questions with ids, within
+    INDEX_BYTES."""
     head = (
         f"explomemo: project {project!r} has {len(memos)} memo{'' if len(memos) == 1 else 's'}"
         f" ({len(fresh)} fresh,"
@@ -254,6 +268,8 @@ def session_index(
         " codebase, call memory_exploration_recall; a fresh memo's files are unchanged, so use"
         " it without re-reading them. Recall by meaning finds stale ones too, with what changed."
     )
+    if spared is not None:
+        head += "\n" + spared
     if not fresh:
         return _fit(head, INDEX_BYTES)
     ranked = sorted(fresh, key=lambda m: (-len(files.get(m.id, [])), m.recorded_at, m.id))
@@ -292,12 +308,51 @@ def prompt(payload: dict[str, Any], db: Path | None, project: str | None) -> Ans
             files = store.files_of(conn, [memo.id for memo, _ in found])
         with store.errors():
             stale = _changes(store, root, [memo for memo, _ in found], files)
+        fresh = [memo for memo, _ in found if memo.id not in stale][:MAX_FRESH]
+        changed = [memo for memo, _ in found if memo.id in stale][:MAX_STALE]
+        shown = [memo for memo, _ in found if memo in fresh or memo in changed]
+        context = prompt_context(name, shown, stale, files)
+        # A conclusion cut to fit the hook's bytes was not served whole.
+        whole = [memo for memo in fresh if memo.conclusion in context]
+        _count_served(store, payload, name, root, [(m.id, files[m.id]) for m in whole])
     finally:
         store.close()
-    fresh = [memo for memo, _ in found if memo.id not in stale][:MAX_FRESH]
-    changed = [memo for memo, _ in found if memo.id in stale][:MAX_STALE]
-    shown = [memo for memo, _ in found if memo in fresh or memo in changed]
-    return _context("UserPromptSubmit", prompt_context(name, shown, stale, files))
+    return _context("UserPromptSubmit", context)
+
+
+def _count_served(
+    store: Store,
+    payload: dict[str, Any],
+    project: str,
+    root: str,
+    served: Sequence[tuple[int, Sequence[FileRow]]],
+) -> None:
+    """Count the fresh memos the prompt hook served whole in this Claude Code session, less
+    the files the session's transcript shows it read already (all of them when the
+    transcript cannot be read); nothing without a session id."""
+    from explomemo.errors import TranscriptError
+    from explomemo.memos.savings import count_served
+
+    session = payload.get("session_id")
+    if not served or not isinstance(session, str) or not session:
+        return
+    read: list[str] = []
+    path = payload.get("transcript_path")
+    if isinstance(path, str):
+        from explomemo.clients.transcripts import session_reads
+
+        try:
+            read = _inside_root(session_reads(path), root)
+        except TranscriptError:
+            read = []
+    count_served(
+        store,
+        session=f"claude-code:{session}",
+        surface="prompt",
+        project=project,
+        served=served,
+        read=set(read),
+    )
 
 
 def prompt_context(

@@ -128,6 +128,12 @@ def turn_reads(entries: list[dict[str, Any]]) -> tuple[list[str], bool]:
     return list(files), recorded
 
 
+def session_reads(path: str) -> list[str]:
+    """The files the session read (successful Read calls of its main agent, in order), as
+    far back as its transcript's last :data:`TAIL_BYTES` go."""
+    return turn_reads(tail_entries(path))[0]
+
+
 def _records(name: object, arguments: dict[str, Any]) -> bool:
     if isinstance(name, str) and name.endswith(RECORD_SUFFIX):
         return True

@@ -921,6 +921,64 @@ class Store:
             [(blob, sha256) for sha256, blob in blobs],
         )
 
+    # Served memos (what they spared) -----------------------------------
+
+    def save_served(
+        self,
+        conn: sqlite3.Connection,
+        *,
+        session: str,
+        project: str,
+        surface: str,
+        spared: Iterable[tuple[int, int]],
+        served_at: str,
+    ) -> list[int]:
+        """Record each (memo id, bytes spared) served in ``session``, unless that memo was
+        already served in it (by any surface); the ids recorded now."""
+        added: list[int] = []
+        for memo_id, spared_bytes in spared:
+            cursor = conn.execute(
+                "INSERT OR IGNORE INTO served (session, memo_id, project, surface, bytes_spared,"
+                " served_at) VALUES (?, ?, ?, ?, ?, ?)",
+                (session, memo_id, project, surface, spared_bytes, served_at),
+            )
+            if cursor.rowcount:
+                added.append(memo_id)
+        return added
+
+    def served_totals(
+        self, conn: sqlite3.Connection, project: str | None
+    ) -> list[tuple[str, str, int, int]]:
+        """(project, surface, memos served, bytes spared) of one project (or all)."""
+        return [
+            (str(p), str(s), int(n), int(b))
+            for p, s, n, b in conn.execute(
+                "SELECT project, surface, count(*), sum(bytes_spared) FROM served"
+                " WHERE ? IS NULL OR project = ? GROUP BY project, surface ORDER BY 1, 2",
+                (project, project),
+            )
+        ]
+
+    def spared_sessions(self, conn: sqlite3.Connection, project: str | None) -> dict[str, int]:
+        """How many sessions were spared some reading, by project (of one project, or all)."""
+        return {
+            str(p): int(n)
+            for p, n in conn.execute(
+                "SELECT project, count(DISTINCT session) FROM served WHERE bytes_spared > 0"
+                " AND (? IS NULL OR project = ?) GROUP BY project",
+                (project, project),
+            )
+        }
+
+    def memo_origins(self, conn: sqlite3.Connection, project: str | None) -> dict[int, str]:
+        """Where each memo (of one project, or all) came from, by id."""
+        return {
+            int(i): str(o)
+            for i, o in conn.execute(
+                "SELECT id, 'agent' FROM memos WHERE ? IS NULL OR project = ?", (project, project)
+            )
+        }
+
     # Word search -------------------------------------------------------
 
     def word_matches(
