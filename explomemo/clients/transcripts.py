@@ -30,6 +30,10 @@ TAIL_BYTES = 8 * 1024 * 1024
 READ_TOOL = "Read"
 #: A tool name ending so records a memo, whatever name the server was registered under.
 RECORD_SUFFIX = "__memory_exploration_record"
+#: What a transcript line holding a Read call, or a failed call's result, holds (as
+#: JSON writes them, with or without a space: a quote inside a string is escaped, so
+#: no file's content matches).
+_READ_OR_FAILED = (b'"Read"', b'"is_error":true', b'"is_error": true')
 
 
 def tail_entries(path: str) -> list[dict[str, Any]]:
@@ -38,6 +42,11 @@ def tail_entries(path: str) -> list[dict[str, Any]]:
     A line cut by the start of the tail, one being written, or one nested
     too deep for the JSON parser, is skipped.
     """
+    return _entries(_tail(path).split(b"\n"))
+
+
+def _tail(path: str) -> bytes:
+    """The whole lines of the last :data:`TAIL_BYTES` of the transcript."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | getattr(os, "O_CLOEXEC", 0))
     except OSError as exc:
@@ -50,9 +59,14 @@ def tail_entries(path: str) -> list[dict[str, Any]]:
         data = os.pread(fd, info.st_size - start, start)
     finally:
         os.close(fd)
-    lines = data.split(b"\n")
     if start:
-        lines = lines[1:]
+        cut = data.find(b"\n")
+        return data[cut + 1 :] if cut != -1 else b""
+    return data
+
+
+def _entries(lines: Iterable[bytes]) -> list[dict[str, Any]]:
+    """The JSON objects among ``lines``, in order."""
     entries: list[dict[str, Any]] = []
     for line in lines:
         if not line.strip():
@@ -64,6 +78,19 @@ def tail_entries(path: str) -> list[dict[str, Any]]:
         if isinstance(entry, dict):
             entries.append(entry)
     return entries
+
+
+def _lines_with(data: bytes, needles: Iterable[bytes]) -> list[bytes]:
+    """The lines of ``data`` that hold one of ``needles``, in order, each once."""
+    spans: set[tuple[int, int]] = set()
+    for needle in needles:
+        at = data.find(needle)
+        while at != -1:
+            end = data.find(b"\n", at)
+            end = len(data) if end == -1 else end
+            spans.add((data.rfind(b"\n", 0, at) + 1, end))
+            at = data.find(needle, end)
+    return [data[start:end] for start, end in sorted(spans)]
 
 
 def _is_prompt(entry: dict[str, Any]) -> bool:
@@ -129,9 +156,31 @@ def turn_reads(entries: list[dict[str, Any]]) -> tuple[list[str], bool]:
 
 
 def session_reads(path: str) -> list[str]:
-    """The files the session read (successful Read calls of its main agent, in order), as
-    far back as its transcript's last :data:`TAIL_BYTES` go."""
-    return turn_reads(tail_entries(path))[0]
+    """The files the session asked the Read tool for (its main agent's calls, in order) but
+    those whose call failed, as far back as its transcript's last :data:`TAIL_BYTES` go.
+
+    Only the lines that may hold a Read call or a failure are parsed, not the
+    Read results (most of a long transcript's bytes): a 10 MB transcript would
+    cost the prompt hook a third of a second. A call never answered (the
+    session was interrupted) counts as read.
+    """
+    entries = _entries(_lines_with(_tail(path), _READ_OR_FAILED))
+    failed = {
+        block.get("tool_use_id")
+        for block in _blocks(entries, "tool_result", "user")
+        if block.get("is_error")
+    }
+    files: dict[str, None] = {}
+    for call in _blocks(entries, "tool_use", "assistant"):
+        arguments = call.get("input")
+        path_read = arguments.get("file_path") if isinstance(arguments, dict) else None
+        if (
+            call.get("name") == READ_TOOL
+            and call.get("id") not in failed
+            and isinstance(path_read, str)
+        ):
+            files[path_read] = None
+    return list(files)
 
 
 def _records(name: object, arguments: dict[str, Any]) -> bool:
