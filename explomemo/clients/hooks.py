@@ -16,6 +16,10 @@ the hook's JSON on stdout:
   with a reason listing them; never when ``stop_hook_active`` is set (the
   agent is already answering a block).
 
+The prompt hook counts the fresh memos it served whole, and the Stop hook takes
+the files the session read anyway off what they spared (see
+:mod:`explomemo.memos.savings`), in an existing database only.
+
 Memos are checked against Claude Code's project folder (``$CLAUDE_PROJECT_DIR``,
 the folder it was started in, also the MCP server's working directory), else
 against the ``cwd`` of the hook input: so a hook sees a memo fresh or stale as
@@ -67,6 +71,8 @@ MIN_FILES_READ = 3
 MAX_FILES_NAMED = 20
 #: A question is cut to this many characters in the index.
 QUESTION_CHARS = 160
+#: Before a Claude Code ``session_id``: the key its memos served are counted under.
+SESSION_PREFIX = "claude-code:"
 #: Set by Claude Code for hook commands: the folder it was started in, the MCP
 #: server's working directory (so its default root).
 PROJECT_DIR = "CLAUDE_PROJECT_DIR"
@@ -347,7 +353,7 @@ def _count_served(
             read = []
     count_served(
         store,
-        session=f"claude-code:{session}",
+        session=f"{SESSION_PREFIX}{session}",
         surface="prompt",
         project=project,
         served=served,
@@ -406,6 +412,7 @@ def stop(payload: dict[str, Any], db: Path | None, project: str | None) -> Answe
     path = _field(payload, "transcript_path", str)
     prompt_id = payload.get("prompt_id")
     entries = tail_entries(path)
+    _settle_served(payload, db, entries)
     read, recorded = turn_reads(
         last_turn(entries, prompt_id if isinstance(prompt_id, str) else None)
     )
@@ -415,6 +422,30 @@ def stop(payload: dict[str, Any], db: Path | None, project: str | None) -> Answe
     if len(inside) < MIN_FILES_READ:
         return None
     return {"decision": "block", "reason": stop_reason(inside)}
+
+
+def _settle_served(payload: dict[str, Any], db: Path | None, entries: list[dict[str, Any]]) -> None:
+    """Take the files the session read after all off what the memos served in it spared
+    (see :func:`~explomemo.memos.savings.settle_served`); nothing without a database or a
+    session id, and a failure to settle never stops the hook."""
+    from explomemo.clients.transcripts import read_calls
+    from explomemo.errors import ExplomemoError
+    from explomemo.memos.savings import settle_served
+
+    session = payload.get("session_id")
+    if not isinstance(session, str) or not session:
+        return
+    try:
+        store = Store.open_existing(db, BUSY_TIMEOUT_MS)
+    except ExplomemoError:
+        return
+    try:
+        read = set(_inside_root(read_calls(entries), _root(payload)))
+        settle_served(store, f"{SESSION_PREFIX}{session}", read)
+    except ExplomemoError:
+        return
+    finally:
+        store.close()
 
 
 def _inside_root(paths: Sequence[str], root: str) -> list[str]:

@@ -160,11 +160,16 @@ def session_reads(path: str) -> list[str]:
     those whose call failed, as far back as its transcript's last :data:`TAIL_BYTES` go.
 
     Only the lines that may hold a Read call or a failure are parsed, not the
-    Read results (most of a long transcript's bytes): a 10 MB transcript would
-    cost the prompt hook a third of a second. A call never answered (the
+    Read results (most of a long transcript's bytes): parsing every line of a
+    10 MB transcript took three times as long. A call never answered (the
     session was interrupted) counts as read.
     """
-    entries = _entries(_lines_with(_tail(path), _READ_OR_FAILED))
+    return read_calls(_entries(_lines_with(_tail(path), _READ_OR_FAILED)))
+
+
+def read_calls(entries: list[dict[str, Any]]) -> list[str]:
+    """The files the main agent asked the Read tool for in ``entries`` (in order), but those
+    whose call failed; a call not answered (yet) counts."""
     failed = {
         block.get("tool_use_id")
         for block in _blocks(entries, "tool_result", "user")

@@ -2,12 +2,14 @@
 
 Each time a surface serves a fresh memo whole (recall, show, the prompt hook),
 the recorded sizes of the memo's files are counted as spared, less the files
-the session had read anyway (known to the prompt hook from the transcript;
-the server and the CLI cannot know, and count every file), once per memo and
-session. A match shown by id only, or a stale memo, is not served: callers pass
-only the memos they served whole. Counting is a write that may be skipped: it
-waits for a lock no longer than a cache write does (a hook's 50 ms), and a
-count that cannot be written is lost, never an error.
+the session read anyway, once per memo and session. The Claude Code hooks know
+those from the transcript: the prompt hook takes off the files read before it
+serves a memo, the Stop hook those read after (:func:`settle_served`); the
+server and the CLI cannot know, and count every file. A match shown by id
+only, or a stale memo, is not served: callers pass only the memos they served
+whole. Counting is a write that may be skipped: it waits for a lock no longer
+than a cache write does (a hook's 50 ms), and a count that cannot be written
+is lost, never an error.
 """
 
 from __future__ import annotations
@@ -69,6 +71,25 @@ def count_served(
             served_at=served_at,
         )
     )
+
+
+def settle_served(store: Store, session: str, read: Collection[str]) -> None:
+    """Take the files in ``read`` off what each memo served in ``session`` spared: the
+    agent read them anyway, after the memo was served. Skipped, as a count is, when it
+    cannot be written."""
+    with store.errors(), store.read() as conn:
+        served = store.served_in(conn, session)
+        if not served:
+            return
+        files = store.files_of(conn, list(served))
+    lower = [
+        (memo_id, left)
+        for memo_id, spared in served.items()
+        # A memo forgotten since has no files left: what it spared stays.
+        if files[memo_id] and (left := spared_bytes(files[memo_id], read)) < spared
+    ]
+    if lower:
+        store.write_cache(lambda conn: store.lower_spared(conn, session, lower))
 
 
 def size_text(size: int) -> str:

@@ -946,6 +946,25 @@ class Store:
                 added.append(memo_id)
         return added
 
+    def served_in(self, conn: sqlite3.Connection, session: str) -> dict[int, int]:
+        """The memos served in ``session``, with the bytes each spared."""
+        return {
+            int(memo_id): int(spared)
+            for memo_id, spared in conn.execute(
+                "SELECT memo_id, bytes_spared FROM served WHERE session = ?", (session,)
+            )
+        }
+
+    def lower_spared(
+        self, conn: sqlite3.Connection, session: str, spared: Iterable[tuple[int, int]]
+    ) -> None:
+        """Lower what each (memo id, bytes spared) served in ``session`` spared to that."""
+        conn.executemany(
+            "UPDATE served SET bytes_spared = min(bytes_spared, ?) WHERE session = ?"
+            " AND memo_id = ?",
+            [(bytes_spared, session, memo_id) for memo_id, bytes_spared in spared],
+        )
+
     def served_totals(
         self, conn: sqlite3.Connection, project: str | None
     ) -> list[tuple[str, str, int, int]]:

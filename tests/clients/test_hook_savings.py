@@ -142,3 +142,29 @@ def test_the_prompt_hook_never_creates_a_database(shop: Path, tmp_path: Path) ->
         check=True,
     )
     assert done.stdout == "" and "no database" in done.stderr and not missing.exists()
+
+
+def test_the_stop_hook_takes_off_the_files_read_after_the_memo_was_served(
+    shop: Path, db_path: Path, tmp_path: Path
+) -> None:
+    """Served whole by the prompt hook, then the agent read tokens.py anyway in that
+    turn: the Stop hook leaves 100 of the 350 bytes; another session's count is not
+    touched, and a memo forgotten since keeps what it spared."""
+    transcript = _transcript(tmp_path / "s1.jsonl", [])
+    _prompt(db_path, shop, "s1", transcript)
+    _prompt(db_path, shop, "s2", _transcript(tmp_path / "s2.jsonl", []))
+    assert _prompt_savings(db_path) == (2, 700, 2)
+    _transcript(transcript, [shop / "tokens.py"])
+    stop = {
+        "session_id": "s1",
+        "transcript_path": str(transcript),
+        "cwd": str(shop),
+        "hook_event_name": "Stop",
+        "stop_hook_active": False,
+    }
+    assert _hook(db_path, "stop", stop) == ""
+    assert _prompt_savings(db_path) == (2, 450, 2)
+    assert invoke_cli(["--db", str(db_path), "forget", "1"]).code == 0
+    _transcript(transcript, [shop / "tokens.py", shop / "auth.py"])
+    assert _hook(db_path, "stop", {**stop, "session_id": "s2"}) == ""
+    assert _prompt_savings(db_path) == (2, 450, 2)
