@@ -17,7 +17,7 @@ the hook's JSON on stdout:
   agent is already answering a block).
 
 The prompt hook counts the fresh memos it served whole, and the Stop hook takes
-the files the session read anyway off what they spared (see
+the files the session read (before or after) off what they spared (see
 :mod:`explomemo.memos.savings`), in an existing database only.
 
 Memos are checked against Claude Code's project folder (``$CLAUDE_PROJECT_DIR``,
@@ -320,7 +320,7 @@ def prompt(payload: dict[str, Any], db: Path | None, project: str | None) -> Ans
         context = prompt_context(name, shown, stale, files)
         # A conclusion cut to fit the hook's bytes was not served whole.
         whole = [memo for memo in fresh if memo.conclusion in context]
-        _count_served(store, payload, name, root, [(m.id, files[m.id]) for m in whole])
+        _count_served(store, payload, name, [(m.id, files[m.id]) for m in whole])
     finally:
         store.close()
     return _context("UserPromptSubmit", context)
@@ -330,34 +330,23 @@ def _count_served(
     store: Store,
     payload: dict[str, Any],
     project: str,
-    root: str,
     served: Sequence[tuple[int, Sequence[FileRow]]],
 ) -> None:
-    """Count the fresh memos the prompt hook served whole in this Claude Code session, less
-    the files the session's transcript shows it read already (all of them when the
-    transcript cannot be read); nothing without a session id."""
-    from explomemo.errors import TranscriptError
+    """Count the fresh memos the prompt hook served whole in this Claude Code session
+    (nothing without a session id). The files the session read are taken off at its
+    Stop (see :func:`_settle_served`): reading the transcript here would cost every
+    prompt of a long session the time of parsing megabytes."""
     from explomemo.memos.savings import count_served
 
     session = payload.get("session_id")
     if not served or not isinstance(session, str) or not session:
         return
-    read: list[str] = []
-    path = payload.get("transcript_path")
-    if isinstance(path, str):
-        from explomemo.clients.transcripts import session_reads
-
-        try:
-            read = _inside_root(session_reads(path), root)
-        except TranscriptError:
-            read = []
     count_served(
         store,
         session=f"{SESSION_PREFIX}{session}",
         surface="prompt",
         project=project,
         served=served,
-        read=set(read),
     )
 
 
@@ -425,10 +414,11 @@ def stop(payload: dict[str, Any], db: Path | None, project: str | None) -> Answe
 
 
 def _settle_served(payload: dict[str, Any], db: Path | None, entries: list[dict[str, Any]]) -> None:
-    """Take the files the session read after all off what the memos served in it spared
-    (see :func:`~explomemo.memos.savings.settle_served`); nothing without a database or a
-    session id, and a failure to settle never stops the hook."""
-    from explomemo.clients.transcripts import read_calls
+    """Take the files the session read (in every turn of its transcript's ``entries``) off
+    what the memos served in it spared (see :func:`~explomemo.memos.savings.settle_served`):
+    the agent had them, before or after a memo was served. Nothing without a database or
+    a session id; a failure to settle never stops the hook."""
+    from explomemo.clients.transcripts import turn_reads
     from explomemo.errors import ExplomemoError
     from explomemo.memos.savings import settle_served
 
@@ -440,7 +430,7 @@ def _settle_served(payload: dict[str, Any], db: Path | None, entries: list[dict[
     except ExplomemoError:
         return
     try:
-        read = set(_inside_root(read_calls(entries), _root(payload)))
+        read = set(_inside_root(turn_reads(entries)[0], _root(payload)))
         settle_served(store, f"{SESSION_PREFIX}{session}", read)
     except ExplomemoError:
         return

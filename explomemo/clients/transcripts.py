@@ -30,10 +30,6 @@ TAIL_BYTES = 8 * 1024 * 1024
 READ_TOOL = "Read"
 #: A tool name ending so records a memo, whatever name the server was registered under.
 RECORD_SUFFIX = "__memory_exploration_record"
-#: What a transcript line holding a Read call, or a failed call's result, holds (as
-#: JSON writes them, with or without a space: a quote inside a string is escaped, so
-#: no file's content matches).
-_READ_OR_FAILED = (b'"Read"', b'"is_error":true', b'"is_error": true')
 
 
 def tail_entries(path: str) -> list[dict[str, Any]]:
@@ -42,11 +38,6 @@ def tail_entries(path: str) -> list[dict[str, Any]]:
     A line cut by the start of the tail, one being written, or one nested
     too deep for the JSON parser, is skipped.
     """
-    return _entries(_tail(path).split(b"\n"))
-
-
-def _tail(path: str) -> bytes:
-    """The whole lines of the last :data:`TAIL_BYTES` of the transcript."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | getattr(os, "O_CLOEXEC", 0))
     except OSError as exc:
@@ -59,14 +50,9 @@ def _tail(path: str) -> bytes:
         data = os.pread(fd, info.st_size - start, start)
     finally:
         os.close(fd)
+    lines = data.split(b"\n")
     if start:
-        cut = data.find(b"\n")
-        return data[cut + 1 :] if cut != -1 else b""
-    return data
-
-
-def _entries(lines: Iterable[bytes]) -> list[dict[str, Any]]:
-    """The JSON objects among ``lines``, in order."""
+        lines = lines[1:]
     entries: list[dict[str, Any]] = []
     for line in lines:
         if not line.strip():
@@ -78,19 +64,6 @@ def _entries(lines: Iterable[bytes]) -> list[dict[str, Any]]:
         if isinstance(entry, dict):
             entries.append(entry)
     return entries
-
-
-def _lines_with(data: bytes, needles: Iterable[bytes]) -> list[bytes]:
-    """The lines of ``data`` that hold one of ``needles``, in order, each once."""
-    spans: set[tuple[int, int]] = set()
-    for needle in needles:
-        at = data.find(needle)
-        while at != -1:
-            end = data.find(b"\n", at)
-            end = len(data) if end == -1 else end
-            spans.add((data.rfind(b"\n", 0, at) + 1, end))
-            at = data.find(needle, end)
-    return [data[start:end] for start, end in sorted(spans)]
 
 
 def _is_prompt(entry: dict[str, Any]) -> bool:
@@ -153,39 +126,6 @@ def turn_reads(entries: list[dict[str, Any]]) -> tuple[list[str], bool]:
         elif _records(name, arguments):
             recorded = True
     return list(files), recorded
-
-
-def session_reads(path: str) -> list[str]:
-    """The files the session asked the Read tool for (its main agent's calls, in order) but
-    those whose call failed, as far back as its transcript's last :data:`TAIL_BYTES` go.
-
-    Only the lines that may hold a Read call or a failure are parsed, not the
-    Read results (most of a long transcript's bytes): parsing every line of a
-    10 MB transcript took three times as long. A call never answered (the
-    session was interrupted) counts as read.
-    """
-    return read_calls(_entries(_lines_with(_tail(path), _READ_OR_FAILED)))
-
-
-def read_calls(entries: list[dict[str, Any]]) -> list[str]:
-    """The files the main agent asked the Read tool for in ``entries`` (in order), but those
-    whose call failed; a call not answered (yet) counts."""
-    failed = {
-        block.get("tool_use_id")
-        for block in _blocks(entries, "tool_result", "user")
-        if block.get("is_error")
-    }
-    files: dict[str, None] = {}
-    for call in _blocks(entries, "tool_use", "assistant"):
-        arguments = call.get("input")
-        path_read = arguments.get("file_path") if isinstance(arguments, dict) else None
-        if (
-            call.get("name") == READ_TOOL
-            and call.get("id") not in failed
-            and isinstance(path_read, str)
-        ):
-            files[path_read] = None
-    return list(files)
 
 
 def _records(name: object, arguments: dict[str, Any]) -> bool:

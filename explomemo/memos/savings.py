@@ -3,9 +3,10 @@
 Each time a surface serves a fresh memo whole (recall, show, the prompt hook),
 the recorded sizes of the memo's files are counted as spared, less the files
 the session read anyway, once per memo and session. The Claude Code hooks know
-those from the transcript: the prompt hook takes off the files read before it
-serves a memo, the Stop hook those read after (:func:`settle_served`); the
-server and the CLI cannot know, and count every file. A match shown by id
+those from the transcript: at the end of each turn the Stop hook takes the
+files the session read, before or after the memo was served, off what the
+prompt hook counted (:func:`settle_served`); the server and the CLI cannot
+know, and count every file. A match shown by id
 only, or a stale memo, is not served: callers pass only the memos they served
 whole. Counting is a write that may be skipped: it waits for a lock no longer
 than a cache write does (a hook's 50 ms), and a count that cannot be written
@@ -75,8 +76,8 @@ def count_served(
 
 def settle_served(store: Store, session: str, read: Collection[str]) -> None:
     """Take the files in ``read`` off what each memo served in ``session`` spared: the
-    agent read them anyway, after the memo was served. Skipped, as a count is, when it
-    cannot be written."""
+    agent read them anyway, before or after the memo was served. Skipped, as a count
+    is, when it cannot be written."""
     with store.errors(), store.read() as conn:
         served = store.served_in(conn, session)
         if not served:

@@ -59,15 +59,26 @@ def _hook(db: Path, event: str, payload: dict[str, Any]) -> str:
     return text
 
 
-def _prompt(db: Path, root: Path, session: str, transcript: Path) -> str:
-    payload = {
+def _in_session(db: Path, root: Path, event: str, session: str, transcript: Path) -> str:
+    """Run the prompt or stop hook of a turn of ``session``; what it added."""
+    payload: dict[str, Any] = {
         "session_id": session,
         "transcript_path": str(transcript),
         "cwd": str(root),
-        "hook_event_name": "UserPromptSubmit",
-        "prompt": "where are JWT tokens validated?",
     }
-    return _hook(db, "prompt", payload)
+    if event == "prompt":
+        payload |= {"hook_event_name": "UserPromptSubmit", "prompt": QUESTION.lower()}
+    else:
+        payload |= {"hook_event_name": "Stop", "stop_hook_active": False}
+    return _hook(db, event, payload)
+
+
+def _prompt(db: Path, root: Path, session: str, transcript: Path) -> str:
+    return _in_session(db, root, "prompt", session, transcript)
+
+
+def _stop(db: Path, root: Path, session: str, transcript: Path) -> str:
+    return _in_session(db, root, "stop", session, transcript)
 
 
 def _prompt_savings(db: Path) -> tuple[int, int, int]:
@@ -78,17 +89,24 @@ def _prompt_savings(db: Path) -> tuple[int, int, int]:
     return prompt["served"], prompt["bytes_spared"], project["sessions"]
 
 
-def test_a_file_the_session_read_already_is_not_spared(
+def test_a_file_the_session_read_before_the_memo_was_served_is_not_spared(
     shop: Path, db_path: Path, tmp_path: Path
 ) -> None:
+    """The prompt hook counts both files; the turn's Stop takes off the one the session
+    had read in an earlier turn."""
     transcript = _transcript(tmp_path / "s1.jsonl", [shop / "auth.py"])
     assert QUESTION in _prompt(db_path, shop, "s1", transcript)
+    assert _prompt_savings(db_path) == (1, 350, 1)
+    assert _stop(db_path, shop, "s1", transcript) == ""
     assert _prompt_savings(db_path) == (1, 250, 1)
     # The same session asks again: nothing more was spared.
     assert QUESTION in _prompt(db_path, shop, "s1", transcript)
+    assert _stop(db_path, shop, "s1", transcript) == ""
     assert _prompt_savings(db_path) == (1, 250, 1)
     # Another session that read nothing is spared both files.
-    assert QUESTION in _prompt(db_path, shop, "s2", _transcript(tmp_path / "s2.jsonl", []))
+    other = _transcript(tmp_path / "s2.jsonl", [])
+    assert QUESTION in _prompt(db_path, shop, "s2", other)
+    assert _stop(db_path, shop, "s2", other) == ""
     assert _prompt_savings(db_path) == (2, 600, 2)
 
 
@@ -100,11 +118,6 @@ def test_a_stale_memo_served_by_the_hook_spares_nothing(
         db_path, shop, "s1", _transcript(tmp_path / "t.jsonl", [])
     )
     assert _prompt_savings(db_path) == (0, 0, 0)
-
-
-def test_an_unreadable_transcript_counts_every_file(shop: Path, db_path: Path) -> None:
-    assert QUESTION in _prompt(db_path, shop, "s1", shop / "no-such-transcript.jsonl")
-    assert _prompt_savings(db_path) == (1, 350, 1)
 
 
 def test_a_locked_database_still_gets_its_answer_and_counts_nothing(
@@ -155,16 +168,15 @@ def test_the_stop_hook_takes_off_the_files_read_after_the_memo_was_served(
     _prompt(db_path, shop, "s2", _transcript(tmp_path / "s2.jsonl", []))
     assert _prompt_savings(db_path) == (2, 700, 2)
     _transcript(transcript, [shop / "tokens.py"])
-    stop = {
-        "session_id": "s1",
-        "transcript_path": str(transcript),
-        "cwd": str(shop),
-        "hook_event_name": "Stop",
-        "stop_hook_active": False,
-    }
-    assert _hook(db_path, "stop", stop) == ""
+    assert _stop(db_path, shop, "s1", transcript) == ""
     assert _prompt_savings(db_path) == (2, 450, 2)
     assert invoke_cli(["--db", str(db_path), "forget", "1"]).code == 0
     _transcript(transcript, [shop / "tokens.py", shop / "auth.py"])
-    assert _hook(db_path, "stop", {**stop, "session_id": "s2"}) == ""
+    assert _stop(db_path, shop, "s2", transcript) == ""
     assert _prompt_savings(db_path) == (2, 450, 2)
+
+
+def test_the_stop_hook_without_a_database_creates_none(shop: Path, tmp_path: Path) -> None:
+    missing = tmp_path / "none.db"
+    assert _stop(missing, shop, "s1", _transcript(tmp_path / "t.jsonl", [shop / "a.py"])) == ""
+    assert not missing.exists()

@@ -12,8 +12,7 @@ from typing import Any
 
 import pytest
 
-from explomemo.clients import transcripts
-from explomemo.clients.transcripts import last_turn, session_reads, tail_entries, turn_reads
+from explomemo.clients.transcripts import last_turn, tail_entries, turn_reads
 
 
 def _user(content: Any, prompt_id: str, **extra: Any) -> dict[str, Any]:
@@ -95,34 +94,3 @@ def test_a_read_that_never_got_a_result_is_not_a_read(tmp_path: Path) -> None:
         ],
     )
     assert turn_reads(last_turn(entries, "p1")) == (["/repo/a.py", "/repo/c.py"], False)
-
-
-def test_the_session_reads_are_every_turn_s_reads_but_failed_ones(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """What the prompt hook subtracts from what a memo spared: every turn's Read calls of
-    the main agent, but a failed one, a sub-agent's, and a file whose content (a
-    transcript read with Read) holds a Read call's text; the first line of a tail that
-    starts inside it is dropped, as the line cut there would be."""
-    quoted = json.dumps(_read_call("q", "/repo/quoted.py"))
-    failed = {"type": "tool_result", "tool_use_id": "t2", "content": "no", "is_error": True}
-    entries = [
-        _read_call("t0", "/repo/cut.py"),
-        _user("first question", "p0"),
-        _read_call("t1", "/repo/a.py"),
-        _user([{"type": "tool_result", "tool_use_id": "t1", "content": quoted}], "p0"),
-        _read_call("t2", "/repo/failed.py"),
-        _user([failed], "p0"),
-        {**_read_call("t3", "/repo/sidechain.py"), "isSidechain": True},
-        _user("second question", "p1"),
-        _read_call("t4", "/repo/b.py"),
-        _read_call("t5", "/repo/a.py"),
-    ]
-    path = tmp_path / "session.jsonl"
-    lines = [json.dumps(entry, separators=(",", ":")) + "\n" for entry in entries]
-    path.write_text("".join(lines))
-    monkeypatch.setattr(transcripts, "TAIL_BYTES", path.stat().st_size - 3)
-    assert session_reads(str(path)) == ["/repo/a.py", "/repo/b.py"]
-    spaced = tmp_path / "spaced.jsonl"
-    spaced.write_text("".join(json.dumps(entry) + "\n" for entry in entries[1:]))
-    assert session_reads(str(spaced)) == ["/repo/a.py", "/repo/b.py"]
