@@ -19,8 +19,8 @@ and the three hooks on a 10-memo database (the Stop hook also with a session id
 and a 10 MB transcript); the prompt hook's p50/p95 at 1k and 10k memos
 (templated memos of benchmarks/_corpus.py over small real files, prompts from
 its query generator, about one in eight unrelated), and at the largest size
-with memos' own questions, uncounted and counted as served (a session id and
-a 10 MB transcript); session-start at 1k. ``explomemo/`` is byte-compiled
+with memos' own questions, uncounted and counted as served (with a session
+id, as Claude Code sends); session-start at 1k. ``explomemo/`` is byte-compiled
 first, as pip does on install.
 
 Usage: .venv/bin/python benchmarks/bench_cli.py [--quick] [--reps N] [--keep] [--hooks-only]
@@ -379,8 +379,7 @@ def hooks_and_start_up(quick: bool, reps: int) -> int:
         rows = []
         prompts = queries(calls, 50_000)
         # A memo's own question: answered with a fresh memo, which the hook counts as
-        # served when the input has a session id, reading the transcript for the files
-        # the session read already.
+        # served when the input has a session id (one write).
         own = [memo_text(i)[0] for i in range(calls)]
         counting = {"transcript_path": str(long_session)}
         cases: list[tuple[str, str, int, list[str], bool]] = [

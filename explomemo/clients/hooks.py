@@ -425,13 +425,20 @@ def _settle_served(payload: dict[str, Any], db: Path | None, entries: list[dict[
     session = payload.get("session_id")
     if not isinstance(session, str) or not session:
         return
+
+    def read_among(paths: set[str]) -> set[str]:
+        # Only the reads named as one of the memos' files are placed under the root:
+        # placing each of a long session's reads costs a stat or more each.
+        names = {path.rpartition("/")[2] for path in paths}
+        reads = [p for p in turn_reads(entries)[0] if os.path.basename(p) in names]
+        return paths & set(_inside_root(reads, _root(payload)))
+
     try:
         store = Store.open_existing(db, BUSY_TIMEOUT_MS)
     except ExplomemoError:
         return
     try:
-        read = set(_inside_root(turn_reads(entries)[0], _root(payload)))
-        settle_served(store, f"{SESSION_PREFIX}{session}", read)
+        settle_served(store, f"{SESSION_PREFIX}{session}", read_among)
     except ExplomemoError:
         return
     finally:

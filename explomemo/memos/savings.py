@@ -16,7 +16,7 @@ is lost, never an error.
 from __future__ import annotations
 
 import time
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
@@ -74,15 +74,19 @@ def count_served(
     )
 
 
-def settle_served(store: Store, session: str, read: Collection[str]) -> None:
-    """Take the files in ``read`` off what each memo served in ``session`` spared: the
-    agent read them anyway, before or after the memo was served. Skipped, as a count
-    is, when it cannot be written."""
+def settle_served(
+    store: Store, session: str, read_among: Callable[[set[str]], Collection[str]]
+) -> None:
+    """Take the files the session read anyway, before or after a memo was served, off what
+    each memo served in ``session`` spared. ``read_among`` is given the paths of those
+    memos' files and returns the ones the session read (called only when the session
+    was served a memo). Skipped, as a count is, when it cannot be written."""
     with store.errors(), store.read() as conn:
         served = store.served_in(conn, session)
         if not served:
             return
         files = store.files_of(conn, list(served))
+    read = read_among({f.path for rows in files.values() for f in rows})
     lower = [
         (memo_id, left)
         for memo_id, spared in served.items()
