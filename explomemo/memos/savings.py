@@ -4,9 +4,9 @@ Each time a surface serves a fresh memo whole (recall, show, the prompt hook),
 the recorded sizes of the memo's files are counted as spared, less the files
 the session read anyway, once per memo and session. The Claude Code hooks know
 those from the transcript: at the end of each turn the Stop hook takes the
-files the session read, before or after the memo was served, off what the
-prompt hook counted (:func:`settle_served`); the server and the CLI cannot
-know, and count every file. A match shown by id
+files the turn read off what the prompt hook counted in the session
+(:func:`settle_served`; a file read only in a turn before the memo was served
+stays counted); the server and the CLI cannot know, and count every file. A match shown by id
 only, or a stale memo, is not served: callers pass only the memos they served
 whole. Counting is a write that may be skipped: it waits for a lock no longer
 than a cache write does (a hook's 50 ms), and a count that cannot be written
@@ -16,7 +16,7 @@ is lost, never an error.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
@@ -74,19 +74,14 @@ def count_served(
     )
 
 
-def settle_served(
-    store: Store, session: str, read_among: Callable[[set[str]], Collection[str]]
-) -> None:
-    """Take the files the session read anyway, before or after a memo was served, off what
-    each memo served in ``session`` spared. ``read_among`` is given the paths of those
-    memos' files and returns the ones the session read (called only when the session
-    was served a memo). Skipped, as a count is, when it cannot be written."""
+def settle_served(store: Store, session: str, read: Collection[str]) -> None:
+    """Take the files in ``read`` off what each memo served in ``session`` spared: the
+    agent read them anyway. Skipped, as a count is, when it cannot be written."""
     with store.errors(), store.read() as conn:
         served = store.served_in(conn, session)
         if not served:
             return
         files = store.files_of(conn, list(served))
-    read = read_among({f.path for rows in files.values() for f in rows})
     lower = [
         (memo_id, left)
         for memo_id, spared in served.items()
@@ -123,7 +118,6 @@ def spared_line(spared: int, sessions: int) -> str | None:
 def project_stats(
     memos: Sequence[MemoRow],
     report: StaleReport,
-    origins: Mapping[int, str],
     served: Iterable[tuple[str, str, int, int]],
     sessions: Mapping[str, int],
 ) -> list[ProjectStats]:
@@ -150,8 +144,7 @@ def project_stats(
         ]
         by_origin: dict[str, int] = {}
         for memo in own:
-            origin = origins.get(memo.id, "agent")
-            by_origin[origin] = by_origin.get(origin, 0) + 1
+            by_origin[memo.origin] = by_origin.get(memo.origin, 0) + 1
         found.append(
             ProjectStats(
                 project=project,

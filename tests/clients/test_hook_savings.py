@@ -89,11 +89,11 @@ def _prompt_savings(db: Path) -> tuple[int, int, int]:
     return prompt["served"], prompt["bytes_spared"], project["sessions"]
 
 
-def test_a_file_the_session_read_before_the_memo_was_served_is_not_spared(
+def test_a_file_the_turn_read_anyway_is_not_spared_once_per_session(
     shop: Path, db_path: Path, tmp_path: Path
 ) -> None:
-    """The prompt hook counts both files; the turn's Stop takes off the one the session
-    had read in an earlier turn."""
+    """The prompt hook counts both files; the turn's Stop takes off the one its transcript
+    shows read; the same session served again counts nothing more, another session does."""
     transcript = _transcript(tmp_path / "s1.jsonl", [shop / "auth.py"])
     assert QUESTION in _prompt(db_path, shop, "s1", transcript)
     assert _prompt_savings(db_path) == (1, 350, 1)
