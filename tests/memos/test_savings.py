@@ -165,3 +165,27 @@ def test_sizes_read_as_people_read_them() -> None:
         "5.0 MiB",
         "3.0 GiB",
     ]
+
+
+def test_stats_counts_memos_by_origin(retry: Path, db_path: Path) -> None:
+    """A memo the Stop hook captured (origin transcript) beside the two an agent recorded."""
+    with open_cache(db_path) as cache:
+        (files,) = cache.store.files_of(cache.store.conn, [1]).values()
+        with cache.store.write() as conn:
+            cache.store.save_memo(
+                conn,
+                memo_id=None,
+                project="shop",
+                question="where is the retry policy read?",
+                question_key="where is the retry policy read?",
+                conclusion="client.py send()",
+                root=str(retry),
+                recorded_at="2026-12-01T00:00:00Z",
+                files=files,
+                origin="transcript",
+            )
+    (project,) = _stats(db_path)["projects"]
+    assert project["origins"] == {"agent": 2, "transcript": 1}
+    assert (project["memos"], project["fresh"], project["stale"]) == (3, 2, 1)
+    table = invoke_cli(["--db", str(db_path), "stats"]).out
+    assert "agent 2, transcript 1" in " ".join(table.split())
