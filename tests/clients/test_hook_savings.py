@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import EMBEDDINGS_OFF, invoke_cli, record_sized
+from helpers import EMBEDDINGS_OFF, invoke_cli, open_cache, record_sized
 
 QUESTION = "Where are JWT tokens validated?"
 
@@ -180,3 +180,21 @@ def test_the_stop_hook_without_a_database_creates_none(shop: Path, tmp_path: Pat
     missing = tmp_path / "none.db"
     assert _stop(missing, shop, "s1", _transcript(tmp_path / "t.jsonl", [shop / "a.py"])) == ""
     assert not missing.exists()
+
+
+def test_a_conclusion_cut_to_fit_the_hook_is_not_served_whole(
+    db_path: Path, tmp_path: Path
+) -> None:
+    root = tmp_path / "long"
+    record_sized(db_path, root, QUESTION, {"auth.py": 100})
+    with open_cache(db_path) as cache:
+        cache.record(
+            question=QUESTION,
+            conclusion="auth.py verify() " * 400,
+            files=["auth.py"],
+            project="shop",
+            root=str(root),
+        )
+    added = _prompt(db_path, root, "s1", _transcript(tmp_path / "t.jsonl", []))
+    assert QUESTION in added and added.endswith("…")
+    assert _prompt_savings(db_path) == (0, 0, 0)
