@@ -15,10 +15,13 @@ and the hashing counters (a no-change check must read no file content).
 
 Then the Claude Code hooks and start-up, each run a new process beside
 ``python -c pass``: start-up of ``--version``, ``list``, ``stale``, ``show``
-and the three hooks on a 10-memo database; the prompt hook's p50/p95 at 1k and
-10k memos (templated memos of benchmarks/_corpus.py over small real files,
-prompts from its query generator, about one in eight unrelated); session-start
-at 1k. ``explomemo/`` is byte-compiled first, as pip does on install.
+and the three hooks on a 10-memo database (the Stop hook also with a session id
+and a 10 MB transcript); the prompt hook's p50/p95 at 1k and 10k memos
+(templated memos of benchmarks/_corpus.py over small real files, prompts from
+its query generator, about one in eight unrelated), and at the largest size
+with memos' own questions, uncounted and counted as served (with a session
+id, as Claude Code sends); session-start at 1k. ``explomemo/`` is byte-compiled
+first, as pip does on install.
 
 Usage: .venv/bin/python benchmarks/bench_cli.py [--quick] [--reps N] [--keep] [--hooks-only]
 """
@@ -348,6 +351,39 @@ def write_memos(db: Path, project: str, count: int, root: Path) -> None:
         store.close()
 
 
+def write_transcript(path: Path, root: Path, size: int) -> Path:
+    """A Claude Code transcript of ``size`` bytes or more: Read calls of files under
+    ``root``, each with its result (4 KB of content, as a Read returns it)."""
+    content = "x" * 4_000
+    files = sorted(root.rglob("*.py"))
+    with path.open("w") as out:
+        n = 0
+        while out.tell() < size:
+            n += 1
+            read = str(files[n % len(files)])
+            call = {"type": "tool_use", "id": f"t{n}", "name": "Read", "input": {"file_path": read}}
+            result = {"type": "tool_result", "tool_use_id": f"t{n}", "content": content}
+            out.write(
+                json.dumps(
+                    {"type": "assistant", "message": {"content": [call]}}, separators=(",", ":")
+                )
+                + "\n"
+            )
+            out.write(
+                json.dumps(
+                    {
+                        "type": "user",
+                        "promptId": "p",
+                        "message": {"content": [result]},
+                        "toolUseResult": {"file": {"filePath": read, "content": content}},
+                    },
+                    separators=(",", ":"),
+                )
+                + "\n"
+            )
+    return path
+
+
 def hooks_and_start_up(quick: bool, reps: int) -> int:
     """Start-up of the fast commands and the hooks; the prompt hook at 1k and 10k memos."""
     reps = reps or (5 if quick else 15)
@@ -361,6 +397,7 @@ def hooks_and_start_up(quick: bool, reps: int) -> int:
         wait_until_not_racy(list(roots[10].rglob("*.py")))
         transcript = tmp / "t.jsonl"
         transcript.write_text('{"type": "user", "message": {"content": "hi"}}\n')
+        long_session = write_transcript(tmp / "long.jsonl", roots[sizes[-1]], 10 * 1024 * 1024)
 
         def hook(n: int, event: str, payload: dict[str, object]) -> list[str]:
             data = tmp / f"{event}-{n}-{abs(hash(json.dumps(payload)))}.json"
@@ -386,9 +423,13 @@ def hooks_and_start_up(quick: bool, reps: int) -> int:
             "explomemo list (table)": [EXPLOMEMO, *small, "list"],
             "explomemo stale --format json": [EXPLOMEMO, *small, "stale", "--format", "json"],
             "explomemo show 1 --json": [EXPLOMEMO, *small, "show", "1", "--json"],
+            "explomemo stats --json": [EXPLOMEMO, *small, "stats", "--json"],
             "explomemo hook session-start": hook(10, "session-start", {}),
             "explomemo hook prompt (no match)": hook(10, "prompt", {"prompt": "hello there"}),
             "explomemo hook stop": hook(10, "stop", {"transcript_path": str(transcript)}),
+            "explomemo hook stop (session id, 10 MB transcript)": hook(
+                10, "stop", {"transcript_path": str(long_session), "session_id": "bench"}
+            ),
         }
         for argv in start_up.values():
             run(argv)  # warm the page cache
@@ -425,32 +466,41 @@ def hooks_and_start_up(quick: bool, reps: int) -> int:
 
         rows = []
         prompts = queries(calls, 50_000)
-        for n in sizes:
-            for event, label in [("prompt", "prompt"), ("session-start", "session-start")]:
-                if event == "session-start" and n != 1_000:
-                    continue
-                samples: list[float] = []
-                answered = 0
-                for i in range(calls if event == "prompt" else max(5, calls // 4)):
-                    payload = {"prompt": prompts[i]} if event == "prompt" else {}
-                    argv = hook(n, event, payload)
-                    started = time.perf_counter()
-                    done = run(argv)
-                    samples.append(time.perf_counter() - started)
-                    answered += bool(done.stdout.strip())
-                    assert done.stderr == "", done.stderr
-                p95 = percentile(samples, 95)
-                rows.append(
-                    [
-                        f"hook {label}",
-                        f"{n:,}",
-                        ms(median(samples)),
-                        ms(p95),
-                        f"{median(samples) / base:.1f}x",
-                        verdict(p95, 0.150) if event == "prompt" and n == 10_000 else "",
-                        f"{answered}/{len(samples)}",
-                    ]
-                )
+        # A memo's own question: answered with a fresh memo, which the hook counts as
+        # served when the input has a session id (one write).
+        own = [memo_text(i)[0] for i in range(calls)]
+        counting = {"transcript_path": str(long_session)}
+        cases: list[tuple[str, str, int, list[str], bool]] = [
+            *(("prompt", "prompt", n, prompts, False) for n in sizes),
+            ("session-start", "session-start", sizes[0], [], False),
+            ("prompt", "prompt, a memo's question", sizes[-1], own, False),
+            ("prompt", "prompt, a memo's question, counted", sizes[-1], own, True),
+        ]
+        for event, label, n, texts, counted in cases:
+            samples: list[float] = []
+            answered = 0
+            for i in range(calls if event == "prompt" else max(5, calls // 4)):
+                payload: dict[str, object] = {"prompt": texts[i]} if event == "prompt" else {}
+                if counted:
+                    payload |= {"session_id": f"s{i}", **counting}
+                argv = hook(n, event, payload)
+                started = time.perf_counter()
+                done = run(argv)
+                samples.append(time.perf_counter() - started)
+                answered += bool(done.stdout.strip())
+                assert done.stderr == "", done.stderr
+            p95 = percentile(samples, 95)
+            rows.append(
+                [
+                    f"hook {label}",
+                    f"{n:,}",
+                    ms(median(samples)),
+                    ms(p95),
+                    f"{median(samples) / base:.1f}x",
+                    verdict(p95, 0.150) if event == "prompt" and n == 10_000 else "",
+                    f"{answered}/{len(samples)}",
+                ]
+            )
         print()
         print(
             table(

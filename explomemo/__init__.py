@@ -58,6 +58,9 @@ _PUBLIC = {
             "ExportedFile",
             "ExportedMemo",
             "ImportResult",
+            "SurfaceSavings",
+            "ProjectStats",
+            "StatsResult",
         ),
         "explomemo.shapes",
     ),
@@ -145,6 +148,9 @@ if TYPE_CHECKING:
         MemoSummary as MemoSummary,
     )
     from explomemo.shapes import (
+        ProjectStats as ProjectStats,
+    )
+    from explomemo.shapes import (
         RecallResult as RecallResult,
     )
     from explomemo.shapes import (
@@ -164,4 +170,10 @@ if TYPE_CHECKING:
     )
     from explomemo.shapes import (
         StaleResult as StaleResult,
+    )
+    from explomemo.shapes import (
+        StatsResult as StatsResult,
+    )
+    from explomemo.shapes import (
+        SurfaceSavings as SurfaceSavings,
     )

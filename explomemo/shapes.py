@@ -376,3 +376,39 @@ class ImportResult(Shape):
     added: int
     replaced: int
     kept: int
+
+
+Surface = Literal["recall", "show", "prompt"]
+
+
+class SurfaceSavings(Shape):
+    """What one surface served of a project's memos (``explomemo stats``)."""
+
+    surface: Surface = described(
+        "recall (the tool or explomemo recall), show (the tool or explomemo show), prompt"
+        " (the Claude Code prompt hook)."
+    )
+    served: int = described("Memos served fresh and whole, once per memo and session.")
+    bytes_spared: int = described(
+        "The recorded sizes of their files, less the files the session had read anyway."
+    )
+
+
+class ProjectStats(Shape):
+    """One project's memos and what serving them spared (``explomemo stats``)."""
+
+    project: str
+    memos: int
+    fresh: int
+    stale: int
+    origins: dict[str, int] = described("Memos by origin (agent, transcript).")
+    served: int
+    bytes_spared: int
+    sessions: int = described("Sessions that were spared some reading.")
+    surfaces: list[SurfaceSavings]
+
+
+class StatsResult(Shape):
+    """What ``explomemo stats`` prints: each project's memos and savings, by project."""
+
+    projects: list[ProjectStats]

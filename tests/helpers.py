@@ -998,3 +998,19 @@ def hostile_clone(tmp_path: Path, links: dict[str, Path]) -> Path:
 
 def user_files(home: Path) -> dict[str, str]:
     return {rel: (home / rel).read_text() for rel in USER_FILES}
+
+
+def record_sized(db: Path, root: Path, question: str, sizes: dict[str, int]) -> None:
+    """Record a memo of project ``shop`` under ``root`` resting on new files of these
+    sizes (path: bytes)."""
+    root.mkdir(parents=True, exist_ok=True)
+    for name, size in sizes.items():
+        (root / name).write_bytes(name[0].encode() * (size - 1) + b"\n")
+    with open_cache(db) as cache:
+        cache.record(
+            question=question,
+            conclusion=f"the answer to {question!r} rests on {', '.join(sizes)}",
+            files=list(sizes),
+            project="shop",
+            root=str(root),
+        )

@@ -213,10 +213,20 @@ def _diff(args: argparse.Namespace) -> int:
     from explomemo.cli.report import diff_text
 
     with _cache(args.db, with_model=False, create=False) as cache:
-        memo = cache.show(args.id, root=args.root, limits=NO_LIMITS)
+        memo = cache.show(args.id, root=args.root, limits=NO_LIMITS, served=False)
     from explomemo.stdout import takes_colour
 
     _echo(diff_text(memo, colour=takes_colour()))
+    return EXIT_OK
+
+
+def _stats(args: argparse.Namespace) -> int:
+    from explomemo.cli.report import stats_table, table_width
+    from explomemo.shapes import to_json
+
+    with _cache(args.db, with_model=False, create=False) as cache:
+        stats = cache.stats(project=args.project)
+    _echo(to_json(stats) if args.json else stats_table(stats, table_width()))
     return EXIT_OK
 
 
@@ -493,6 +503,11 @@ COMMANDS: dict[
         _diff_arguments,
     ),
     "forget": (_forget, "Delete one memo (of whichever project holds it).", _forget_arguments),
+    "stats": (
+        _stats,
+        "Count memos (fresh, stale, by origin), the memos served and the reading they spared.",
+        _list_arguments,
+    ),
     "export": (
         _export,
         "Write memos as JSON Lines, sorted by project then id.",

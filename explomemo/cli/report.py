@@ -24,6 +24,7 @@ from explomemo.shapes import (
     MemoSummary,
     RecallResult,
     StaleReport,
+    StatsResult,
     to_json,
 )
 
@@ -393,6 +394,30 @@ def list_table(memos: Sequence[MemoSummary], width: int = TABLE_WIDTH) -> str:
     ]
     table = draw(("id", "project", "question", "files", "recorded_at"), rows, width)
     return no_workflow_commands(table)
+
+
+def stats_table(stats: StatsResult, width: int = TABLE_WIDTH) -> str:
+    """Each project's memos and what serving them spared, as a plain-text table: a surface's
+    cell is the memos it served and, in brackets, the bytes they spared."""
+    from explomemo.memos.savings import SURFACES, size_text
+
+    if not stats.projects:
+        return "No memos."
+    rows = [
+        [
+            one_line(p.project),
+            str(p.memos),
+            str(p.fresh),
+            str(p.stale),
+            ", ".join(f"{origin} {count}" for origin, count in p.origins.items()) or "-",
+            *(f"{s.served} ({size_text(s.bytes_spared)})" for s in p.surfaces),
+            size_text(p.bytes_spared),
+            str(p.sessions),
+        ]
+        for p in stats.projects
+    ]
+    headers = ("project", "memos", "fresh", "stale", "origin", *SURFACES, "spared", "sessions")
+    return no_workflow_commands(draw(headers, rows, width))
 
 
 def show_text(memo: MemoDetail) -> str:

@@ -16,6 +16,10 @@ the hook's JSON on stdout:
   with a reason listing them; never when ``stop_hook_active`` is set (the
   agent is already answering a block).
 
+The prompt hook counts the fresh memos it served whole, and the Stop hook takes
+the files each turn read off what they spared in the session (see
+:mod:`explomemo.memos.savings`), in an existing database only.
+
 Memos are checked against Claude Code's project folder (``$CLAUDE_PROJECT_DIR``,
 the folder it was started in, also the MCP server's working directory), else
 against the ``cwd`` of the hook input: so a hook sees a memo fresh or stale as
@@ -45,6 +49,8 @@ from explomemo.projects import resolve_project
 from explomemo.store.database import FileRow, MemoRow, Store
 
 if TYPE_CHECKING:
+    import sqlite3
+
     from explomemo.clients.transcripts import Turn
     from explomemo.shapes import StaleEntry
 
@@ -69,6 +75,8 @@ REASON_START = "explomemo: this turn read "
 MAX_FILES_NAMED = 20
 #: A question is cut to this many characters in the index.
 QUESTION_CHARS = 160
+#: Before a Claude Code ``session_id``: the key its memos served are counted under.
+SESSION_PREFIX = "claude-code:"
 #: Set by Claude Code for hook commands: the folder it was started in, the MCP
 #: server's working directory (so its default root).
 PROJECT_DIR = "CLAUDE_PROJECT_DIR"
@@ -239,6 +247,7 @@ def session_start(payload: dict[str, Any], db: Path | None, project: str | None)
         with store.errors(), store.read() as conn:
             memos = store.memos(conn, project=name)
             files = store.all_files(conn, name)
+            spared = _spared(store, conn, name)
         if not memos:
             return None
         with store.errors():
@@ -246,7 +255,15 @@ def session_start(payload: dict[str, Any], db: Path | None, project: str | None)
     finally:
         store.close()
     fresh = [m for m in memos if m.id not in stale]
-    return _context("SessionStart", session_index(name, memos, fresh, files))
+    return _context("SessionStart", session_index(name, memos, fresh, files, spared))
+
+
+def _spared(store: Store, conn: sqlite3.Connection, project: str) -> str | None:
+    """The index's line on what the project's memos spared so far, or None."""
+    from explomemo.memos.savings import spared_line
+
+    total = sum(spared for _, _, _, spared in store.served_totals(conn, project))
+    return spared_line(total, store.spared_sessions(conn, project).get(project, 0))
 
 
 def session_index(
@@ -254,8 +271,11 @@ def session_index(
     memos: Sequence[MemoRow],
     fresh: Sequence[MemoRow],
     files: dict[int, list[FileRow]],
+    spared: str | None = None,
 ) -> str:
-    """The session-start text: counts, then fresh questions with ids, within INDEX_BYTES."""
+    """The session-start text: counts, the ``spared`` line (see
+    :func:`~explomemo.memos.savings.spared_line`), then fresh questions with ids, within
+    INDEX_BYTES."""
     head = (
         f"explomemo: project {project!r} has {len(memos)} memo{'' if len(memos) == 1 else 's'}"
         f" ({len(fresh)} fresh,"
@@ -264,6 +284,8 @@ def session_index(
         " codebase, call memory_exploration_recall; a fresh memo's files are unchanged, so use"
         " it without re-reading them. Recall by meaning finds stale ones too, with what changed."
     )
+    if spared is not None:
+        head += "\n" + spared
     if not fresh:
         return _fit(head, INDEX_BYTES)
     ranked = sorted(fresh, key=lambda m: (-len(files.get(m.id, [])), m.recorded_at, m.id))
@@ -302,12 +324,40 @@ def prompt(payload: dict[str, Any], db: Path | None, project: str | None) -> Ans
             files = store.files_of(conn, [memo.id for memo, _ in found])
         with store.errors():
             stale = _changes(store, root, [memo for memo, _ in found], files)
+        fresh = [memo for memo, _ in found if memo.id not in stale][:MAX_FRESH]
+        changed = [memo for memo, _ in found if memo.id in stale][:MAX_STALE]
+        shown = [memo for memo, _ in found if memo in fresh or memo in changed]
+        context = prompt_context(name, shown, stale, files)
+        # A conclusion cut to fit the hook's bytes was not served whole.
+        whole = [memo for memo in fresh if memo.conclusion in context]
+        _count_served(store, payload, name, [(m.id, files[m.id]) for m in whole])
     finally:
         store.close()
-    fresh = [memo for memo, _ in found if memo.id not in stale][:MAX_FRESH]
-    changed = [memo for memo, _ in found if memo.id in stale][:MAX_STALE]
-    shown = [memo for memo, _ in found if memo in fresh or memo in changed]
-    return _context("UserPromptSubmit", prompt_context(name, shown, stale, files))
+    return _context("UserPromptSubmit", context)
+
+
+def _count_served(
+    store: Store,
+    payload: dict[str, Any],
+    project: str,
+    served: Sequence[tuple[int, Sequence[FileRow]]],
+) -> None:
+    """Count the fresh memos the prompt hook served whole in this Claude Code session
+    (nothing without a session id). The files the turn reads are taken off at its
+    Stop (see :func:`_settle_served`): reading the transcript here would cost every
+    prompt of a long session the time of parsing megabytes."""
+    from explomemo.memos.savings import count_served
+
+    session = payload.get("session_id")
+    if not served or not isinstance(session, str) or not session:
+        return
+    count_served(
+        store,
+        session=f"{SESSION_PREFIX}{session}",
+        surface="prompt",
+        project=project,
+        served=served,
+    )
 
 
 def prompt_context(
@@ -371,6 +421,7 @@ def stop(
     turn = read_turn(last_turn(entries, prompt_id))
     root = _root(payload)
     inside = _inside_root(turn.read, root)
+    _settle_served(payload, db, inside)
     facts = TurnFacts(
         reads=len(inside),
         edits=turn.edited,
@@ -389,6 +440,29 @@ def stop(
     if not turn.edited or turn.recorded or len(inside) < MIN_FILES_READ:
         return None
     return {"decision": "block", "reason": stop_reason(inside)}
+
+
+def _settle_served(payload: dict[str, Any], db: Path | None, read: Sequence[str]) -> None:
+    """Take the files this turn read (``read``, relative to the root) off what the memos
+    served in the session spared (see :func:`~explomemo.memos.savings.settle_served`):
+    the agent read them anyway. Nothing without a database or a session id; a failure
+    to settle never stops the hook."""
+    from explomemo.errors import ExplomemoError
+    from explomemo.memos.savings import settle_served
+
+    session = payload.get("session_id")
+    if not read or not isinstance(session, str) or not session:
+        return
+    try:
+        store = Store.open_existing(db, BUSY_TIMEOUT_MS)
+    except ExplomemoError:
+        return
+    try:
+        settle_served(store, f"{SESSION_PREFIX}{session}", set(read))
+    except ExplomemoError:
+        return
+    finally:
+        store.close()
 
 
 def _record_turn(turn: Turn, answer: str, root: str, db: Path | None, project: str | None) -> None:

@@ -33,6 +33,7 @@ from explomemo.shapes import (
     StaleMemo,
     StaleReport,
     StaleResult,
+    StatsResult,
     match_chars,
     replace,
     to_json,
@@ -122,12 +123,21 @@ class _Part(Generic[T]):
 
 
 class MemoCache:
-    """The exploration-memo cache over one database."""
+    """The exploration-memo cache over one database.
+
+    One cache is one session for counting what served memos spared (see
+    :mod:`explomemo.memos.savings`): the MCP server keeps one for its process (one
+    client session), each CLI command opens its own.
+    """
 
     def __init__(
         self, store: Store, model: ModelSource | None = None, snapshots: bool | None = None
     ) -> None:
         self.store = store
+        #: This cache's session key, under which the memos it serves are counted once each.
+        self.session = f"process:{os.urandom(8).hex()}"
+        # The memos counted in this session already: served again, they cost no write.
+        self._counted: set[int] = set()
         self.model: ModelSource = model if model is not None else FixedModel(None)
         self._validator = _Part(self._new_validator)
         # Blob ids and snapshots of recorded contents are stored here, off the
@@ -491,7 +501,25 @@ class MemoCache:
                 break
             matches.append(match)
             used += size
+        self._count_served("recall", project, [m for m in matches if m.status == "fresh"])
         return replace(result, matches=matches, omitted=len(shown) - len(matches))
+
+    def _count_served(
+        self, surface: str, project: str, served: Sequence[Match | MemoDetail]
+    ) -> None:
+        """Count the fresh memos this session served whole (see :mod:`explomemo.memos.savings`)."""
+        from explomemo.memos.savings import count_served
+
+        new = [m for m in served if m.id not in self._counted]
+        counted = count_served(
+            self.store,
+            session=self.session,
+            surface=surface,
+            project=project,
+            served=[(m.id, m.files) for m in new],
+        )
+        if counted is not None:
+            self._counted.update(m.id for m in new)
 
     def describe(
         self,
@@ -689,12 +717,19 @@ class MemoCache:
         ]
 
     def show(
-        self, memo_id: int, root: str | None = None, limits: Limits | None = None
+        self,
+        memo_id: int,
+        root: str | None = None,
+        limits: Limits | None = None,
+        *,
+        served: bool = True,
     ) -> MemoDetail:
         """One memo in full, its files checked against ``root`` (default: its recorded root).
 
         Changed files carry their diffs within ``limits`` (default: what an
         agent gets; :data:`explomemo.changes.diffs.NO_LIMITS` for ``explomemo diff``).
+        A fresh memo shown is counted as served (see :mod:`explomemo.memos.savings`)
+        unless ``served`` is False (``explomemo diff`` shows no conclusion).
         """
         if not 1 <= memo_id <= MAX_ID:
             raise NotFoundError(f"no memo with id {memo_id}: list the ids with explomemo list")
@@ -706,7 +741,7 @@ class MemoCache:
         memo = found[0]
         where = resolve_root(root) if root is not None else _recorded_root(memo.root)
         (checked,) = self.describe(where, [files], self._observe(where, files), limits)
-        return MemoDetail(
+        detail = MemoDetail(
             id=memo.id,
             project=memo.project,
             question=memo.question,
@@ -717,6 +752,25 @@ class MemoCache:
             status="fresh" if all(f.state == "unchanged" for f in checked) else "stale",
             files=checked,
         )
+        if served and detail.status == "fresh":
+            self._count_served("show", memo.project, [detail])
+        return detail
+
+    # Stats ---------------------------------------------------------------
+
+    def stats(self, *, project: str | None = None) -> StatsResult:
+        """Each project's memos (fresh and stale, as :meth:`stale_report` finds them, by
+        origin) and what serving them spared, per surface (of one project, or all)."""
+        from explomemo.memos.savings import project_stats
+
+        report = self.stale_report(project=project)
+        if project is not None:
+            project = project_name(project)
+        with self.store.errors(), self.store.read() as conn:
+            memos = self.store.memos(conn, project=project)
+            served = self.store.served_totals(conn, project)
+            sessions = self.store.spared_sessions(conn, project)
+        return StatsResult(projects=project_stats(memos, report, served, sessions))
 
 
 def _overrun(match: Match, room: int) -> Callable[[list[CheckedFile]], int]:

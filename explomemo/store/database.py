@@ -1017,6 +1017,74 @@ class Store:
             [(blob, sha256) for sha256, blob in blobs],
         )
 
+    # Served memos (what they spared) -----------------------------------
+
+    def save_served(
+        self,
+        conn: sqlite3.Connection,
+        *,
+        session: str,
+        project: str,
+        surface: str,
+        spared: Iterable[tuple[int, int]],
+        served_at: str,
+    ) -> list[int]:
+        """Record each (memo id, bytes spared) served in ``session``, unless that memo was
+        already served in it (by any surface); the ids recorded now."""
+        added: list[int] = []
+        for memo_id, spared_bytes in spared:
+            cursor = conn.execute(
+                "INSERT OR IGNORE INTO served (session, memo_id, project, surface, bytes_spared,"
+                " served_at) VALUES (?, ?, ?, ?, ?, ?)",
+                (session, memo_id, project, surface, spared_bytes, served_at),
+            )
+            if cursor.rowcount:
+                added.append(memo_id)
+        return added
+
+    def served_in(self, conn: sqlite3.Connection, session: str) -> dict[int, int]:
+        """The memos served in ``session``, with the bytes each spared."""
+        return {
+            int(memo_id): int(spared)
+            for memo_id, spared in conn.execute(
+                "SELECT memo_id, bytes_spared FROM served WHERE session = ?", (session,)
+            )
+        }
+
+    def lower_spared(
+        self, conn: sqlite3.Connection, session: str, spared: Iterable[tuple[int, int]]
+    ) -> None:
+        """Lower what each (memo id, bytes spared) served in ``session`` spared to that."""
+        conn.executemany(
+            "UPDATE served SET bytes_spared = min(bytes_spared, ?) WHERE session = ?"
+            " AND memo_id = ?",
+            [(bytes_spared, session, memo_id) for memo_id, bytes_spared in spared],
+        )
+
+    def served_totals(
+        self, conn: sqlite3.Connection, project: str | None
+    ) -> list[tuple[str, str, int, int]]:
+        """(project, surface, memos served, bytes spared) of one project (or all)."""
+        return [
+            (str(p), str(s), int(n), int(b))
+            for p, s, n, b in conn.execute(
+                "SELECT project, surface, count(*), sum(bytes_spared) FROM served"
+                " WHERE ? IS NULL OR project = ? GROUP BY project, surface ORDER BY 1, 2",
+                (project, project),
+            )
+        ]
+
+    def spared_sessions(self, conn: sqlite3.Connection, project: str | None) -> dict[str, int]:
+        """How many sessions were spared some reading, by project (of one project, or all)."""
+        return {
+            str(p): int(n)
+            for p, n in conn.execute(
+                "SELECT project, count(DISTINCT session) FROM served WHERE bytes_spared > 0"
+                " AND (? IS NULL OR project = ?) GROUP BY project",
+                (project, project),
+            )
+        }
+
     # Word search -------------------------------------------------------
 
     def word_matches(

@@ -60,6 +60,8 @@ def _probe(db_path: Path, args: list[str], hook_input: dict[str, Any] | None = N
         ["list", "--json"],
         ["show", "1"],
         ["show", "1", "--json"],
+        ["stats"],
+        ["stats", "--json"],
         ["hook", "session-start"],
         ["hook", "prompt"],
         ["hook", "stop"],
