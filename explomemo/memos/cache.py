@@ -483,9 +483,12 @@ class MemoCache:
         matches: list[Match] = []
         used = len(to_json(result)) + 3
         for found in shown:
-            # Matches in rank order while the answer fits; the first always.
+            # Matches in rank order while the answer fits; the first always, and whole
+            # (the others by id: an agent judges them by their questions).
             room = RECALL_CHARS - used
-            match = replace(found, files=describe(files[found.id], _overrun(found, room)))
+            match = replace(found, conclusion=None, files=None, whole=False)
+            if not matches:
+                match = replace(found, files=describe(files[found.id], _overrun(found, room)))
             size = match_chars(match)
             if matches and size > room:
                 break
@@ -685,22 +688,39 @@ class MemoCache:
         ]
 
     def show(
-        self, memo_id: int, root: str | None = None, limits: Limits | None = None
+        self,
+        memo_id: int,
+        root: str | None = None,
+        limits: Limits | None = None,
+        *,
+        project: str | None = None,
+        any_project: bool = True,
     ) -> MemoDetail:
         """One memo in full, its files checked against ``root`` (default: its recorded root).
 
         Changed files carry their diffs within ``limits`` (default: what an
         agent gets; :data:`explomemo.changes.diffs.NO_LIMITS` for ``explomemo diff``).
+        Without ``any_project`` (the MCP tool) the memo must be of ``project``
+        (default: see :mod:`explomemo.projects`), and ``root`` defaults to the working
+        directory, as for :meth:`recall`.
         """
-        if not 1 <= memo_id <= MAX_ID:
-            raise NotFoundError(f"no memo with id {memo_id}: list the ids with explomemo list")
-        with self.store.errors(), self.store.read() as conn:
-            found = self.store.memos(conn, ids=[memo_id])
-            files = self.store.files_of(conn, [memo_id])[memo_id]
-        if not found:
-            raise NotFoundError(f"no memo with id {memo_id}: list the ids with explomemo list")
+        where: Root | None = None
+        if not any_project:
+            where = resolve_root(root)
+            project = resolve_project(project, where.path)
+        found: list[MemoRow] = []
+        if 1 <= memo_id <= MAX_ID:
+            with self.store.errors(), self.store.read() as conn:
+                found = self.store.memos(conn, ids=[memo_id])
+                files = self.store.files_of(conn, [memo_id]).get(memo_id, [])
+        if not found or not (any_project or found[0].project == project):
+            of = "" if any_project else f" in project {project!r}"
+            raise NotFoundError(
+                f"no memo with id {memo_id}{of}: list the ids with explomemo list (or recall first)"
+            )
         memo = found[0]
-        where = resolve_root(root) if root is not None else _recorded_root(memo.root)
+        if any_project:
+            where = resolve_root(root) if root is not None else _recorded_root(memo.root)
         (checked,) = self.describe(where, [files], self._observe(where, files), limits)
         return MemoDetail(
             id=memo.id,
