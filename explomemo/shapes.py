@@ -240,8 +240,7 @@ class Match(Shape):
 #: A recall's answer at most, in characters of its JSON indented by two (as
 #: :func:`to_json` writes it; the MCP tool's compact text is shorter): about 10,000
 #: tokens, 5 % of a 200k-token context. Matches are kept in rank order while the
-#: answer fits, a whole one that does not fit coming by id; the first always comes
-#: whole, its diffs cut further to fit.
+#: answer fits: the first always, whole, its diffs cut further to fit; the others by id.
 RECALL_CHARS = 40_000
 
 

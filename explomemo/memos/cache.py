@@ -411,7 +411,8 @@ class MemoCache:
         """Memos of a project relevant to ``query``, each marked fresh or stale.
 
         Only memos above the relevance cut-off come back; at similar relevance
-        fresh ones rank first. Only the files of those memos are re-checked.
+        fresh ones rank first. Only the files of those memos are re-checked. The
+        first comes whole, the others by id (see :meth:`show`).
         """
         from explomemo.check.stale import checked_files
         from explomemo.recall.search import CANDIDATES, fuse, ranked
