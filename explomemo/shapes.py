@@ -54,7 +54,7 @@ def described(text: str) -> Any:
     return Field(description=text)
 
 
-def shown_when(shown: Callable[[Any], bool], text: str, default: Any = None) -> Any:
+def shown_when(shown: Callable[[Any], bool], text: str | None, default: Any = None) -> Any:
     """An optional field (default None) that :func:`to_dict` writes only when ``shown(owner)``.
 
     Agents pay for every byte: a field that means nothing for most objects
@@ -217,24 +217,33 @@ class RecordResult(Shape):
     files: list[RecordedFile]
 
 
+def _is_whole(match: Match) -> bool:
+    return match.whole
+
+
 class Match(Shape):
-    """One recalled memo."""
+    """One recalled memo: whole (its conclusion and files), or by id (``whole`` false)."""
 
     id: int
     question: str
-    conclusion: str
+    conclusion: str | None = shown_when(_is_whole, None)
     score: float
     matched_by: Literal["embedding", "words", "both"]
     status: Literal["fresh", "stale"]
     recorded_at: str
-    origin: Origin
-    files: list[CheckedFile]
+    origin: Origin | None = shown_when(_is_whole, None)
+    files: list[CheckedFile] | None = shown_when(_is_whole, None)
+    whole: bool = shown_when(
+        lambda match: not match.whole,
+        "false: no conclusion nor files; memory_exploration_show gives them.",
+        default=True,
+    )
 
 
 #: A recall's answer at most, in characters of its JSON indented by two (as
 #: :func:`to_json` writes it; the MCP tool's compact text is shorter): about 10,000
 #: tokens, 5 % of a 200k-token context. Matches are kept in rank order while the
-#: answer fits; the first always comes back, its diffs cut further to fit.
+#: answer fits: the first always, whole, its diffs cut further to fit; the others by id.
 RECALL_CHARS = 40_000
 
 
@@ -263,6 +272,11 @@ class RecallResult(Shape):
         "Stale matches not returned.",
         default=0,
     )
+
+    @property
+    def served_whole(self) -> list[Match]:
+        """The matches that came whole, conclusion and files: what the agent was served."""
+        return [match for match in self.matches if match.whole]
 
 
 class StaleMemo(Shape):

@@ -369,10 +369,16 @@ def recall_text(result: RecallResult) -> str:
         head = (
             f"#{m.id} [{m.status}] {one_line(m.question)}  (score {m.score:.2f}, by {m.matched_by})"
         )
+        if m.conclusion is None or m.files is None:
+            blocks.append(head)
+            continue
         files = "\n".join(f"    {f.state:<9} {one_line(f.path)}" for f in m.files)
         changes = "".join(f"\n      {line}" for line in changes_lines(m.id, m.files))
         blocks.append(f"{head}\n  {block(m.conclusion)}\n  files:\n{files}{changes}")
     notes = [] if result.semantic_index else ["(found by words only: no embedding model)"]
+    by_id = [f"#{m.id}" for m in result.matches if not m.whole]
+    if by_id:
+        notes.append(f"({', '.join(by_id)}: question only; explomemo show ID gives a memo whole)")
     if left_out:
         notes.append(f"({stale} also matched, left out by --fresh-only)")
     if result.omitted:

@@ -420,7 +420,8 @@ class MemoCache:
         """Memos of a project relevant to ``query``, each marked fresh or stale.
 
         Only memos above the relevance cut-off come back; at similar relevance
-        fresh ones rank first. Only the files of those memos are re-checked.
+        fresh ones rank first. Only the files of those memos are re-checked. The
+        first comes whole, the others by id (see :meth:`show`).
         """
         from explomemo.check.stale import checked_files
         from explomemo.recall.search import CANDIDATES, fuse, ranked
@@ -493,16 +494,22 @@ class MemoCache:
         matches: list[Match] = []
         used = len(to_json(result)) + 3
         for found in shown:
-            # Matches in rank order while the answer fits; the first always.
+            # Matches in rank order while the answer fits; the first always, and whole
+            # (the others by id: an agent judges them by their questions).
             room = RECALL_CHARS - used
-            match = replace(found, files=describe(files[found.id], _overrun(found, room)))
+            match = replace(found, conclusion=None, files=None, origin=None, whole=False)
+            if not matches:
+                match = replace(found, files=describe(files[found.id], _overrun(found, room)))
             size = match_chars(match)
             if matches and size > room:
                 break
             matches.append(match)
             used += size
-        self._count_served("recall", project, [m for m in matches if m.status == "fresh"])
-        return replace(result, matches=matches, omitted=len(shown) - len(matches))
+        answer = replace(result, matches=matches, omitted=len(shown) - len(matches))
+        self._count_served(
+            "recall", project, [m for m in answer.served_whole if m.status == "fresh"]
+        )
+        return answer
 
     def _count_served(
         self, surface: str, project: str, served: Sequence[Match | MemoDetail]
@@ -510,13 +517,13 @@ class MemoCache:
         """Count the fresh memos this session served whole (see :mod:`explomemo.memos.savings`)."""
         from explomemo.memos.savings import count_served
 
-        new = [m for m in served if m.id not in self._counted]
+        new = [m for m in served if m.id not in self._counted and m.files is not None]
         counted = count_served(
             self.store,
             session=self.session,
             surface=surface,
             project=project,
-            served=[(m.id, m.files) for m in new],
+            served=[(m.id, m.files or []) for m in new],
         )
         if counted is not None:
             self._counted.update(m.id for m in new)
@@ -722,24 +729,37 @@ class MemoCache:
         root: str | None = None,
         limits: Limits | None = None,
         *,
+        project: str | None = None,
+        any_project: bool = True,
         served: bool = True,
     ) -> MemoDetail:
         """One memo in full, its files checked against ``root`` (default: its recorded root).
 
         Changed files carry their diffs within ``limits`` (default: what an
         agent gets; :data:`explomemo.changes.diffs.NO_LIMITS` for ``explomemo diff``).
-        A fresh memo shown is counted as served (see :mod:`explomemo.memos.savings`)
-        unless ``served`` is False (``explomemo diff`` shows no conclusion).
+        Without ``any_project`` (the MCP tool) the memo must be of ``project``
+        (default: see :mod:`explomemo.projects`), and ``root`` defaults to the working
+        directory, as for :meth:`recall`. A fresh memo shown is counted as served (see
+        :mod:`explomemo.memos.savings`) unless ``served`` is False (``explomemo diff``
+        shows no conclusion).
         """
-        if not 1 <= memo_id <= MAX_ID:
-            raise NotFoundError(f"no memo with id {memo_id}: list the ids with explomemo list")
-        with self.store.errors(), self.store.read() as conn:
-            found = self.store.memos(conn, ids=[memo_id])
-            files = self.store.files_of(conn, [memo_id])[memo_id]
-        if not found:
-            raise NotFoundError(f"no memo with id {memo_id}: list the ids with explomemo list")
+        where: Root | None = None
+        if not any_project:
+            where = resolve_root(root)
+            project = resolve_project(project, where.path)
+        found: list[MemoRow] = []
+        if 1 <= memo_id <= MAX_ID:
+            with self.store.errors(), self.store.read() as conn:
+                found = self.store.memos(conn, ids=[memo_id])
+                files = self.store.files_of(conn, [memo_id]).get(memo_id, [])
+        if not found or not (any_project or found[0].project == project):
+            of = "" if any_project else f" in project {project!r}"
+            raise NotFoundError(
+                f"no memo with id {memo_id}{of}: list the ids with explomemo list (or recall first)"
+            )
         memo = found[0]
-        where = resolve_root(root) if root is not None else _recorded_root(memo.root)
+        if any_project:
+            where = resolve_root(root) if root is not None else _recorded_root(memo.root)
         (checked,) = self.describe(where, [files], self._observe(where, files), limits)
         detail = MemoDetail(
             id=memo.id,

@@ -9,9 +9,10 @@ X wired?" does not match every memo through "how" and "is".
 Scores are in [0, 1]. With a model, a memo's score is its cosine similarity
 plus a small weight of its word score, less a penalty when the query's words
 are unknown to every memo; without a model, the word score alone. A memo
-below the cut-off is not returned, so an unrelated query gets nothing; with a
-model, neither is any memo when the best one does not stand out from the
-project's memos (a question of the project's domain that no memo answers).
+below the cut-off is not returned; with a model, neither is any memo when the
+best one does not stand out from the project's memos (a question of the
+project's domain that no memo answers). The cut-off favours having the right
+memo among the matches: the agent that asked judges them by their questions.
 The one ranking is :func:`ranked`: pinned memos first, then by score, a stale
 memo scoring a little less.
 """
@@ -35,12 +36,13 @@ if TYPE_CHECKING:
     import numpy.typing as npt
 
 #: Fused score a memo needs when a model is present. It, UNKNOWN_PENALTY and
-#: SPREAD_Z were chosen together in the fourth round on the tuning sets of
-#: benchmarks/recall_quality (tune.py: the most near-domain unrelated
-#: questions answered with nothing while every tuning set stays no worse than
-#: before), WORDS_WEIGHT and QUESTION_DISCOUNT in the third round; all were
-#: then checked once on the held-out sets.
-FUSED_CUTOFF = 0.22
+#: SPREAD_Z were chosen together in the seventh round on the tuning sets of
+#: benchmarks/recall_quality (tune.py), for an agent that judges the matches by
+#: their questions: the best recall@3 with recall@1 no lower on any tuning set and
+#: the mean answer to an unrelated question within 1 KB (the fourth round's 0.22,
+#: 0.40 and 2.1 answered as many near-domain unrelated questions with nothing as
+#: they could). WORDS_WEIGHT and QUESTION_DISCOUNT are the third round's.
+FUSED_CUTOFF = 0.12
 #: Weight of the word score in the fused score.
 WORDS_WEIGHT = 0.25
 #: At similar relevance a fresh memo ranks above a stale one: this much score.
@@ -54,8 +56,8 @@ QUESTION_DISCOUNT = 0.05
 #: content words that no memo in the database contains: a query naming only
 #: things the memos never mention ("how are SQLAlchemy sessions scoped?")
 #: must be much closer in meaning to be returned, while one odd word in an
-#: otherwise familiar question costs little (a share of 1/5 costs 0.016).
-UNKNOWN_PENALTY = 0.40
+#: otherwise familiar question costs little (a share of 1/5 costs 0.024).
+UNKNOWN_PENALTY = 0.60
 #: The power of that share (the third round took it as it is: 1).
 UNKNOWN_EXPONENT = 2
 #: A query is answered (pinned memos aside) only when its best memo stands
@@ -63,7 +65,7 @@ UNKNOWN_EXPONENT = 2
 #: identifiers) at least this many standard deviations above their mean. A
 #: question from the project's domain that no memo answers scores alike on
 #: many memos through the domain's words; one a memo answers stands out.
-SPREAD_Z = 2.1
+SPREAD_Z = 1.9
 #: Projects with fewer memos skip the SPREAD_Z test: a few scores give no
 #: spread to speak of (it was measured on projects of 30 and 40 memos only).
 SPREAD_MIN_MEMOS = 20

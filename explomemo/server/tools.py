@@ -1,4 +1,4 @@
-"""The MCP server (stdio): four tools over :class:`~explomemo.memos.cache.MemoCache`.
+"""The MCP server (stdio): five tools over :class:`~explomemo.memos.cache.MemoCache`.
 
 The tools only parse, call the library and return its result. The lifespan
 opens the database once and starts loading the embedding model in a
@@ -9,10 +9,13 @@ warms up; once it is loaded, memos recorded without vectors get them.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import logging
+import operator
 import os
 import sys
+import types
 import typing
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -33,6 +36,7 @@ from explomemo.memos.cache import MemoCache
 from explomemo.recall.embeddings import ModelLoader
 from explomemo.shapes import (
     ForgetResult,
+    MemoDetail,
     RecallResult,
     RecordResult,
     Shape,
@@ -67,19 +71,23 @@ RECALL_DESCRIPTION = (
     " exploring. Each match is `fresh` (every file byte-identical: reuse it without"
     " re-reading) or `stale`: a `changed` file carries `diff` (recorded -> current, unified),"
     " a `missing` one `moved_to`. For a stale memo read the diffs, check the conclusion, and"
-    " record it again. Unrelated queries return no matches."
+    " record it again. A later match may come by id (`whole: false`): memory_exploration_show"
+    " gives it whole."
 )
 STALE_DESCRIPTION = (
     "Check every memo of a project against the files on disk and list the stale ones with"
     " their changed and missing files."
+)
+SHOW_DESCRIPTION = (
+    "One memo of a project whole, by id (as a whole recall match: conclusion, status, files"
+    " with their states and diffs)."
 )
 FORGET_DESCRIPTION = "Delete one memo of a project by id (a wrong or obsolete conclusion)."
 
 Project = Annotated[
     str | None,
     Field(
-        description="Usually left out: $EXPLOMEMO_PROJECT, else the repository's name"
-        " (shared by its worktrees and clones), else root's folder name.",
+        description="Usually left out: $EXPLOMEMO_PROJECT, else this repository's name.",
         min_length=1,
         max_length=inputs.MAX_PROJECT,
     ),
@@ -87,7 +95,7 @@ Project = Annotated[
 RootParam = Annotated[
     str | None,
     Field(
-        description="Absolute project directory; default: the server's working directory.",
+        description="Absolute project directory (default: the server's working directory).",
         max_length=1024,
     ),
 ]
@@ -212,7 +220,7 @@ def create_server(
             bool, Field(description="Also return stale memos (marked stale).", strict=True)
         ] = True,
     ) -> Annotated[CallToolResult, schema_type(RecallResult)]:
-        return _structured(
+        return structured(
             _call(
                 lambda: state(ctx).recall(
                     query=query,
@@ -235,6 +243,26 @@ def create_server(
         ctx: Context[Any], project: Project = None, root: RootParam = None
     ) -> Annotated[CallToolResult, schema_type(StaleResult)]:
         return _as_the_sdk_writes(_call(lambda: state(ctx).stale(project=project, root=root)))
+
+    @server.tool(
+        name="memory_exploration_show",
+        description=SHOW_DESCRIPTION,
+        annotations=ToolAnnotations(
+            title="Show one memo", read_only_hint=True, open_world_hint=False
+        ),
+    )
+    def show(
+        id: Annotated[
+            int,
+            Field(description="The memo's id, as recall gave it.", strict=True, ge=1, le=MAX_ID),
+        ],
+        ctx: Context[Any],
+        project: Project = None,
+        root: RootParam = None,
+    ) -> Annotated[CallToolResult, schema_type(MemoDetail)]:
+        return structured(
+            _call(lambda: state(ctx).show(id, root=root, project=project, any_project=False))
+        )
 
     @server.tool(
         name="memory_exploration_forget",
@@ -266,6 +294,7 @@ def create_server(
         "memory_exploration_record": RecordResult,
         "memory_exploration_recall": RecallResult,
         "memory_exploration_stale": StaleResult,
+        "memory_exploration_show": MemoDetail,
         "memory_exploration_forget": ForgetResult,
     }
     for tool in server._tool_manager.list_tools():
@@ -281,6 +310,13 @@ def create_server(
             # recall's time in the SDK's own client, measured at 10k memos).
             _inline_refs(tool.output_schema)
             _add_descriptions(tool.output_schema, schema_type(results[tool.name]))
+            _compact(tool.output_schema)
+    # A memo's files as show gives them are a recall match's, described in recall's
+    # schema of the same listing: not again.
+    shown = server._tool_manager.get_tool("memory_exploration_show")
+    assert shown is not None and shown.output_schema is not None
+    for prop in shown.output_schema["properties"]["files"]["items"]["properties"].values():
+        prop.pop("description", None)
     return server
 
 
@@ -311,6 +347,8 @@ def schema_type(shape: type[Shape]) -> type[Any]:
 
 
 def _schema_hint(hint: Any) -> Any:
+    if isinstance(hint, types.UnionType):
+        return functools.reduce(operator.or_, map(_schema_hint, typing.get_args(hint)))
     if typing.get_origin(hint) is list:
         (inner,) = typing.get_args(hint)
         return list[_schema_hint(inner)]  # type: ignore[misc]
@@ -370,6 +408,28 @@ def _inline_refs(schema: dict[str, Any]) -> None:
     schema.update(resolve(schema))
 
 
+def _compact(schema: Any) -> None:
+    """The same schema in fewer bytes: an object's description (its class's docstring,
+    there for readers of the code) is dropped, and ``anyOf: [{type: T}, {type: null}]``
+    is written ``type: [T, null]``."""
+    if isinstance(schema, dict):
+        if "properties" in schema:
+            schema.pop("description", None)
+        options = schema.get("anyOf")
+        if isinstance(options, list) and len(options) == 2 and {"type": "null"} in options:
+            (kept,) = [option for option in options if option != {"type": "null"}]
+            if isinstance(kept.get("type"), str):
+                del schema["anyOf"]
+                schema.update(kept, type=[kept["type"], "null"])
+                if "enum" in kept:
+                    schema["enum"] = [*kept["enum"], None]
+        for value in schema.values():
+            _compact(value)
+    elif isinstance(schema, list):
+        for item in schema:
+            _compact(item)
+
+
 def _drop_null_defaults(schema: Any) -> None:
     """Drop ``"default": null``: a result's optional fields are left out, never defaulted."""
     if isinstance(schema, dict):
@@ -401,7 +461,7 @@ def _drop_titles(schema: Any) -> None:
 T = TypeVar("T")
 
 
-def _structured(result: Shape) -> CallToolResult:
+def structured(result: Shape) -> CallToolResult:
     """A result whose fields that mean nothing for an item are left out, not written as null.
 
     The SDK would write every field of the dataclass; a recall's unchanged

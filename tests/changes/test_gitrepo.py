@@ -195,9 +195,8 @@ def test_hostile_git_runs_nothing_and_writes_nothing(tmp_path: Path) -> None:
             return result.structured_content
 
     matches = asyncio.run(recall())["matches"]
-    assert matches and all(
-        f["diff_source"] == "git" for m in matches for f in m["files"] if f["path"] == "tokens.py"
-    )
+    tokens = [f for m in matches for f in m.get("files", []) if f["path"] == "tokens.py"]
+    assert tokens and all(f["diff_source"] == "git" for f in tokens)
     assert sorted(p.name for p in markers.iterdir()) == []
     assert fingerprint(repo.path) == before
 

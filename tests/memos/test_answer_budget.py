@@ -101,18 +101,24 @@ def test_many_stale_memos_of_many_changed_files_stay_within_the_budget(
 def test_matches_come_in_rank_order_while_the_answer_fits(repo: Repo, db_path: Path) -> None:
     repo.write("a.py", "A = 1\n")
     big = "x" * 15_000
-    record_all(db_path, repo, [(f"{QUERY} part {n}", f"{n} {big}", ["a.py"]) for n in range(20)])
+    # Questions of 2,000 characters: even by id, 20 matches would not fit in 40,000.
+    long = [f"{QUERY} part {n} ".ljust(2000, "y") for n in range(20)]
+    record_all(db_path, repo, [(q, f"{n} {big}", ["a.py"]) for n, q in enumerate(long)])
     everything: dict[str, Any] = json.loads(recall_cli(db_path, repo, "--limit", "1", "--json"))
     text = recall_cli(db_path, repo, "--limit", "20", "--json")
     answer = json.loads(text)
     assert len(text) <= RECALL_CHARS
-    # Two conclusions of 15,000 characters fit in 40,000, a third would not.
-    assert (len(answer["matches"]), answer["omitted"]) == (2, 18)
-    assert answer["matches"][0] == everything["matches"][0]
+    first, *by_id = answer["matches"]
+    # The first whole (15,000 + 2,000 characters), the others by id while they fit.
+    assert first == everything["matches"][0] and "whole" not in first
+    assert by_id and all(m["whole"] is False and "conclusion" not in m for m in by_id)
+    shown = len(answer["matches"])
+    assert 2 < shown < 20 and answer["omitted"] == 20 - shown
+    assert len(text) + len(json.dumps(by_id[0], indent=2)) + 6 * 4 > RECALL_CHARS
     readable = recall_cli(db_path, repo, "--limit", "20")
     assert readable.endswith(
-        f"(18 more matches left out to keep the answer within {RECALL_CHARS:,} characters:"
-        " ask a narrower question to see them)"
+        f"({20 - shown} more matches left out to keep the answer within {RECALL_CHARS:,}"
+        " characters: ask a narrower question to see them)"
     )
     # Under the budget nothing is left out, and the answer says nothing of it.
     answer = json.loads(recall_cli(db_path, repo, "--limit", "2", "--json"))

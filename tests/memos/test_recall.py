@@ -91,7 +91,9 @@ def test_fresh_ranks_above_stale_at_similar_relevance(app: Path, db_path: Path) 
         result = cache.recall(query="zzz", project="svc", root=str(app))
         assert [(m.id, m.status) for m in result.matches] == [(fresh, "fresh"), (stale, "stale")]
         assert result.matches[1].score > result.matches[0].score
-        assert result.matches[1].files[0].state == "changed"
+        # Only the first comes whole: the stale one by id, its files with show.
+        assert result.matches[1].whole is False and result.matches[1].files is None
+        assert cache.show(stale, root=str(app)).files[0].state == "changed"
         only_fresh = cache.recall(query="zzz", project="svc", root=str(app), include_stale=False)
         assert [m.id for m in only_fresh.matches] == [fresh]
 
@@ -130,7 +132,7 @@ def test_server_answers_while_model_warms_up(
 
     async def story() -> None:
         async with Client(create_server(db_path, env={})) as client:
-            assert len((await client.list_tools()).tools) == 4
+            assert len((await client.list_tools()).tools) == 5
             recorded = await client.call_tool(
                 "memory_exploration_record",
                 {

@@ -91,9 +91,10 @@ def test_a_small_project_is_not_asked_to_stand_out() -> None:
 
 
 def test_one_unknown_word_in_five_costs_little_and_all_unknown_costs_the_penalty() -> None:
-    near = search.FUSED_CUTOFF + 0.02
-    # Linear, a share of 1/5 would cost UNKNOWN_PENALTY / 5 (0.08): more than the margin.
-    assert search.UNKNOWN_PENALTY / 5 > 0.02
+    near = search.FUSED_CUTOFF + 0.03
+    # Squared, a share of 1/5 costs UNKNOWN_PENALTY / 25 (0.024); linear, it would cost
+    # UNKNOWN_PENALTY / 5 (0.12): more than the margin.
+    assert search.UNKNOWN_PENALTY / 25 < 0.03 < search.UNKNOWN_PENALTY / 5
     assert [c.id for c in fuse(hits({1: near}), WordScores({}, unknown=0.2))] == [1]
     far = search.FUSED_CUTOFF + 0.9 * search.UNKNOWN_PENALTY
     assert fuse(hits({1: far}), WordScores({}, unknown=1.0)) == []

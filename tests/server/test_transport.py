@@ -65,7 +65,7 @@ def test_a_request_nested_too_deeply_gets_an_answer_and_the_server_goes_on(
             text = json.dumps(answer)
             assert "deeply" in text or "recursion" in text, text
         listed = server.answer(server.request("tools/list", {}), timeout=30)
-        assert len(listed["result"]["tools"]) == 4
+        assert len(listed["result"]["tools"]) == 5
         code, err = server.close()
     assert code == 0, err
     assert "Traceback" not in err and "RecursionError" not in err
