@@ -17,8 +17,8 @@ merged, and expected to fail until then (strict: a pass says they must be unmark
 turn that must leave no memo runs beside a turn that must leave one (the ``captured``
 project), so that a capture that records nothing cannot pass them.
 
-Permissions: ``claude -p`` reads files in its folder unasked; Edit and the MCP tools are
-allowed with ``--allowedTools Read Edit mcp__explomemo`` (the last allows every tool of
+Permissions: ``claude -p`` reads files in its folder unasked; Edit, Bash and the MCP tools are
+allowed with ``--allowedTools Read Edit Bash mcp__explomemo`` (the last allows every tool of
 that server). Claude Code defers MCP tools behind ToolSearch; the scripted model loads a
 tool's schema first, as a real model does.
 """
@@ -36,11 +36,14 @@ from typing import Any
 
 import pytest
 from helpers import EXPLOMEMO, Repo, claude_environment, run_quietly
-from scripted_model import Answer, Read, ScriptedModel, Step, Tool, recall, record
+from scripted_model import Answer, OnDisk, Read, ScriptedModel, Step, Tool, recall, record
 
 pytestmark = pytest.mark.slow
 
-ALLOWED = ["--allowedTools", "Read", "Edit", "mcp__explomemo"]
+CAPTURE = pytest.mark.xfail(strict=True, reason="issue 24: capture not merged yet")
+STATS = pytest.mark.xfail(strict=True, reason="issue 24: explomemo stats not merged yet")
+
+ALLOWED = ["--allowedTools", "Read", "Edit", "Bash", "mcp__explomemo"]
 #: The hook attachments of a transcript that are no failure (every other ``hook_*`` is one:
 #: ``hook_non_blocking_error``, ``hook_cancelled``, ``hook_blocking_error``, ...).
 FINE = {"hook_success", "hook_additional_context"}
@@ -393,3 +396,244 @@ def test_the_check_of_the_hooks_catches_a_hook_made_to_fail(
     for event in failing:
         assert any(p.startswith(f"{event} stderr: ") for p in problems), problems
     assert run.result["result"] == CONCLUSION
+
+
+# Capture (issue 24) ----------------------------------------------------------------------
+
+
+@dataclass
+class Captured:
+    """A project where a read-only question was answered by reading three files, then
+    asked again in other words in the next session."""
+
+    project: Project
+    question: Run
+    paraphrase: Run
+
+
+CAPTURED_FILES = ["src/auth.py", "src/tokens.py", "src/retry.py"]
+
+
+@pytest.fixture(scope="module")
+def captured(
+    tmp_path_factory: pytest.TempPathFactory, claude: Path, model: ScriptedModel
+) -> Captured:
+    project = Project(tmp_path_factory.mktemp("captured"), claude, model)
+    question = project.ask(QUESTION, [*reads(project, *CAPTURED_FILES), Answer(CONCLUSION)])
+    paraphrase = project.ask(PARAPHRASE, [recall(PARAPHRASE), Answer("As the memo says.")])
+    return Captured(project, question, paraphrase)
+
+
+def the_captured_memo(captured: Captured) -> dict[str, Any]:
+    """The memo the question left (the fixture's control: capture works in this build)."""
+    found = [m for m in captured.project.memos() if m["question"] == QUESTION]
+    assert len(found) == 1, found
+    return found[0]
+
+
+@CAPTURE
+def test_a_read_only_question_leaves_one_fresh_transcript_memo_on_exactly_its_files(
+    captured: Captured,
+) -> None:
+    memo = the_captured_memo(captured)
+    assert (memo["origin"], memo["conclusion"], memo["status"]) == (
+        "transcript",
+        CONCLUSION,
+        "fresh",
+    )
+    project = captured.project
+    assert [(f["path"], f["sha256"], f["state"]) for f in memo["files"]] == [
+        (rel, sha256(project, rel), "unchanged") for rel in CAPTURED_FILES
+    ]
+    # The Stop hook never asks to record a turn it recorded (three files read: today's
+    # reminder would ask).
+    assert captured.question.blocks() == []
+    assert len(captured.question.hooks("Stop")) == 1
+
+
+@CAPTURE
+def test_the_next_session_gets_the_captured_memo_from_recall_and_the_prompt_hook(
+    captured: Captured,
+) -> None:
+    memo = the_captured_memo(captured)
+    run = captured.paraphrase
+    (hint,) = run.added("UserPromptSubmit")
+    assert f"[memo {memo['id']}, fresh, 3 files unchanged] {QUESTION}" in hint
+    assert CONCLUSION in hint
+    (found,) = run.tool_results("mcp__explomemo__memory_exploration_recall")
+    match = tool_json(found)["matches"][0]
+    assert (match["id"], match["status"], match["origin"]) == (memo["id"], "fresh", "transcript")
+    # A turn answered from a fresh memo records nothing.
+    assert [m for m in captured.project.memos() if m["question"] == PARAPHRASE] == []
+
+
+def _numbers(value: Any, path: str = "") -> Iterator[tuple[str, int]]:
+    if isinstance(value, dict):
+        for key, item in value.items():
+            yield from _numbers(item, f"{path}/{key}")
+    elif isinstance(value, list):
+        for item in value:
+            yield from _numbers(item, path)
+    elif isinstance(value, int) and not isinstance(value, bool):
+        yield path, value
+
+
+@STATS
+def test_stats_count_the_captured_memo_and_what_serving_it_spared(captured: Captured) -> None:
+    the_captured_memo(captured)
+    stats = json.loads(captured.project.explomemo("stats", "--project", "shop", "--json"))
+    numbers = list(_numbers(stats))
+    # Read loosely, on SPEC.md's line (the shape is not fixed yet): memos by origin, memos
+    # served fresh and the bytes of their files an agent did not re-read, per surface
+    # (recall, prompt hook). The paraphrase's session was served the memo by both.
+    assert any("transcript" in path and n == 1 for path, n in numbers), stats
+    assert all(any(surface in path for path, _ in numbers) for surface in ("recall", "prompt"))
+    assert any(n >= 1 for path, n in numbers if "recall" in path or "prompt" in path), stats
+    spared = sum(len(FILES[rel].encode()) for rel in CAPTURED_FILES)
+    assert any("byte" in path and n >= spared for path, n in numbers), stats
+
+
+def no_memo_from(captured: Captured, run: Run, prompt: str) -> None:
+    """``run`` recorded nothing, though capture works here (the control memo is there), and
+    no memo was served to it (so no other rule explains it)."""
+    memos = captured.project.memos()
+    assert [m["question"] for m in memos if m["question"] == QUESTION] == [QUESTION]
+    assert [m for m in memos if prompt in m["question"]] == []
+    assert run.added("UserPromptSubmit") == []
+
+
+@CAPTURE
+def test_a_question_turn_that_edits_a_file_after_reading_it_leaves_no_memo(
+    captured: Captured,
+) -> None:
+    project = captured.project
+    prompt = "How does parse() split its input?"
+    before = (project.root / "src/parser.py").read_text()
+    edit = Tool(
+        "Edit",
+        {
+            "file_path": project.path("src/parser.py"),
+            "old_string": "return text.split(',')",
+            "new_string": "return text.split(',')  # fields, as given",
+        },
+    )
+    try:
+        run = project.ask(
+            prompt,
+            [*reads(project, "src/parser.py"), edit, Answer("It splits on commas.")],
+        )
+        assert (project.root / "src/parser.py").read_text() != before
+        no_memo_from(captured, run, prompt)
+    finally:
+        (project.root / "src/parser.py").write_text(before)
+
+
+@CAPTURE
+def test_a_task_prompt_whose_turn_reads_files_but_edits_none_leaves_no_memo(
+    captured: Captured,
+) -> None:
+    project = captured.project
+    prompt = "fix the parser"
+    run = project.ask(
+        prompt,
+        [*reads(project, "src/parser.py"), Answer("parse() looks right to me; nothing to fix.")],
+    )
+    no_memo_from(captured, run, prompt)
+
+
+@CAPTURE
+def test_a_follow_up_leaves_no_memo(captured: Captured) -> None:
+    project = captured.project
+    run = project.ask(
+        "why?",
+        [*reads(project, "src/tokens.py"), Answer("Because a JWT is signed with HS256.")],
+        resume=captured.question.session_id,
+    )
+    no_memo_from(captured, run, "why?")
+
+
+@CAPTURE
+def test_a_private_prompt_leaves_no_memo_and_no_trace_in_the_database(
+    captured: Captured,
+) -> None:
+    project = captured.project
+    prompt = "How many times does the HTTP client retry? <private>ticket SEC-4242</private>"
+    run = project.ask(prompt, [*reads(project, "src/retry.py"), Answer("Three times.")])
+    no_memo_from(captured, run, prompt)
+    assert b"SEC-4242" not in project.db.read_bytes()
+
+
+@CAPTURE
+def test_a_turn_with_capture_off_in_the_environment_leaves_no_memo(captured: Captured) -> None:
+    project = captured.project
+    prompt = "How long does the HTTP client wait between attempts?"
+    run = project.ask(
+        prompt,
+        [*reads(project, "src/retry.py"), Answer("0.5 s, doubled each attempt.")],
+        env={"EXPLOMEMO_CAPTURE": "off"},
+    )
+    no_memo_from(captured, run, prompt)
+
+
+@CAPTURE
+def test_a_setup_with_no_capture_leaves_no_memo(
+    captured: Captured, tmp_path: Path, claude: Path, model: ScriptedModel
+) -> None:
+    the_captured_memo(captured)
+    project = Project(tmp_path, claude, model, "--no-capture")
+    run = project.ask(QUESTION, [*reads(project, *CAPTURED_FILES), Answer(CONCLUSION)])
+    assert project.memos() == []
+    assert run.result["result"] == CONCLUSION
+
+
+SIGNED_WITH = ('b"change-me"', 'b"rotated"')
+
+
+def _edited_by_another_process(project: Project) -> list[Step]:
+    tokens = project.root / "src/tokens.py"
+    changed = FILES["src/tokens.py"].replace(*SIGNED_WITH)
+    return [OnDisk(lambda: tokens.write_text(changed))]
+
+
+def _edited_by_the_agents_bash_command(project: Project) -> list[Step]:
+    return [Tool("Bash", {"command": "sed -i 's/change-me/rotated/' src/tokens.py"})]
+
+
+@CAPTURE
+@pytest.mark.parametrize("edit", [_edited_by_another_process, _edited_by_the_agents_bash_command])
+def test_a_file_changed_between_its_read_and_the_stop_gives_a_memo_that_is_not_fresh(
+    project: Project, edit: Any
+) -> None:
+    project.ask(
+        QUESTION,
+        [*reads(project, "src/auth.py", "src/tokens.py"), *edit(project), Answer(CONCLUSION)],
+    )
+    assert (project.root / "src/tokens.py").read_text() == FILES["src/tokens.py"].replace(
+        *SIGNED_WITH
+    )
+    (memo,) = project.memos()
+    assert (memo["origin"], memo["status"]) == ("transcript", "stale")
+    states = {f["path"]: f for f in memo["files"]}
+    assert states["src/auth.py"]["state"] == "unchanged"
+    assert states["src/tokens.py"]["state"] == "changed"
+    # Recorded as the agent read it: the diff shows what changed since.
+    assert '+SIGNING_KEY = b"rotated"' in states["src/tokens.py"]["diff"]
+
+
+@CAPTURE
+def test_the_agents_own_record_of_the_same_question_replaces_the_transcript_memo(
+    project: Project,
+) -> None:
+    files = ["src/auth.py", "src/tokens.py"]
+    project.ask(QUESTION, [*reads(project, *files), Answer(CONCLUSION)])
+    (captured,) = project.memos()
+    assert captured["origin"] == "transcript"
+    mine = CONCLUSION + " Tokens signed with another key are refused."
+    run = project.ask(
+        QUESTION, [*reads(project, *files), record(QUESTION, mine, files), Answer(mine)]
+    )
+    recorded = tool_json(run.tool_results("mcp__explomemo__memory_exploration_record")[0])
+    assert (recorded["replaced"], recorded["id"]) == (True, captured["id"])
+    (memo,) = project.memos()
+    assert (memo["id"], memo["origin"], memo["conclusion"]) == (captured["id"], "agent", mine)
+    assert run.result["result"] == mine
