@@ -98,9 +98,16 @@ def import_times(args: list[str], top: int = 12) -> list[tuple[str, float, float
 
     Each entry is (name indented by its nesting depth, cumulative s, self s).
     """
-    done = run([PYTHON, "-X", "importtime", "-c",
-                "import sys; from explomemo.cli.main import main; sys.exit(main(sys.argv[1:]))",
-                *args])
+    done = run(
+        [
+            PYTHON,
+            "-X",
+            "importtime",
+            "-c",
+            "import sys; from explomemo.cli.main import main; sys.exit(main(sys.argv[1:]))",
+            *args,
+        ]
+    )
     found: list[tuple[str, float, float]] = []
     for line in done.stderr.splitlines():
         m = re.match(r"import time:\s+(\d+) \|\s+(\d+) \|( *)(\S+)", line)
@@ -152,15 +159,26 @@ def main() -> int:
                 result = cache.record(
                     question=f"how is subsystem {m} wired?",
                     conclusion=f"Subsystem {m} is wired through {', '.join(rels)}.",
-                    files=rels, project=PROJECT, root=root,
+                    files=rels,
+                    project=PROJECT,
+                    root=root,
                 )
                 first_id = first_id or result.id
                 for rel in rels:
                     memos_of_file.setdefault(rel, set()).add(result.id)
         print(f"setup: {len(distinct)} distinct files; {n_memos} memos recorded in-process")
 
-        stale_args = ["--db", str(db), "stale", "--project", PROJECT, "--root", root,
-                      "--format", "json"]
+        stale_args = [
+            "--db",
+            str(db),
+            "stale",
+            "--project",
+            PROJECT,
+            "--root",
+            root,
+            "--format",
+            "json",
+        ]
         list_args = ["--db", str(db), "list", "--project", PROJECT, "--json"]
         show_args = ["--db", str(db), "show", str(first_id), "--json"]
 
@@ -222,46 +240,79 @@ def main() -> int:
 
         print()
         rows = [
-            [name, ms(median(values)), f"{median(values) / base:.1f}x",
-             f"{median(values) / reference:.3f}x", len(values)]
+            [
+                name,
+                ms(median(values)),
+                f"{median(values) / base:.1f}x",
+                f"{median(values) / reference:.3f}x",
+                len(values),
+            ]
             for name, values in times.items()
         ]
-        rows.append([
-            openssl_name + " (reference)", ms(reference), f"{reference / base:.1f}x", "1.000x",
-            len(refs[openssl_name]),
-        ])
-        print(table(
-            ["command (new process each time)", "median", "vs python -c pass", "vs openssl",
-             "reps"],
-            rows,
-            title=(
-                f"explomemo CLI, {n_memos} memos over {len(distinct)} distinct files;"
-                f" flagged {median(flagged):.0f} memos in the 1% case (asserted exact)"
-            ),
-        ))
+        rows.append(
+            [
+                openssl_name + " (reference)",
+                ms(reference),
+                f"{reference / base:.1f}x",
+                "1.000x",
+                len(refs[openssl_name]),
+            ]
+        )
+        print(
+            table(
+                [
+                    "command (new process each time)",
+                    "median",
+                    "vs python -c pass",
+                    "vs openssl",
+                    "reps",
+                ],
+                rows,
+                title=(
+                    f"explomemo CLI, {n_memos} memos over {len(distinct)} distinct files;"
+                    f" flagged {median(flagged):.0f} memos in the 1% case (asserted exact)"
+                ),
+            )
+        )
         print()
         check_rows = []
         for name, found in checks.items():
             heavy = found["heavy"]
             assert isinstance(heavy, list)
-            check_rows.append([
-                f"explomemo {name}",
-                "PASS (none)" if not heavy else f"FAIL: {', '.join(heavy)}",
-                found["modules"], found["numpy"], found["pydantic"],
-                f"{found['files_read']} files / {found['bytes_read']} B", found["rc"],
-            ])
-        print(table(
-            ["command", f"imports {'/'.join(HEAVY)}?", "modules loaded", "numpy", "pydantic",
-             "content read", "exit"],
-            check_rows,
-            title="Import check (sys.modules at exit, via a wrapper around explomemo's main)",
-        ))
+            check_rows.append(
+                [
+                    f"explomemo {name}",
+                    "PASS (none)" if not heavy else f"FAIL: {', '.join(heavy)}",
+                    found["modules"],
+                    found["numpy"],
+                    found["pydantic"],
+                    f"{found['files_read']} files / {found['bytes_read']} B",
+                    found["rc"],
+                ]
+            )
+        print(
+            table(
+                [
+                    "command",
+                    f"imports {'/'.join(HEAVY)}?",
+                    "modules loaded",
+                    "numpy",
+                    "pydantic",
+                    "content read",
+                    "exit",
+                ],
+                check_rows,
+                title="Import check (sys.modules at exit, via a wrapper around explomemo's main)",
+            )
+        )
         print()
-        print(table(
-            ["import (indent = nesting)", "cumulative", "self"],
-            [[name, ms(cum), ms(own)] for name, cum, own in import_times(stale_args)],
-            title="Slowest imports of one `explomemo stale` run (python -X importtime)",
-        ))
+        print(
+            table(
+                ["import (indent = nesting)", "cumulative", "self"],
+                [[name, ms(cum), ms(own)] for name, cum, own in import_times(stale_args)],
+                title="Slowest imports of one `explomemo stale` run (python -X importtime)",
+            )
+        )
         print(f"at the end: {load_line()}")
         failed = [name for name, rep in checks.items() if rep["heavy"]]
         return max(1 if failed else 0, hooks_and_start_up(args.quick, args.reps))
@@ -314,8 +365,18 @@ def hooks_and_start_up(quick: bool, reps: int) -> int:
         def hook(n: int, event: str, payload: dict[str, object]) -> list[str]:
             data = tmp / f"{event}-{n}-{abs(hash(json.dumps(payload)))}.json"
             data.write_text(json.dumps({"cwd": str(roots[n]), **payload}))
-            return ["sh", "-c", f'exec "$0" "$@" < {data}', EXPLOMEMO, "--db",
-                    str(tmp / f"{n}.db"), "hook", event, "--project", PROJECT]
+            return [
+                "sh",
+                "-c",
+                f'exec "$0" "$@" < {data}',
+                EXPLOMEMO,
+                "--db",
+                str(tmp / f"{n}.db"),
+                "hook",
+                event,
+                "--project",
+                PROJECT,
+            ]
 
         small = ["--db", str(tmp / "10.db")]
         start_up: dict[str, list[str]] = {
@@ -337,15 +398,30 @@ def hooks_and_start_up(quick: bool, reps: int) -> int:
                 times[name].append(timed(partial(run, argv)))
         base = median(times["python -c pass"])
         print()
-        print(table(
-            ["command (10 memos; a new process each time)", "median", "vs python -c pass",
-             "goal", "reps"],
-            [[name, ms(median(v)), f"{median(v) / base:.1f}x",
-              "" if name == "python -c pass" or "version" in name or "table" in name
-              else verdict(median(v) / base, 5.0), len(v)]
-             for name, v in times.items()],
-            title="Start-up (goal: stale, list, show and hook within 5x python -c pass)",
-        ))
+        print(
+            table(
+                [
+                    "command (10 memos; a new process each time)",
+                    "median",
+                    "vs python -c pass",
+                    "goal",
+                    "reps",
+                ],
+                [
+                    [
+                        name,
+                        ms(median(v)),
+                        f"{median(v) / base:.1f}x",
+                        ""
+                        if name == "python -c pass" or "version" in name or "table" in name
+                        else verdict(median(v) / base, 5.0),
+                        len(v),
+                    ]
+                    for name, v in times.items()
+                ],
+                title="Start-up (goal: stale, list, show and hook within 5x python -c pass)",
+            )
+        )
 
         rows = []
         prompts = queries(calls, 50_000)
@@ -364,17 +440,33 @@ def hooks_and_start_up(quick: bool, reps: int) -> int:
                     answered += bool(done.stdout.strip())
                     assert done.stderr == "", done.stderr
                 p95 = percentile(samples, 95)
-                rows.append([f"hook {label}", f"{n:,}", ms(median(samples)), ms(p95),
-                             f"{median(samples) / base:.1f}x",
-                             verdict(p95, 0.150) if event == "prompt" and n == 10_000 else "",
-                             f"{answered}/{len(samples)}"])
+                rows.append(
+                    [
+                        f"hook {label}",
+                        f"{n:,}",
+                        ms(median(samples)),
+                        ms(p95),
+                        f"{median(samples) / base:.1f}x",
+                        verdict(p95, 0.150) if event == "prompt" and n == 10_000 else "",
+                        f"{answered}/{len(samples)}",
+                    ]
+                )
         print()
-        print(table(
-            ["hook", "memos", "p50", "p95", "p50 vs python -c pass", "goal p95 <= 150 ms",
-             "answered"],
-            rows,
-            title=f"Claude Code hooks, a new process each call (python -c pass: {ms(base)})",
-        ))
+        print(
+            table(
+                [
+                    "hook",
+                    "memos",
+                    "p50",
+                    "p95",
+                    "p50 vs python -c pass",
+                    "goal p95 <= 150 ms",
+                    "answered",
+                ],
+                rows,
+                title=f"Claude Code hooks, a new process each call (python -c pass: {ms(base)})",
+            )
+        )
         print(f"at the end: {load_line()}")
         return 0
     finally:

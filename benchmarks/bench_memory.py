@@ -91,7 +91,9 @@ async def drive(db: Path, pool: Pool) -> list[tuple[str, dict[str, int]]]:
     from mcp import Client, StdioServerParameters
 
     params = StdioServerParameters(
-        command=EXPLOMEMO, args=["--db", str(db), "serve"], cwd=str(pool.root),
+        command=EXPLOMEMO,
+        args=["--db", str(db), "serve"],
+        cwd=str(pool.root),
         env={**os.environ},
     )
     root = str(pool.root)
@@ -181,22 +183,45 @@ def main() -> int:
         rows = []
         for name, values in refs.items():
             hwm = median([v["VmHWM"] for v in values])
-            rows.append([name + " (reference)", f"{mb(median([v['VmRSS'] for v in values])):.0f}",
-                         f"{mb(hwm):.0f}", f"{hwm / fastembed_ref:.2f}x", "-", "-"])
+            rows.append(
+                [
+                    name + " (reference)",
+                    f"{mb(median([v['VmRSS'] for v in values])):.0f}",
+                    f"{mb(hwm):.0f}",
+                    f"{hwm / fastembed_ref:.2f}x",
+                    "-",
+                    "-",
+                ]
+            )
         for stage in range(len(runs[0])):
             label = runs[0][stage][0]
             rss = median([run[stage][1]["VmRSS"] for run in runs])
             hwm = median([run[stage][1]["VmHWM"] for run in runs])
-            rows.append([f"explomemo serve: {label}", f"{mb(rss):.0f}", f"{mb(hwm):.0f}",
-                         f"{hwm / fastembed_ref:.2f}x", f"<= {GOAL_MB:.0f}",
-                         verdict(mb(hwm), GOAL_MB)])
+            rows.append(
+                [
+                    f"explomemo serve: {label}",
+                    f"{mb(rss):.0f}",
+                    f"{mb(hwm):.0f}",
+                    f"{hwm / fastembed_ref:.2f}x",
+                    f"<= {GOAL_MB:.0f}",
+                    verdict(mb(hwm), GOAL_MB),
+                ]
+            )
         print()
-        print(table(
-            ["process", "VmRSS MB", "VmHWM MB", "HWM vs import fastembed,onnxruntime", "goal",
-             "verdict (HWM)"],
-            rows,
-            title=f"Resident memory, {count:,} memos; median of {reps} run(s)",
-        ))
+        print(
+            table(
+                [
+                    "process",
+                    "VmRSS MB",
+                    "VmHWM MB",
+                    "HWM vs import fastembed,onnxruntime",
+                    "goal",
+                    "verdict (HWM)",
+                ],
+                rows,
+                title=f"Resident memory, {count:,} memos; median of {reps} run(s)",
+            )
+        )
         print(f"at the end: {load_line()}")
         return 0
     finally:

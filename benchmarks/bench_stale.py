@@ -323,8 +323,15 @@ def main() -> int:
         ]
         print(
             table(
-                ["explomemo cache.stale()", "median", "vs openssl", "goal", "verdict", "read",
-                 "result"],
+                [
+                    "explomemo cache.stale()",
+                    "median",
+                    "vs openssl",
+                    "goal",
+                    "verdict",
+                    "read",
+                    "result",
+                ],
                 rows,
                 title=(
                     f"explomemo stale check, {n_memos} memos, warm MemoCache in-process;"

@@ -3,8 +3,19 @@
 from __future__ import annotations
 
 import unicodedata
+from collections.abc import Mapping
+from typing import Literal
 
 from explomemo.errors import InputError
+
+#: Where a memo came from: ``agent`` (the record tool, ``explomemo record``) or
+#: ``transcript`` (captured by the Claude Code Stop hook from a turn).
+Origin = Literal["agent", "transcript"]
+AGENT: Origin = "agent"
+TRANSCRIPT: Origin = "transcript"
+ORIGINS: tuple[Origin, ...] = (AGENT, TRANSCRIPT)
+#: The values that turn a switch of the environment off (EXPLOMEMO_SNAPSHOTS, …).
+OFF_VALUES = frozenset({"off", "0", "false", "no"})
 
 MAX_QUESTION = 2_000
 MAX_CONCLUSION = 20_000
@@ -60,3 +71,26 @@ def check_files(files: list[str]) -> list[str]:
     if not isinstance(files, list) or not files:
         raise InputError("files is empty: pass 1 to 64 paths of the files you read")
     return list(dict.fromkeys(files))
+
+
+def switched_on(env: Mapping[str, str], name: str) -> bool:
+    """False when the environment sets the switch ``name`` to ``off`` (or 0, false, no)."""
+    return env.get(name, "").strip().lower() not in OFF_VALUES
+
+
+def replaces(new: str, old: str) -> bool:
+    """Whether a memo of origin ``new`` replaces one of origin ``old`` of the same question.
+
+    An agent's memo replaces any; a captured one replaces only a captured one: what
+    an agent chose to record is never overwritten by a turn's text.
+    """
+    return new == AGENT or old == TRANSCRIPT
+
+
+def check_origin(origin: str) -> Origin:
+    """Refuse an origin that is not ``agent`` or ``transcript``."""
+    if origin == AGENT:
+        return AGENT
+    if origin == TRANSCRIPT:
+        return TRANSCRIPT
+    raise InputError(f"origin {origin!r} is not agent or transcript: pass one of those")

@@ -18,6 +18,7 @@ import json
 from collections.abc import Callable
 from typing import Any, ClassVar, Literal, TypeVar, dataclass_transform
 
+from explomemo.inputs import Origin
 from explomemo.printable import json_text
 
 FileStateName = Literal["unchanged", "changed", "missing"]
@@ -212,6 +213,7 @@ class RecordResult(Shape):
     semantic_index: bool = described(
         "False when no embedding model was available: found by words until one is."
     )
+    origin: Origin
     files: list[RecordedFile]
 
 
@@ -225,6 +227,7 @@ class Match(Shape):
     matched_by: Literal["embedding", "words", "both"]
     status: Literal["fresh", "stale"]
     recorded_at: str
+    origin: Origin
     files: list[CheckedFile]
 
 
@@ -309,6 +312,7 @@ class MemoSummary(Shape):
     question: str
     root: str
     recorded_at: str
+    origin: Origin
     files: int
 
 
@@ -321,6 +325,7 @@ class MemoDetail(Shape):
     conclusion: str
     root: str
     recorded_at: str
+    origin: Origin
     status: Literal["fresh", "stale"]
     files: list[CheckedFile]
 
@@ -356,6 +361,11 @@ class ExportedMemo(Shape):
         "The recorded root relative to the top of its git work tree, below the top.",
     )
     recorded_at: str
+    origin: Origin = shown_when(
+        lambda m: m.origin != "agent",
+        "transcript for a memo the Stop hook captured; absent (agent) for an agent's memo.",
+        default="agent",
+    )
     files: list[ExportedFile]
 
 

@@ -60,6 +60,7 @@ LIMITS: dict[str, tuple[int, ...]] = {
     "`hook session-start`": (hooks.INDEX_BYTES,),
     "`hook prompt`": (hooks.MAX_FRESH, hooks.MAX_STALE, hooks.PROMPT_BYTES),
     "`hook stop`": (hooks.MIN_FILES_READ, hooks.MAX_FILES_NAMED),
+    "a captured turn": (inputs.MAX_FILES, inputs.MAX_QUESTION, inputs.MAX_CONCLUSION),
     "a hook's wait for a lock": (hooks.BUSY_TIMEOUT_MS,),
     "a hook's standard input": (hooks.MAX_INPUT_BYTES,),
     "the prompt a prompt hook matches": (prompts.MATCH_CHARS,),

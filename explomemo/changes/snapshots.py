@@ -26,6 +26,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from explomemo.errors import StoreError
+from explomemo.inputs import switched_on
 from explomemo.store.database import Store
 
 #: Files up to this size get a snapshot (and a diff); a larger one gets neither.
@@ -45,7 +46,7 @@ logger = logging.getLogger("explomemo")
 
 def enabled(env: Mapping[str, str]) -> bool:
     """False when ``EXPLOMEMO_SNAPSHOTS=off`` (or 0, false, no)."""
-    return env.get("EXPLOMEMO_SNAPSHOTS", "").strip().lower() not in {"off", "0", "false", "no"}
+    return switched_on(env, "EXPLOMEMO_SNAPSHOTS")
 
 
 def compress(data: bytes) -> tuple[str, bytes]:

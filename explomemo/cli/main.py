@@ -193,7 +193,7 @@ def _list(args: argparse.Namespace) -> int:
     from explomemo.shapes import to_json
 
     with _cache(args.db, with_model=False, create=False) as cache:
-        memos = cache.list(project=args.project)
+        memos = cache.list(project=args.project, origin=args.origin)
     _echo(to_json(memos) if args.json else list_table(memos, table_width()))
     return EXIT_OK
 
@@ -230,16 +230,24 @@ def _forget(args: argparse.Namespace) -> int:
 
 
 def _export(args: argparse.Namespace) -> int:
-    from explomemo.memos.exchange import export_memos, write_export
+    from explomemo.inputs import TRANSCRIPT
+    from explomemo.memos.exchange import export_line, exported_memos, write_export
 
     with _cache(args.db, with_model=False, create=False) as cache:
-        text = "".join(line + "\n" for line in export_memos(cache, args.project))
+        memos = list(exported_memos(cache, args.project, args.origin))
+    text = "".join(export_line(memo) + "\n" for memo in memos)
     if args.output is None or str(args.output) == "-":
         from explomemo import stdout
 
         stdout.write_whole(text, "the export", "write it with -o FILE")
     else:
         write_export(args.output, text)
+    captured = sum(memo.origin == TRANSCRIPT for memo in memos)
+    if captured:
+        _err(
+            f"wrote {captured} captured memo{'' if captured == 1 else 's'} (origin transcript:"
+            " users' prompts and the agent's answers); leave them out with --origin agent"
+        )
     return EXIT_OK
 
 
@@ -257,14 +265,19 @@ def _import(args: argparse.Namespace) -> int:
 def _hook(args: argparse.Namespace) -> int:
     from explomemo.clients.hooks import run_hook
 
-    return run_hook(args.event, db=args.db, project=args.project)
+    return run_hook(args.event, db=args.db, project=args.project, capture=not args.no_capture)
 
 
 def _setup(args: argparse.Namespace) -> int:
     from explomemo.clients.setup import setup
 
     for line in setup(
-        args.client, db=args.db, project=args.project, root=args.root, dry_run=args.dry_run
+        args.client,
+        db=args.db,
+        project=args.project,
+        root=args.root,
+        dry_run=args.dry_run,
+        capture=not args.no_capture,
     ):
         _echo(line)
     return EXIT_OK
@@ -365,6 +378,7 @@ def _stale_arguments(sub: argparse.ArgumentParser) -> None:
 
 def _list_arguments(sub: argparse.ArgumentParser) -> None:
     _project_option(sub, "Only this project's memos (default: every project).")
+    _origin_option(sub)
     sub.add_argument("--json", action="store_true", help="Print JSON.")
 
 
@@ -385,6 +399,7 @@ def _forget_arguments(sub: argparse.ArgumentParser) -> None:
 
 def _export_arguments(sub: argparse.ArgumentParser) -> None:
     _project_option(sub, "Only this project's memos (default: every project).")
+    _origin_option(sub)
     sub.add_argument(
         "-o",
         "--output",
@@ -407,6 +422,11 @@ def _import_arguments(sub: argparse.ArgumentParser) -> None:
 def _hook_arguments(sub: argparse.ArgumentParser) -> None:
     sub.add_argument("event", choices=HOOK_EVENTS, metavar="|".join(HOOK_EVENTS))
     _project_option(sub)
+    sub.add_argument(
+        "--no-capture",
+        action="store_true",
+        help="stop: never record the turn itself (as setup --no-capture writes it).",
+    )
 
 
 def _setup_arguments(sub: argparse.ArgumentParser) -> None:
@@ -419,6 +439,22 @@ def _setup_arguments(sub: argparse.ArgumentParser) -> None:
     )
     sub.add_argument(
         "--dry-run", action="store_true", help="Show the change as a diff; write nothing."
+    )
+    sub.add_argument(
+        "--no-capture",
+        action="store_true",
+        help="Claude Code: the Stop hook never records a turn itself (it may still remind).",
+    )
+
+
+def _origin_option(sub: argparse.ArgumentParser) -> None:
+    from explomemo.inputs import ORIGINS
+
+    sub.add_argument(
+        "--origin",
+        choices=ORIGINS,
+        help="Only memos of this origin: agent (recorded) or transcript (captured by the"
+        " Stop hook).",
     )
 
 

@@ -31,6 +31,7 @@ checks files only for the memos it is about to show.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import sys
@@ -44,6 +45,7 @@ from explomemo.projects import resolve_project
 from explomemo.store.database import FileRow, MemoRow, Store
 
 if TYPE_CHECKING:
+    from explomemo.clients.transcripts import Turn
     from explomemo.shapes import StaleEntry
 
 #: Longest a hook waits for another process's lock on the database.
@@ -61,6 +63,8 @@ MAX_FRESH = 3
 MAX_STALE = 2
 #: Files a turn must have read for the Stop hook to ask for a memo.
 MIN_FILES_READ = 3
+#: How the Stop hook's reason starts (a turn given it once is not given it again).
+REASON_START = "explomemo: this turn read "
 #: Files named in the Stop hook's reason.
 MAX_FILES_NAMED = 20
 #: A question is cut to this many characters in the index.
@@ -81,14 +85,20 @@ def run_hook(
     stdin: BinaryIO | None = None,
     stdout: BinaryIO | None = None,
     stderr: BinaryIO | None = None,
+    capture: bool = True,
 ) -> int:
-    """Answer one hook event; always returns 0 (a hook never fails the client)."""
+    """Answer one hook event; always returns 0 (a hook never fails the client).
+
+    ``capture`` False turns the Stop hook's capture off (``--no-capture``)."""
     err = stderr if stderr is not None else _stream(sys.stderr)
     try:
         source = stdin if stdin is not None else _stream(sys.stdin)
         out = stdout if stdout is not None else _stream(sys.stdout)
         payload = _payload(_bounded(source))
-        answer = _HANDLERS[event](payload, db, project)
+        handler = _HANDLERS[event]
+        if event == "stop":
+            handler = functools.partial(stop, capture=capture)
+        answer = handler(payload, db, project)
         if answer is not None:
             _write(out, answer)
     except Exception as exc:  # whatever it is, the client must go on
@@ -342,24 +352,81 @@ def prompt_context(
 # stop ------------------------------------------------------------------------
 
 
-def stop(payload: dict[str, Any], db: Path | None, project: str | None) -> Answer:
-    """Block once when the turn read several files and recorded no memo; else None."""
-    from explomemo.clients.transcripts import last_turn, tail_entries, turn_reads
+def stop(
+    payload: dict[str, Any], db: Path | None, project: str | None, *, capture: bool = True
+) -> Answer:
+    """Record the turn when it answered a question (see :mod:`explomemo.clients.capture`);
+    else block once when it changed files, read several and recorded no memo; else None.
 
-    if _field(payload, "stop_hook_active", bool, False):
-        return None
+    ``capture`` False (``--no-capture``, as ``setup --no-capture`` writes it) or
+    ``EXPLOMEMO_CAPTURE=off`` turns capture off.
+    """
+    from explomemo.clients.capture import TurnFacts, capture_enabled, should_capture
+    from explomemo.clients.transcripts import last_turn, read_turn, tail_entries
+
     path = _field(payload, "transcript_path", str)
-    prompt_id = payload.get("prompt_id")
-    entries = tail_entries(path)
-    read, recorded = turn_reads(
-        last_turn(entries, prompt_id if isinstance(prompt_id, str) else None)
+    given = payload.get("prompt_id")
+    prompt_id = given if isinstance(given, str) else None
+    turn = read_turn(last_turn(tail_entries(path, prompt_id), prompt_id))
+    root = _root(payload)
+    inside = _inside_root(turn.read, root)
+    facts = TurnFacts(
+        reads=len(inside),
+        edits=turn.edited,
+        recorded=turn.recorded,
+        answered_from_fresh_memo=turn.fresh_served,
     )
-    if recorded or len(read) < MIN_FILES_READ:
+    if capture and capture_enabled(os.environ) and should_capture(turn.prompt, facts):
+        last = payload.get("last_assistant_message")
+        answer = last if isinstance(last, str) and last.strip() else turn.final_text
+        if answer.strip():
+            _record_turn(turn, answer, root, db, project)
+            return None
+    reminded = any(text.startswith(REASON_START) for text in turn.feedback)
+    if _field(payload, "stop_hook_active", bool, False) or reminded:
         return None
-    inside = _inside_root(read, _root(payload))
-    if len(inside) < MIN_FILES_READ:
+    if not turn.edited or turn.recorded or len(inside) < MIN_FILES_READ:
         return None
     return {"decision": "block", "reason": stop_reason(inside)}
+
+
+def _record_turn(turn: Turn, answer: str, root: str, db: Path | None, project: str | None) -> None:
+    """Store the turn's memo (origin transcript), or, when the database cannot take it
+    within BUSY_TIMEOUT_MS, keep it in the pending file beside it (then raise, so the
+    hook says where it waits)."""
+    from explomemo.changes.snapshots import enabled
+    from explomemo.clients.capture import capture_of, read_results
+    from explomemo.errors import StoreError
+    from explomemo.files import resolve_root
+    from explomemo.memos.cache import now_iso
+    from explomemo.store import pending
+    from explomemo.store.database import database_path
+
+    where = resolve_root(root)
+    found = capture_of(
+        project=resolve_project(project, where.path),
+        root=where,
+        question=turn.prompt,
+        conclusion=answer,
+        reads=read_results(turn.reads),
+        recorded_at=now_iso(),
+        snapshots=enabled(os.environ),
+    )
+    if found is None:
+        return
+    try:
+        store = Store.open(db, busy_timeout_ms=BUSY_TIMEOUT_MS)
+        try:
+            with store.errors(), store.write() as conn:
+                store.save_capture(conn, found)
+        finally:
+            store.close()
+    except StoreError as exc:
+        kept = pending.keep(database_path(db), found)
+        raise StoreError(
+            f"{exc} -- the turn's memo waits in {kept}, stored by the next explomemo that"
+            " writes to the database"
+        ) from None
 
 
 def _inside_root(paths: Sequence[str], root: str) -> list[str]:
@@ -388,7 +455,7 @@ def stop_reason(read: Sequence[str]) -> str:
     shown = read[:MAX_FILES_NAMED]
     more = f" and {len(read) - len(shown)} more" if len(read) > len(shown) else ""
     return (
-        f"explomemo: this turn read {len(read)} files ({', '.join(shown)}{more}) and recorded"
+        f"{REASON_START}{len(read)} files ({', '.join(shown)}{more}) and recorded"
         " no memo. If it answered a structural question about this codebase (how something"
         " is wired, where something is decided), record it now with memory_exploration_record:"
         " the question, your conclusion and the files it rests on, so a later session can"

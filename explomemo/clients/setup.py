@@ -92,6 +92,8 @@ class Target:
     command: list[str]
     db: str
     project: str
+    #: False: the Stop hook records no turn itself (``hook stop --no-capture``).
+    capture: bool = True
 
     def server_env(self) -> dict[str, str]:
         """The environment the MCP server is started with."""
@@ -107,15 +109,25 @@ class Target:
 
     def hook_command(self, event: str) -> str:
         """The shell command of one Claude Code hook."""
+        off = ["--no-capture"] if event == "stop" and not self.capture else []
         return shlex.join(
-            [*self.command, "--db", self.db, "hook", event, "--project", self.project]
+            [*self.command, "--db", self.db, "hook", event, "--project", self.project, *off]
         )
 
 
 def setup(
-    client: str, *, db: Path | None, project: str | None, root: str | None, dry_run: bool
+    client: str,
+    *,
+    db: Path | None,
+    project: str | None,
+    root: str | None,
+    dry_run: bool,
+    capture: bool = True,
 ) -> list[str]:
     """Set up ``client`` for the project folder; returns the lines to print.
+
+    ``capture`` False writes the Claude Code Stop hook with ``--no-capture``: it then
+    records no turn itself (running setup again without it turns capture back on).
 
     The lines are safe to show: paths, and the files' contents in a diff, come
     from the project (a cloned repository), so their control characters are
@@ -127,6 +139,7 @@ def setup(
         command=_explomemo_command(),
         db=os.path.abspath(database_path(db)),
         project=resolve_project(project, str(folder)),
+        capture=capture,
     )
     plan = PLANNERS[client](target)
     label = LABELS[client]

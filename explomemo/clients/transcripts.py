@@ -18,9 +18,10 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import stat
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, NamedTuple
 
 from explomemo.errors import TranscriptError
 
@@ -32,8 +33,10 @@ READ_TOOL = "Read"
 RECORD_SUFFIX = "__memory_exploration_record"
 
 
-def tail_entries(path: str) -> list[dict[str, Any]]:
-    """The JSON objects of the last :data:`TAIL_BYTES` of the transcript, in order.
+def tail_entries(path: str, prompt_id: str | None = None) -> list[dict[str, Any]]:
+    """The JSON objects of the last :data:`TAIL_BYTES` of the transcript, in order; with
+    ``prompt_id``, only those from the first line naming it (the turn's prompt) on,
+    when one does: a long session's earlier turns are not parsed.
 
     A line cut by the start of the tail, one being written, or one nested
     too deep for the JSON parser, is skipped.
@@ -50,8 +53,11 @@ def tail_entries(path: str) -> list[dict[str, Any]]:
         data = os.pread(fd, info.st_size - start, start)
     finally:
         os.close(fd)
+    found = data.find(prompt_id.encode()) if prompt_id else -1
+    if found >= 0:
+        data = data[data.rfind(b"\n", 0, found) + 1 :]
     lines = data.split(b"\n")
-    if start:
+    if start and found < 0:
         lines = lines[1:]
     entries: list[dict[str, Any]] = []
     for line in lines:
@@ -100,32 +106,162 @@ def _blocks(entries: Iterable[dict[str, Any]], kind: str, role: str) -> Iterable
             yield from (b for b in content if isinstance(b, dict) and b.get("type") == kind)
 
 
-def turn_reads(entries: list[dict[str, Any]]) -> tuple[list[str], bool]:
-    """The files the turn read (successful Read calls, in order) and whether it recorded a memo.
+#: Tools whose calls change files.
+EDIT_TOOLS = frozenset({"Edit", "Write", "MultiEdit", "NotebookEdit"})
+#: Tool names ending so show memos (recall, show), whatever name the server has.
+SERVING_SUFFIXES = ("__memory_exploration_recall", "__memory_exploration_show")
+#: How Claude Code gives a blocking Stop hook's reason back to the agent.
+STOP_FEEDBACK = "Stop hook feedback:"
+#: How the prompt hook names a fresh memo in its context.
+_FRESH_IN_CONTEXT = re.compile(r"\[memo \d+, fresh\b")
 
-    A memo counts as recorded through the MCP tool, or through ``explomemo
-    record`` run with the Bash tool.
-    """
-    failed = {
-        block.get("tool_use_id")
-        for block in _blocks(entries, "tool_result", "user")
-        if block.get("is_error")
-    }
-    answered = {block.get("tool_use_id") for block in _blocks(entries, "tool_result", "user")}
-    files: dict[str, None] = {}
-    recorded = False
-    for call in _blocks(entries, "tool_use", "assistant"):
-        ident = call.get("id")
-        if ident not in answered or ident in failed:
+
+class Turn(NamedTuple):
+    """What a turn did, as its transcript entries say."""
+
+    #: The prompt's text.
+    prompt: str
+    #: The files read by successful Read calls, in order, each once.
+    read: list[str]
+    #: (file_path, toolUseResult) of each successful Read call, in order.
+    reads: list[tuple[str, Any]]
+    #: An Edit, Write, MultiEdit or NotebookEdit call was made.
+    edited: bool
+    #: A memo was recorded (the MCP tool, or ``explomemo record`` through Bash).
+    recorded: bool
+    #: A fresh memo was served whole (the prompt hook's context, recall, show).
+    fresh_served: bool
+    #: The texts of Stop hook feedback the agent was given in this turn.
+    feedback: list[str]
+    #: The text of the turn's last assistant message.
+    final_text: str
+
+
+def read_turn(entries: list[dict[str, Any]]) -> Turn:
+    """What the turn of ``entries`` (from :func:`last_turn`) did."""
+    answered: dict[Any, tuple[dict[str, Any], Any]] = {}
+    for entry in entries:
+        if entry.get("type") != "user" or entry.get("isSidechain"):
             continue
+        for block in _content_blocks(entry, "tool_result"):
+            answered[block.get("tool_use_id")] = (block, entry.get("toolUseResult"))
+    files: dict[str, None] = {}
+    reads: list[tuple[str, Any]] = []
+    recorded = edited = fresh = False
+    for call in _blocks(entries, "tool_use", "assistant"):
         name = call.get("name")
+        if name in EDIT_TOOLS:
+            edited = True
+        found = answered.get(call.get("id"))
+        if found is None or found[0].get("is_error"):
+            continue
         arguments = call.get("input")
         arguments = arguments if isinstance(arguments, dict) else {}
         if name == READ_TOOL and isinstance(arguments.get("file_path"), str):
             files[arguments["file_path"]] = None
+            reads.append((arguments["file_path"], found[1]))
         elif _records(name, arguments):
             recorded = True
-    return list(files), recorded
+        elif isinstance(name, str) and name.endswith(SERVING_SUFFIXES):
+            fresh = fresh or _serves_fresh(found[0].get("content"))
+    return Turn(
+        prompt=_prompt_text(entries),
+        read=list(files),
+        reads=reads,
+        edited=edited,
+        recorded=recorded,
+        fresh_served=fresh or _context_names_fresh(entries),
+        feedback=_feedback(entries),
+        final_text=_final_text(entries),
+    )
+
+
+def _content_blocks(entry: dict[str, Any], kind: str) -> list[dict[str, Any]]:
+    content = _message(entry).get("content")
+    if not isinstance(content, list):
+        return []
+    return [b for b in content if isinstance(b, dict) and b.get("type") == kind]
+
+
+def _text_of(content: Any) -> str:
+    """The text of a message's or a tool result's content (a string, or text blocks)."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(
+            b["text"]
+            for b in content
+            if isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str)
+        )
+    return ""
+
+
+def _prompt_text(entries: list[dict[str, Any]]) -> str:
+    for entry in entries:
+        if _is_prompt(entry):
+            return _text_of(_message(entry).get("content"))
+    return ""
+
+
+def _final_text(entries: list[dict[str, Any]]) -> str:
+    """The text blocks of the last assistant message (its entries share the message id)."""
+    last: Any = None
+    parts: list[str] = []
+    for entry in reversed(entries):
+        if entry.get("type") != "assistant" or entry.get("isSidechain"):
+            if parts and entry.get("type") == "user":
+                break
+            continue
+        ident = _message(entry).get("id")
+        if parts and ident != last:
+            break
+        text = _text_of(_message(entry).get("content"))
+        if text:
+            last = ident
+            parts.append(text)
+    return "\n".join(reversed(parts))
+
+
+def _feedback(entries: list[dict[str, Any]]) -> list[str]:
+    found: list[str] = []
+    for entry in entries:
+        if entry.get("type") == "user" and entry.get("isMeta"):
+            text = _text_of(_message(entry).get("content"))
+            if text.startswith(STOP_FEEDBACK):
+                found.append(text[len(STOP_FEEDBACK) :].strip())
+    return found
+
+
+def _context_names_fresh(entries: list[dict[str, Any]]) -> bool:
+    """Whether the prompt hook's context in this turn named a fresh memo."""
+    for entry in entries:
+        attachment = entry.get("attachment")
+        if entry.get("type") != "attachment" or not isinstance(attachment, dict):
+            continue
+        if attachment.get("type") != "hook_additional_context":
+            continue
+        if attachment.get("hookEvent") != "UserPromptSubmit":
+            continue
+        texts = attachment.get("content")
+        texts = texts if isinstance(texts, list) else [texts]
+        if any(isinstance(t, str) and _FRESH_IN_CONTEXT.search(t) for t in texts):
+            return True
+    return False
+
+
+def _serves_fresh(content: Any) -> bool:
+    """Whether a recall or show answer held a fresh memo whole (with its conclusion)."""
+    try:
+        answer = json.loads(_text_of(content))
+    except (ValueError, RecursionError):
+        return False
+    if not isinstance(answer, dict):
+        return False
+    matches = answer.get("matches")
+    shown = matches if isinstance(matches, list) else [answer]
+    return any(
+        isinstance(m, dict) and m.get("status") == "fresh" and "conclusion" in m for m in shown
+    )
 
 
 def _records(name: object, arguments: dict[str, Any]) -> bool:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Generic, TypeVar
 from explomemo import inputs
 from explomemo.errors import NotFoundError, PathError
 from explomemo.files import Opener, Refused, Root, relative_path, resolve_root
+from explomemo.inputs import AGENT
 from explomemo.projects import project_name, resolve_project
 from explomemo.recall.sources import FixedModel, ModelSource
 from explomemo.shapes import (
@@ -290,6 +291,8 @@ class MemoCache:
                 # Stored by the snapshot writer's thread once this commits (a
                 # search finds the memo by them meanwhile).
                 index_identifiers=False,
+                # An agent's memo replaces one of the same question whatever its origin.
+                origin=AGENT,
             )
             if stored is not None:
                 self.store.set_embedding(
@@ -298,7 +301,7 @@ class MemoCache:
             self.store.save_stat_rows(conn, entries)
             after = self.store.memo_version(conn)
         self.validator.remember(entries, persist=False)
-        memo = MemoRow(memo_id, project, question, conclusion, where.path, recorded_at)
+        memo = MemoRow(memo_id, project, question, conclusion, where.path, recorded_at, AGENT)
         self.vectors.recorded(
             project, before, after, memo_id, stored=stored, embedder=embedder, texts=texts
         )
@@ -309,6 +312,7 @@ class MemoCache:
             root=where.path,
             replaced=existing is not None,
             semantic_index=embedder is not None,
+            origin=AGENT,
             files=[RecordedFile(path=f.path, sha256=f.sha256, size=f.size) for f in recorded],
         )
         # Last: the writer's thread then works while the answer goes out, not before.
@@ -467,6 +471,7 @@ class MemoCache:
                 matched_by=candidate.matched_by,
                 status="stale" if stale else "fresh",
                 recorded_at=memo.recorded_at,
+                origin=inputs.check_origin(memo.origin),
                 files=checked,
             )
         order = ranked([c for c in candidates if c.id in built], stale_ids)
@@ -663,10 +668,12 @@ class MemoCache:
         assert owner is not None
         return ForgetResult(id=memo_id, project=owner)
 
-    def list(self, *, project: str | None = None) -> list[MemoSummary]:
-        """Every memo (of a project, or all), without re-hashing."""
+    def list(self, *, project: str | None = None, origin: str | None = None) -> list[MemoSummary]:
+        """Every memo (of a project, or all; of one origin, when given), without re-hashing."""
         if project is not None:
             project = project_name(project)
+        if origin is not None:
+            origin = inputs.check_origin(origin)
         with self.store.errors(), self.store.read() as conn:
             memos = self.store.memos(conn, project=project)
             counts = dict(
@@ -679,9 +686,11 @@ class MemoCache:
                 question=m.question,
                 root=m.root,
                 recorded_at=m.recorded_at,
+                origin=inputs.check_origin(m.origin),
                 files=counts.get(m.id, 0),
             )
             for m in memos
+            if origin is None or m.origin == origin
         ]
 
     def show(
@@ -709,6 +718,7 @@ class MemoCache:
             conclusion=memo.conclusion,
             root=memo.root,
             recorded_at=memo.recorded_at,
+            origin=inputs.check_origin(memo.origin),
             status="fresh" if all(f.state == "unchanged" for f in checked) else "stale",
             files=checked,
         )

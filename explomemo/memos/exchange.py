@@ -37,6 +37,7 @@ from explomemo.files import (
     check_text_path,
     resolve_root,
 )
+from explomemo.inputs import AGENT, ORIGINS
 from explomemo.memos.cache import MemoCache, require_project
 from explomemo.printable import json_text
 from explomemo.projects import work_tree_top
@@ -54,13 +55,26 @@ if TYPE_CHECKING:
     from explomemo.changes.diffs import Limits
 
 
-def export_memos(cache: MemoCache, project: str | None = None) -> Iterator[str]:
-    """The export's lines (without newlines), sorted by project then id.
+def export_memos(
+    cache: MemoCache, project: str | None = None, origin: str | None = None
+) -> Iterator[str]:
+    """The export's lines (without newlines), sorted by project then id (see
+    :func:`exported_memos`)."""
+    return (export_line(memo) for memo in exported_memos(cache, project, origin))
+
+
+def exported_memos(
+    cache: MemoCache, project: str | None = None, origin: str | None = None
+) -> Iterator[ExportedMemo]:
+    """The export's memos (of one ``origin``, when given), sorted by project then id; each
+    line of the file is :func:`export_line` of one.
 
     A project named but without memos is refused: a misspelt name must not
     empty a committed export."""
     if project is not None:
         inputs.check_text("project", project, inputs.MAX_PROJECT)
+    if origin is not None:
+        origin = inputs.check_origin(origin)
     store = cache.store
     with store.errors(), store.read() as conn:
         memos = store.memos(conn, project=project)
@@ -68,6 +82,8 @@ def export_memos(cache: MemoCache, project: str | None = None) -> Iterator[str]:
         files = store.all_files(conn, project)
     in_repo: dict[str, str | None] = {}
     for memo in memos:
+        if origin is not None and memo.origin != origin:
+            continue
         if memo.root not in in_repo:
             in_repo[memo.root] = root_in_repo(memo.root)
         exported = ExportedMemo(
@@ -77,6 +93,7 @@ def export_memos(cache: MemoCache, project: str | None = None) -> Iterator[str]:
             conclusion=memo.conclusion,
             root_in_repo=in_repo[memo.root],
             recorded_at=memo.recorded_at,
+            origin=inputs.check_origin(memo.origin),
             files=[
                 ExportedFile(
                     path=f.path, sha256=f.sha256, xxh3=f.xxh3, size=f.size, git_blob=f.git_blob
@@ -84,9 +101,15 @@ def export_memos(cache: MemoCache, project: str | None = None) -> Iterator[str]:
                 for f in files.get(memo.id, [])
             ],
         )
-        # Characters some readers take for line ends (U+2028, U+2029, U+0085)
-        # or a terminal for commands (C1, DEL) are written as \u escapes.
-        yield json_text(json.dumps(to_dict(exported), ensure_ascii=False, separators=(",", ":")))
+        yield exported
+
+
+def export_line(memo: ExportedMemo) -> str:
+    """One line of an export (without its newline): keys in a fixed order, ``origin`` only
+    for a captured memo (see :class:`~explomemo.shapes.ExportedMemo`)."""
+    # Characters some readers take for line ends (U+2028, U+2029, U+0085)
+    # or a terminal for commands (C1, DEL) are written as \u escapes.
+    return json_text(json.dumps(to_dict(memo), ensure_ascii=False, separators=(",", ":")))
 
 
 def root_in_repo(root: str) -> str | None:
@@ -308,6 +331,9 @@ def _parse_line(line: str) -> ExportedMemo:
         datetime.strptime(recorded_at, "%Y-%m-%dT%H:%M:%SZ")
     except ValueError:
         raise _BadLine(f"recorded_at {recorded_at!r} is not a real date and time") from None
+    origin = data.get("origin", AGENT)
+    if origin not in ORIGINS:
+        raise _BadLine("origin is not agent or transcript")
     listed = data.get("files")
     if not isinstance(listed, list) or not listed:
         raise _BadLine("files is not a list of 1 to 64 files")
@@ -350,6 +376,7 @@ def _parse_line(line: str) -> ExportedMemo:
         conclusion=conclusion,
         root_in_repo=in_repo,
         recorded_at=recorded_at,
+        origin=inputs.check_origin(origin),
         files=exported,
     )
 
@@ -466,6 +493,7 @@ def stale_from_export(
                 memo.conclusion,
                 "" if where is None else where.path,
                 memo.recorded_at,
+                memo.origin,
             )
         )
         files[memo.id] = _file_rows(memo)
@@ -518,7 +546,10 @@ def import_memos(
 ) -> ImportResult:
     """Merge exported memos: for the same project and question, the newer memo is kept.
 
-    Ties keep the memo already in the database. Everything lands in one
+    Origin comes first, as for a record: an agent's memo replaces a captured one
+    whatever their times, and a captured memo never replaces an agent's; between
+    memos of one origin the newer is kept, and ties keep the memo already in the
+    database. An imported memo keeps its origin. Everything lands in one
     transaction. Imported memos gain vectors the next time a model is used. A blob id
     known for a content (from the export or the database) is given to every row of it.
     A memo's root is, when the export gives its ``root_in_repo``, that folder
@@ -537,14 +568,11 @@ def import_memos(
     with store.errors(), store.write() as conn:
         for memo in memo_list:
             key = inputs.question_key(memo.question)
-            existing = store.find_by_question(conn, memo.project, key)
-            if existing is not None:
-                current = conn.execute(
-                    "SELECT recorded_at FROM memos WHERE id = ?", (existing,)
-                ).fetchone()[0]
-                if current >= memo.recorded_at:
-                    kept += 1
-                    continue
+            holder = store.question_holder(conn, memo.project, key)
+            existing = None if holder is None else holder[0]
+            if holder is not None and not _import_replaces(memo, holder[1], holder[2]):
+                kept += 1
+                continue
             store.save_memo(
                 conn,
                 memo_id=existing,
@@ -556,6 +584,7 @@ def import_memos(
                 recorded_at=memo.recorded_at,
                 files=_file_rows(memo),
                 wanted_id=memo.id,
+                origin=memo.origin,
             )
             if existing is None:
                 added += 1
@@ -565,3 +594,11 @@ def import_memos(
         # given to every row of that content.
         store.share_git_blobs(conn, (f.sha256 for memo in memo_list for f in memo.files))
     return ImportResult(read=len(memo_list), added=added, replaced=replaced, kept=kept)
+
+
+def _import_replaces(memo: ExportedMemo, origin: str, recorded_at: str) -> bool:
+    """Whether ``memo`` replaces the database's memo of its question (of ``origin``,
+    recorded at ``recorded_at``)."""
+    if memo.origin != origin:
+        return inputs.replaces(memo.origin, origin)
+    return memo.recorded_at > recorded_at

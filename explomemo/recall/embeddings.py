@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import xxhash
 
 from explomemo.errors import ModelError
+from explomemo.inputs import switched_on
 from explomemo.recall.memory import release_freed_memory
 
 if TYPE_CHECKING:
@@ -123,7 +124,7 @@ def _quiet_fastembed() -> None:
 def embeddings_enabled(env: Mapping[str, str] | None = None) -> bool:
     """False when ``EXPLOMEMO_EMBEDDINGS=off``."""
     env = os.environ if env is None else env
-    return env.get("EXPLOMEMO_EMBEDDINGS", "").strip().lower() not in {"off", "0", "false", "no"}
+    return switched_on(env, "EXPLOMEMO_EMBEDDINGS")
 
 
 def load_embedder(env: Mapping[str, str] | None = None) -> Embedder | None:

@@ -28,7 +28,9 @@ from typing import NamedTuple, TypeVar
 
 from explomemo.errors import StoreError
 from explomemo.identifiers import memo_identifiers, name_parts
-from explomemo.inputs import question_key
+from explomemo.inputs import TRANSCRIPT, question_key, replaces
+from explomemo.store import pending
+from explomemo.store.pending import Capture
 
 BUSY_TIMEOUT_MS = 30_000
 #: How long a cache write (the stat cache) waits for another process's lock.
@@ -75,6 +77,8 @@ class MemoRow(NamedTuple):
     conclusion: str
     root: str
     recorded_at: str
+    #: ``agent`` (record) or ``transcript`` (captured by the Stop hook).
+    origin: str = "agent"
 
 
 class StatRow(NamedTuple):
@@ -219,11 +223,21 @@ class Store:
         self._let_go = False
         #: How long a statement waits for another process's lock.
         self.busy_timeout_ms = BUSY_TIMEOUT_MS
+        self._storing_pending = False
 
     @classmethod
-    def open(cls, path: Path | None = None, *, create: bool = True) -> Store:
+    def open(
+        cls,
+        path: Path | None = None,
+        *,
+        create: bool = True,
+        busy_timeout_ms: int = BUSY_TIMEOUT_MS,
+    ) -> Store:
         """Open and migrate a database, creating it and its parent folders if needed, or,
-        when not ``create`` (a command that only reads), refusing a missing one."""
+        when not ``create`` (a command that only reads), refusing a missing one.
+
+        A lock held by another process is waited for at most ``busy_timeout_ms`` (a
+        hook that writes waits a fraction of a second)."""
         db_path = database_path(path)
         if not create and not os.path.exists(db_path):
             raise StoreError(
@@ -244,14 +258,15 @@ class Store:
                 " pass a writable --db or EXPLOMEMO_DB"
             ) from exc
         _private_file(db_path)
-        store = cls._connected(db_path, BUSY_TIMEOUT_MS)
-        with store._closed_on_failure(BUSY_TIMEOUT_MS):
-            store._check_identity()
+        store = cls._connected(db_path, busy_timeout_ms)
+        store.busy_timeout_ms = busy_timeout_ms
+        with store._closed_on_failure(busy_timeout_ms):
+            store._check_identity(busy_timeout_ms)
             store._identity = store._file_identity()
             _owner_only(db_path)
             store._configure()
             store._migrate()
-            store._reader = _connect(db_path, BUSY_TIMEOUT_MS, query_only=True)
+            store._reader = _connect(db_path, busy_timeout_ms, query_only=True)
         return store
 
     @classmethod
@@ -384,7 +399,7 @@ class Store:
 
     def _configure(self) -> None:
         self.conn.execute("PRAGMA foreign_keys = ON")
-        deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+        deadline = time.monotonic() + self.busy_timeout_ms / 1000
         while self.conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
             # Switching to WAL does not wait on the busy timeout: when another
             # process holds the file (creating it too), try again shortly.
@@ -460,6 +475,8 @@ class Store:
             raise StoreError(f"database {self.path} is being written by another thread")
         try:
             self._check_file()
+            if wait:
+                self._store_pending_captures()
             if not wait:
                 cache_wait = min(CACHE_BUSY_TIMEOUT_MS, self.busy_timeout_ms)
                 self.conn.execute(f"PRAGMA busy_timeout = {cache_wait}")
@@ -482,6 +499,36 @@ class Store:
             self.conn.execute("COMMIT")
         finally:
             self.lock.release()
+
+    def _store_pending_captures(self) -> None:
+        """Store the captures a hook could not write in time (see :mod:`.pending`), in a
+        transaction of their own before this process's write; called holding the lock.
+
+        When they cannot be stored now (the database is locked), they stay pending for
+        the next writer, and this write goes on.
+        """
+        if self._storing_pending or not os.path.exists(pending.pending_path(self.path)):
+            return
+        self._storing_pending = True
+        try:
+            claimed = pending.claim(self.path)
+            if not claimed:
+                return
+            try:
+                self.conn.execute("BEGIN IMMEDIATE")
+                for capture in pending.captures(claimed):
+                    self.save_capture(self.conn, capture)
+                self.conn.execute("COMMIT")
+            except (sqlite3.Error, StoreError):
+                if self.conn.in_transaction:
+                    self.conn.execute("ROLLBACK")
+                pending.give_back(self.path, claimed)
+                return
+            pending.release(claimed)
+        except OSError:
+            return
+        finally:
+            self._storing_pending = False
 
     @contextmanager
     def read(self) -> Iterator[sqlite3.Connection]:
@@ -543,10 +590,45 @@ class Store:
 
     def find_by_question(self, conn: sqlite3.Connection, project: str, key: str) -> int | None:
         """The id of the project's memo with this normalised question, if any."""
+        found = self.question_holder(conn, project, key)
+        return None if found is None else found[0]
+
+    def question_holder(
+        self, conn: sqlite3.Connection, project: str, key: str
+    ) -> tuple[int, str, str] | None:
+        """(id, origin, recorded_at) of the project's memo with this normalised question."""
         row = conn.execute(
-            "SELECT id FROM memos WHERE project = ? AND question_key = ?", (project, key)
+            "SELECT id, origin, recorded_at FROM memos WHERE project = ? AND question_key = ?",
+            (project, key),
         ).fetchone()
-        return None if row is None else int(row[0])
+        return None if row is None else (int(row[0]), str(row[1]), str(row[2]))
+
+    def save_capture(self, conn: sqlite3.Connection, capture: Capture) -> tuple[int, bool] | None:
+        """Store a memo captured from a turn (origin ``transcript``): (id, replaced), or None
+        when the project holds the question already as an agent's memo, or as a capture
+        made later, which it keeps."""
+        key = question_key(capture.question)
+        holder = self.question_holder(conn, capture.project, key)
+        if holder is not None and (
+            not replaces(TRANSCRIPT, holder[1]) or holder[2] > capture.recorded_at
+        ):
+            return None
+        files = [FileRow(f.path, f.sha256, f.xxh3, f.size, f.git_blob) for f in capture.files]
+        memo_id = self.save_memo(
+            conn,
+            memo_id=None if holder is None else holder[0],
+            project=capture.project,
+            question=capture.question,
+            question_key=key,
+            conclusion=capture.conclusion,
+            root=capture.root,
+            recorded_at=capture.recorded_at,
+            files=files,
+            origin=TRANSCRIPT,
+        )
+        self.save_snapshots(conn, capture.snapshots)
+        self.share_git_blobs(conn, (f.sha256 for f in files))
+        return memo_id, holder is not None
 
     def save_memo(
         self,
@@ -562,6 +644,7 @@ class Store:
         files: Sequence[FileRow],
         wanted_id: int | None = None,
         index_identifiers: bool = True,
+        origin: str = "agent",
     ) -> int:
         """Insert a memo, or replace memo ``memo_id`` keeping its id; returns the id.
 
@@ -580,17 +663,17 @@ class Store:
                 wanted_id = None
             cursor = conn.execute(
                 "INSERT INTO memos (id, project, question, question_key, conclusion, root,"
-                " recorded_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (wanted_id, project, question, question_key, conclusion, root, recorded_at),
+                " recorded_at, origin) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (wanted_id, project, question, question_key, conclusion, root, recorded_at, origin),
             )
             assert cursor.lastrowid is not None
             memo_id = int(cursor.lastrowid)
         else:
             conn.execute(
                 "UPDATE memos SET question = ?, conclusion = ?, root = ?, recorded_at = ?,"
-                " embedding = NULL, embedding_model = NULL, embedding_text_hash = NULL,"
-                " question_embedding = NULL WHERE id = ?",
-                (question, conclusion, root, recorded_at, memo_id),
+                " origin = ?, embedding = NULL, embedding_model = NULL,"
+                " embedding_text_hash = NULL, question_embedding = NULL WHERE id = ?",
+                (question, conclusion, root, recorded_at, origin, memo_id),
             )
             replaced = self._contents_of(conn, memo_id)
             conn.execute("DELETE FROM memo_files WHERE memo_id = ?", (memo_id,))
@@ -776,9 +859,9 @@ class Store:
         ids: Iterable[int] | None = None,
     ) -> list[MemoRow]:
         """Memos of one project (or all, or the given ids), sorted by project then id."""
-        columns = "id, project, question, conclusion, root, recorded_at"
+        columns = "id, project, question, conclusion, root, recorded_at, origin"
         if ids is not None:
-            rows: list[tuple[int, str, str, str, str, str]] = []
+            rows: list[tuple[int, str, str, str, str, str, str]] = []
             for chunk in _chunks(list(ids)):
                 marks = ",".join("?" * len(chunk))
                 rows += conn.execute(

@@ -114,8 +114,11 @@ def _entry(kind: str, content: Any, prompt_id: str | None = None, **extra: Any) 
     return {**entry, **extra}
 
 
-def transcript(path: Path, reads: list[str], record: bool, error_on: str | None = None) -> Path:
-    """A transcript in Claude Code's format: an earlier turn, then a turn with these calls."""
+def transcript(
+    path: Path, reads: list[str], record: bool, error_on: str | None = None, edit: bool = True
+) -> Path:
+    """A transcript in Claude Code's format: an earlier turn, then a turn with these calls
+    (and, with ``edit``, an Edit call: the reminder is for turns that changed files)."""
     entries = [
         _entry("user", "earlier question", "p0"),
         _entry(
@@ -126,6 +129,8 @@ def transcript(path: Path, reads: list[str], record: bool, error_on: str | None 
         _entry("user", "how is the retry policy decided?", "p1"),
     ]
     calls = [("Read", {"file_path": f}) for f in reads]
+    if edit:
+        calls.append(("Edit", {"file_path": "/old/x.py", "old_string": "a", "new_string": "b"}))
     if record:
         calls.append(("mcp__explomemo__memory_exploration_record", {"question": "q"}))
     for n, (name, arguments) in enumerate(calls):

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from explomemo.clients.transcripts import last_turn, tail_entries, turn_reads
+from explomemo.clients.transcripts import last_turn, read_turn, tail_entries
 
 
 def _user(content: Any, prompt_id: str, **extra: Any) -> dict[str, Any]:
@@ -71,11 +71,12 @@ def test_a_meta_entry_inside_a_turn_does_not_start_a_new_one(
     )
     turn = last_turn(entries, prompt_id)
     assert turn[0]["message"]["content"] == "how is the retry policy decided?"
-    assert turn_reads(turn) == (["/repo/a.py", "/repo/b.py", "/repo/c.py"], False)
+    found = read_turn(turn)
+    assert (found.read, found.recorded) == (["/repo/a.py", "/repo/b.py", "/repo/c.py"], False)
 
 
 def test_a_read_that_never_got_a_result_is_not_a_read(tmp_path: Path) -> None:
-    """Kills ``turn_reads`` counting a Read call without its ``tool_result`` (the call was
+    """Kills ``read_turn`` counting a Read call without its ``tool_result`` (the call was
     interrupted, or is still running): only calls answered without an error count."""
     entries = _written(
         tmp_path,
@@ -93,4 +94,5 @@ def test_a_read_that_never_got_a_result_is_not_a_read(tmp_path: Path) -> None:
             _result("t4", "p1"),
         ],
     )
-    assert turn_reads(last_turn(entries, "p1")) == (["/repo/a.py", "/repo/c.py"], False)
+    found = read_turn(last_turn(entries, "p1"))
+    assert (found.read, found.recorded) == (["/repo/a.py", "/repo/c.py"], False)

@@ -142,7 +142,8 @@ def test_tools_list_is_complete_and_small(db_path: Path) -> None:
     assert RECORD_DESCRIPTION == REFERENCE_RECORD_DESCRIPTION
     assert tools["memory_exploration_record"].description == REFERENCE_RECORD_DESCRIPTION
     size = len(json.dumps(listing.model_dump(mode="json", by_alias=True, exclude_none=True)))
-    assert size < 8 * 1024, size
+    # 8,187 bytes before the memo shapes gained ``origin`` (SPEC.md), 8,323 after.
+    assert size < 8 * 1024 + 256, size
     for tool in tools.values():
         assert tool.output_schema is not None, tool.name
         for name, prop in tool.input_schema["properties"].items():
@@ -244,6 +245,7 @@ def test_output_schemas_are_inlined_and_valid(db_path: Path) -> None:
         matched_by="both",
         status="fresh",
         recorded_at="2026-11-30T10:00:00Z",
+        origin="agent",
         files=[],
     )
     result = RecallResult(project="p", root="/r", query="q", semantic_index=True, matches=[match])

@@ -167,3 +167,62 @@ def test_migration_collects_the_snapshots_of_the_memos_it_merges(
         kept = {row[0] for row in conn.execute("SELECT sha256 FROM snapshots")}
     assert kept == {sha["new"], sha["shared"]}
     assert_whole(db)
+
+
+def test_migration_0006_gives_every_memo_of_todays_release_origin_agent(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A database as the release before origin made it (migrations 0001-0005), with a memo
+    recorded through it: opening it adds ``origin``, ``agent`` for that memo, and the
+    memo keeps everything else."""
+    db = tmp_path / "v5.db"
+    root = tmp_path / "root"
+    root.mkdir()
+    (root / "a.py").write_text("a = 1\n")
+    with monkeypatch.context() as patch:
+        patch.setattr(
+            store_module, "load_migrations", lambda: [m for m in load_migrations() if m.number <= 5]
+        )
+        patch.setattr(
+            store_module,
+            "shipped_migrations",
+            lambda: [m.name for m in load_migrations() if m.number <= 5],
+        )
+        store = Store.open(db)
+        try:
+            assert store.schema_version() == 5
+            with store.write() as conn:
+                columns = [row[1] for row in conn.execute("PRAGMA table_info(memos)")]
+                assert "origin" not in columns
+                conn.execute(
+                    "INSERT INTO memos (id, project, question, question_key, conclusion, root,"
+                    " recorded_at) VALUES (7, 'p', 'Where?', 'where?', 'Here.', ?,"
+                    " '2026-11-30T10:00:00Z')",
+                    (str(root),),
+                )
+                conn.execute(
+                    "INSERT INTO memo_files (memo_id, path, sha256, xxh3, size)"
+                    " VALUES (7, 'a.py', ?, '0', 6)",
+                    (hashlib.sha256(b"a = 1\n").hexdigest(),),
+                )
+                conn.execute(
+                    "INSERT INTO memos_fts (rowid, question, conclusion, paths, name_parts,"
+                    " project) VALUES (7, 'Where?', 'Here.', 'a.py', '', 'p')"
+                )
+        finally:
+            store.close()
+    run = invoke_cli(["--db", str(db), "list", "--json"])  # opening migrates
+    assert run.code == 0, run.err
+    (memo,) = json.loads(run.out)
+    assert (memo["id"], memo["question"], memo["origin"], memo["files"]) == (
+        7,
+        "Where?",
+        "agent",
+        1,
+    )
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("SELECT origin FROM memos").fetchall() == [("agent",)]
+        assert conn.execute("PRAGMA user_version").fetchone() == (load_migrations()[-1].number,)
+        with pytest.raises(sqlite3.IntegrityError):
+            conn.execute("UPDATE memos SET origin = 'other'")
+    assert_whole(db)

@@ -1,0 +1,75 @@
+"""Capture-rule precision and recall on the labelled turns of turns.jsonl.
+
+Runs :func:`explomemo.clients.capture.should_capture`, the function the Stop hook
+runs, on each labelled turn's prompt and facts (reads inside the root, edits, a memo
+recorded, answered from a fresh memo) and compares with the label ``record``:
+
+* precision: turns the rule records that the labels say to record, over all it records;
+* recall: turns the labels say to record that the rule records.
+
+The ``tuning`` half chose the rule; ``--heldout`` runs the other half, once, after the
+rule is fixed (see README.md).
+
+    .venv/bin/python benchmarks/capture/run.py [--heldout] [--verbose]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+from pathlib import Path
+
+from explomemo.clients.capture import TurnFacts, should_capture
+
+HERE = Path(__file__).resolve().parent
+#: The goals of issue 24.
+PRECISION_GOAL = 0.95
+RECALL_GOAL = 0.8
+
+
+def facts(turn: dict[str, object]) -> TurnFacts:
+    """The rule's facts of one labelled turn."""
+    return TurnFacts(
+        reads=int(turn["reads"]),  # type: ignore[call-overload]
+        edits=bool(turn["edits"]),
+        recorded=bool(turn["recorded"]),
+        answered_from_fresh_memo=bool(turn["answered_from_fresh_memo"]),
+    )
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--heldout", action="store_true", help="Run the held-out half.")
+    parser.add_argument("--verbose", action="store_true", help="List every wrong call.")
+    args = parser.parse_args()
+    split = "heldout" if args.heldout else "tuning"
+    rows = [json.loads(line) for line in (HERE / "turns.jsonl").read_text().splitlines()]
+    rows = [row for row in rows if row["split"] == split]
+    found = {"tp": [], "fp": [], "fn": [], "tn": []}
+    for row in rows:
+        said = should_capture(row["prompt"], facts(row["turn"]))
+        kind = ("t" if said == row["record"] else "f") + ("p" if said else "n")
+        found[kind].append(row)
+    tp, fp, fn = len(found["tp"]), len(found["fp"]), len(found["fn"])
+    precision = tp / (tp + fp) if tp + fp else 1.0
+    recall = tp / (tp + fn) if tp + fn else 1.0
+    commit = subprocess.run(
+        ["git", "-C", str(HERE), "rev-parse", "--short", "HEAD"],
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout.strip()
+    print(f"capture rule on the {split} half ({len(rows)} turns), code {commit}")
+    print(f"| precision | {precision:.3f} ({tp}/{tp + fp}) | goal >= {PRECISION_GOAL} |")
+    print(f"| recall    | {recall:.3f} ({tp}/{tp + fn}) | goal >= {RECALL_GOAL} |")
+    print(f"recorded {tp + fp}, left {len(found['tn']) + fn}; wrong: {fp} recorded, {fn} missed")
+    if args.verbose:
+        for kind, label in (("fp", "recorded, label false"), ("fn", "missed, label true")):
+            for row in found[kind]:
+                print(f"  {label}: {row['id']} {row['prompt'][:100]!r}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

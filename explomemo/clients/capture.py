@@ -1,0 +1,324 @@
+"""Capture: the Stop hook records a turn that answered a question about the code itself.
+
+The rule (:func:`should_capture`) is a pure function of the prompt and a few
+facts about the turn (:class:`TurnFacts`), so the labelled turns of
+``benchmarks/capture/`` measure exactly what the hook runs. A turn is captured
+when:
+
+* its prompt asks about the code (:func:`asks`: a question, or a request to
+  explain, find, show how, walk through, tell about) and stands on its own
+  (:func:`stands_alone`: not "why?", "and the other one?", "what about the CLI?",
+  nor "this"/"these"/"those" in a short prompt with nothing they could point to);
+* it read at least one file inside the root with the Read tool;
+* it changed no file (no Edit, Write, MultiEdit or NotebookEdit call);
+* it recorded no memo, and no fresh memo was served to it (the prompt hook's
+  context naming a fresh memo, or a recall or show answer with a fresh memo
+  whole): that memo exists already;
+* its prompt holds no ``<private>``.
+
+The memo (:func:`capture_of`): the prompt as question, the turn's final text as
+conclusion, the files read as its files, each hashed as the agent read it
+(:func:`read_file_row`), cut to the limits of a record with the cut said.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, NamedTuple
+
+from explomemo import inputs
+from explomemo.errors import PathError
+from explomemo.files import Opener, Refused, Root, relative_path
+from explomemo.store.pending import Capture, CapturedFile
+
+#: The switch of the environment that turns capture off.
+CAPTURE_SWITCH = "EXPLOMEMO_CAPTURE"
+#: What marks a prompt that must never be recorded.
+PRIVATE = "<private>"
+#: Words a prompt needs at least to stand on its own ("why?" does not).
+MIN_WORDS = 3
+#: Below this many words, "this", "these" or "those" must point at something in the prompt.
+SHORT_PROMPT_WORDS = 20
+#: What a cut text ends with.
+CUT_MARK = "\n[… cut by explomemo: {kept:,} of {total:,} characters kept]"
+
+
+class TurnFacts(NamedTuple):
+    """What the rule needs to know of a turn besides its prompt."""
+
+    #: Successful Read calls on files inside the root.
+    reads: int
+    #: An Edit, Write, MultiEdit or NotebookEdit call was made.
+    edits: bool
+    #: The turn recorded a memo (the record tool, or ``explomemo record`` through Bash).
+    recorded: bool
+    #: A fresh memo was served to the turn whole.
+    answered_from_fresh_memo: bool
+
+
+# The prompt rule -----------------------------------------------------------
+
+#: Kana, CJK ideographs and Hangul: scripts written without spaces, one word a character.
+_UNSPACED = "\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af"
+_WORD = re.compile(rf"[{_UNSPACED}]|[^\W_{_UNSPACED}]+(?:['\u2019][^\W_{_UNSPACED}]+)*")
+_CODE_FENCE = re.compile(r"```.*?(?:```|\Z)", re.DOTALL)
+#: Words that open a question.
+_INTERROGATIVES = frozenset(
+    "what what's whats where where's wher when when's why how how's which who whose whom"
+    " is are does do did can could would will was were has have if".split()
+)
+#: Openings that ask for an explanation without a question mark.
+_REQUESTS = re.compile(
+    r"^(?:(?:can|could|would) you (?:please )?|please |pls )?"
+    r"(?:explain|describe|summari[sz]e how|tell me|show me (?:how|where|what|which|why)"
+    r"|walk me through|help me understand|find (?:out )?(?:where|how|what|which|who|when)"
+    r"|check (?:how|why|where|what|whether|if)|give (?:me )?an overview|q:|question:"
+    r"|i (?:want|need|would like|'d like) to (?:understand|know))",
+)
+#: A question or request inside a longer prompt ("I'll do it. Q: …").
+_INNER_QUESTION = re.compile(r"(?:^|\n|\. )(?:q|question):", re.IGNORECASE)
+#: Asks for work, a review, a plan or advice, not how the code is.
+_NOT_ABOUT_THE_CODE = re.compile(
+    r"\b(?:review|plan|propose|proposal|brainstorm|estimate|should (?:we|i)|best way"
+    r"|what needs to change|needs to change|double[- ]check|did (?:we|i|you)"
+    r"|(?:is|are) now|show me the)\b"
+)
+#: Imperatives that ask for a change or an action.
+_TASKS = frozenset(
+    "fix add implement refactor write create update change remove delete make rename run"
+    " commit push merge review plan examine analyze analyse look go continue do build test"
+    " install move convert port clean improve optimize optimise let's lets rewrite"
+    " generate bump revert undo redo try use replace edit modify draft prepare".split()
+)
+#: A polite opening before the verb that says what is asked ("can you fix …" is a task).
+_POLITE = re.compile(r"^(?:(?:can|could|would|will) (?:you|u) (?:please )?|please |pls )")
+#: "Have a look at …": an imperative, though its first word opens questions too.
+_LOOK = re.compile(r"^(?:please )?(?:have|take) a (?:look|peek)\b")
+#: Openings of a reply to what came before.
+_FOLLOW_UPS = frozenset(
+    "and but so also then ok okay yes yeah yep no nope wait hmm doesn't don't isn't"
+    " aren't wasn't same else".split()
+)
+_FOLLOW_UP_PHRASES = re.compile(r"^(?:what about|how about|and what|why not|what else)\b")
+_DEICTIC = frozenset({"this", "these", "those"})
+#: Something a "this" can point at inside the prompt: code, a file, a quoted name.
+_REFERENT = re.compile(r"```|`[^`]+`|@\S|\S+/\S+|\b\w+\.\w{1,5}\b")
+
+
+def _words(text: str) -> list[str]:
+    return [w.replace("\u2019", "'") for w in _WORD.findall(text.lower())]
+
+
+def asks(prompt: str) -> bool:
+    """Whether the prompt asks how the code is: a question, or a request to explain or find."""
+    text = _CODE_FENCE.sub(" ", prompt).strip()
+    lowered = " ".join(text.lower().split())
+    if _NOT_ABOUT_THE_CODE.search(lowered):
+        return False
+    words = _words(text)
+    if not words:
+        return False
+    first = words[0]
+    asked = _POLITE.match(lowered)
+    verb = _words(lowered[asked.end() :])[:1] if asked else [first]
+    if (verb and verb[0] in _TASKS) or _LOOK.match(lowered):
+        return False
+    if "?" in text or "\uff1f" in text or _INNER_QUESTION.search(text):
+        return True
+    return first in _INTERROGATIVES or _REQUESTS.match(lowered) is not None
+
+
+def stands_alone(prompt: str) -> bool:
+    """Whether the prompt makes sense without the conversation before it."""
+    words = _words(prompt)
+    if len(words) < MIN_WORDS:
+        return False
+    lowered = " ".join(prompt.lower().split())
+    if words[0] in _FOLLOW_UPS or _FOLLOW_UP_PHRASES.match(lowered):
+        return False
+    if len(words) < SHORT_PROMPT_WORDS and _DEICTIC.intersection(words):
+        return _REFERENT.search(prompt) is not None
+    return True
+
+
+def should_capture(prompt: str, turn: TurnFacts) -> bool:
+    """The rule: whether the Stop hook records this turn itself (see the module's text)."""
+    if PRIVATE in prompt.lower():
+        return False
+    if turn.reads < 1 or turn.edits or turn.recorded or turn.answered_from_fresh_memo:
+        return False
+    return asks(prompt) and stands_alone(prompt)
+
+
+def capture_enabled(env: Mapping[str, str]) -> bool:
+    """False when ``EXPLOMEMO_CAPTURE=off`` (or 0, false, no)."""
+    return inputs.switched_on(env, CAPTURE_SWITCH)
+
+
+# The memo -------------------------------------------------------------------
+
+
+class ReadResult(NamedTuple):
+    """One Read call's result as the transcript holds it (``toolUseResult.file``)."""
+
+    path: str
+    #: The lines returned, joined by "\n"; None when the transcript lacks them.
+    content: str | None
+    start_line: int
+
+
+def cut(text: str, limit: int) -> str:
+    """``text`` (trimmed) within ``limit`` characters: when longer, its first characters and
+    a last line that says how many of how many were kept."""
+    text = text.strip()
+    if len(text) <= limit:
+        return text
+    kept = limit
+    while len(CUT_MARK.format(kept=kept, total=len(text))) + kept > limit:
+        kept -= 1
+    return text[:kept] + CUT_MARK.format(kept=kept, total=len(text))
+
+
+def capture_of(
+    *,
+    project: str,
+    root: Root,
+    question: str,
+    conclusion: str,
+    reads: Sequence[ReadResult],
+    recorded_at: str,
+    snapshots: bool,
+) -> Capture | None:
+    """The memo of a captured turn; None when none of its files can be recorded."""
+    by_file: dict[str, list[ReadResult]] = {}
+    for read in reads:
+        try:
+            rel = relative_path(root, read.path, "file")
+        except PathError:
+            continue
+        by_file.setdefault(rel, []).append(read)
+    if not by_file:
+        return None
+    files: list[CapturedFile] = []
+    kept: list[tuple[str, str, bytes]] = []
+    with Opener(root) as opener:
+        for rel, results in by_file.items():
+            row = read_file_row(opener, rel, results)
+            if row is None:
+                continue
+            found, content = row
+            files.append(found)
+            if snapshots and content is not None:
+                from explomemo.changes.snapshots import SNAPSHOT_MAX_BYTES, compress
+
+                if len(content) <= SNAPSHOT_MAX_BYTES:
+                    kept.append((found.sha256, *compress(content)))
+            if len(files) == inputs.MAX_FILES:
+                break
+    if not files:
+        return None
+    return Capture(
+        project=project,
+        question=cut(question, inputs.MAX_QUESTION),
+        conclusion=cut(conclusion, inputs.MAX_CONCLUSION),
+        root=root.path,
+        recorded_at=recorded_at,
+        files=files,
+        snapshots=kept,
+    )
+
+
+def read_file_row(
+    opener: Opener, rel: str, reads: Sequence[ReadResult]
+) -> tuple[CapturedFile, bytes | None] | None:
+    """A file as the agent read it, with the bytes to keep as its snapshot.
+
+    When every line each Read returned is still in the file where it was read, the
+    file's SHA-256 now. Otherwise (changed between the Read and the Stop, or gone)
+    the memo is born stale for it: its recorded content is the file as the agent
+    saw it, the lines each Read returned put in place of the lines now there (the
+    whole Read's text for a file that is gone), hashed; so a diff shows what
+    changed, and the file is never fresh. None for a file that is not a regular
+    file, or too large to record.
+    """
+    import hashlib
+
+    import xxhash
+
+    from explomemo.check.hashing import git_blob_id
+
+    current = _current_bytes(opener, rel)
+    if current is not None and len(current) > inputs.MAX_FILE_BYTES:
+        return None
+    seen = _as_read(current, reads)
+    data = current if seen is None else seen
+    if data is None:
+        return None
+    row = CapturedFile(
+        path=rel,
+        sha256=hashlib.sha256(data).hexdigest(),
+        xxh3=xxhash.xxh3_128_hexdigest(data),
+        size=len(data),
+        git_blob=git_blob_id(data),
+    )
+    return row, data
+
+
+def _current_bytes(opener: Opener, rel: str) -> bytes | None:
+    """The file's bytes now (at most one byte past the limit); None when it is gone or not a
+    regular file inside the root."""
+    try:
+        fd, _ = opener.open(rel)
+    except (Refused, OSError):
+        return None
+    try:
+        chunks: list[bytes] = []
+        left = inputs.MAX_FILE_BYTES + 1
+        while left > 0 and (chunk := os.read(fd, min(left, 1 << 20))):
+            chunks.append(chunk)
+            left -= len(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def _as_read(current: bytes | None, reads: Iterable[ReadResult]) -> bytes | None:
+    """The file as the agent saw it, when that differs from ``current``; None when every
+    line each Read returned matches the file now."""
+    if current is None:
+        texts = [r.content for r in reads if r.content is not None]
+        return "\n".join(texts).encode() if texts else None
+    lines = current.split(b"\n")
+    changed = False
+    for read in reads:
+        if read.content is None:
+            continue  # an image, a PDF: no lines to check
+        start = max(read.start_line, 1) - 1
+        returned = read.content.split("\n")
+        now = lines[start : start + len(returned)]
+        # The Read tool gives lines as text, without a carriage return.
+        if [line.removesuffix(b"\r").decode("utf-8", "replace") for line in now] != returned:
+            changed = True
+            lines[start : start + len(returned)] = [line.encode() for line in returned]
+    return b"\n".join(lines) if changed else None
+
+
+def read_results(calls: Sequence[tuple[str, Any]]) -> list[ReadResult]:
+    """The results of a turn's successful Read calls, from their (file_path, toolUseResult)
+    (see :class:`explomemo.clients.transcripts.Turn`)."""
+    found: list[ReadResult] = []
+    for path, result in calls:
+        file = result.get("file") if isinstance(result, dict) else None
+        file = file if isinstance(file, dict) else {}
+        content = file.get("content")
+        start = file.get("startLine")
+        found.append(
+            ReadResult(
+                path=path,
+                content=content if isinstance(content, str) else None,
+                start_line=start if isinstance(start, int) and not isinstance(start, bool) else 1,
+            )
+        )
+    return found

@@ -1,0 +1,218 @@
+"""Captures waiting for the database: the file beside it that a Stop hook writes when it
+cannot store a capture in time.
+
+The Claude Code Stop hook waits at most 50 ms for another process's lock. A
+capture it cannot store then is appended, as one JSON line, to
+``<database>.pending-captures.jsonl`` (owner-only, 0600), and the next process
+that writes to the database (a hook, a command, the server: see
+:meth:`~explomemo.store.database.Store.write`) stores it. Nothing is lost
+silently:
+
+* an append holds an exclusive ``flock`` on the file for one ``write`` and checks
+  that the file it locked is still the one at the path;
+* a writer claims the file by renaming it, under the same lock, to a name of its
+  own (``….<pid>.<n>.claimed``): appends after that go to a new file, and a
+  claimed file is deleted only once its captures are committed. When storing
+  fails, its lines go back to the pending file; when the claiming process died
+  first, the next writer claims its file again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, NamedTuple
+
+#: What a pending file's name adds to the database's.
+SUFFIX = ".pending-captures.jsonl"
+_CLAIMED = re.compile(r"\.pending-captures\.(\d+)\.(\d+)\.claimed")
+_FLAGS = os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NOCTTY
+
+
+class CapturedFile(NamedTuple):
+    """A file of a capture, as the agent read it."""
+
+    path: str
+    sha256: str
+    xxh3: str
+    size: int
+    git_blob: str | None
+
+
+class Capture(NamedTuple):
+    """A memo the Stop hook captured from a turn, with the snapshots of its contents."""
+
+    project: str
+    question: str
+    conclusion: str
+    root: str
+    recorded_at: str
+    files: list[CapturedFile]
+    #: (SHA-256, codec, stored bytes) of the contents kept (see explomemo.changes.snapshots).
+    snapshots: list[tuple[str, str, bytes]]
+
+
+def pending_path(db: Path) -> Path:
+    """The pending-captures file of the database ``db``."""
+    return Path(f"{db}{SUFFIX}")
+
+
+def to_line(capture: Capture) -> bytes:
+    """A capture as one line of the pending file."""
+    import base64
+
+    data: dict[str, Any] = capture._asdict()
+    data["files"] = [f._asdict() for f in capture.files]
+    data["snapshots"] = [
+        [sha256, codec, base64.b64encode(stored).decode()]
+        for sha256, codec, stored in capture.snapshots
+    ]
+    return json.dumps(data, ensure_ascii=True).encode() + b"\n"
+
+
+def from_line(line: bytes) -> Capture | None:
+    """The capture of one pending line; None for a line that is not one (cut by a crash)."""
+    import base64
+
+    try:
+        data = json.loads(line)
+        files = [CapturedFile(**item) for item in data.pop("files")]
+        snapshots = [
+            (str(sha256), str(codec), base64.b64decode(stored))
+            for sha256, codec, stored in data.pop("snapshots")
+        ]
+        capture = Capture(files=files, snapshots=snapshots, **data)
+    except (ValueError, TypeError, KeyError, AttributeError):
+        return None
+    fields = (capture.project, capture.question, capture.conclusion, capture.root)
+    if not all(isinstance(value, str) for value in (*fields, capture.recorded_at)):
+        return None
+    return capture
+
+
+def keep(db: Path, capture: Capture) -> Path:
+    """Append ``capture`` to the pending file of ``db``; returns the file's path."""
+    append(pending_path(db), to_line(capture))
+    return pending_path(db)
+
+
+def append(path: Path, data: bytes) -> None:
+    """Append ``data`` (whole lines) to the pending file ``path``, created owner-only."""
+    for _ in range(8):
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | _FLAGS, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            if _same_file(fd, path):
+                os.fchmod(fd, 0o600)
+                _write_all(fd, data)
+                return
+        finally:
+            os.close(fd)
+    raise OSError(f"{path} kept being claimed while a capture was appended")
+
+
+def _same_file(fd: int, path: Path) -> bool:
+    """Whether the open ``fd`` is the file at ``path`` now (not one claimed meanwhile)."""
+    try:
+        found = os.stat(path, follow_symlinks=False)
+    except FileNotFoundError:
+        return False
+    held = os.fstat(fd)
+    return (found.st_dev, found.st_ino) == (held.st_dev, held.st_ino)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def claim(db: Path) -> list[Path]:
+    """Take the pending file of ``db`` (and any claimed by a process that died) for this
+    process: their new names, to read with :func:`captures` and then :func:`release`
+    or :func:`give_back`."""
+    path = pending_path(db)
+    claimed: list[Path] = []
+    for number, stray in enumerate(_strays(db)):
+        target = _claimed_name(db, number + 1)
+        with contextlib.suppress(FileNotFoundError):
+            os.rename(stray, target)
+            claimed.append(target)
+    try:
+        fd = os.open(path, os.O_RDONLY | _FLAGS)
+    except FileNotFoundError:
+        return claimed
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        if _same_file(fd, path):
+            target = _claimed_name(db, 0)
+            os.rename(path, target)
+            claimed.append(target)
+    finally:
+        os.close(fd)
+    return claimed
+
+
+def _claimed_name(db: Path, number: int) -> Path:
+    return Path(f"{db}.pending-captures.{os.getpid()}.{number}.claimed")
+
+
+def _strays(db: Path) -> Iterator[Path]:
+    """Files claimed by processes no longer running."""
+    folder = db.parent
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return
+    for name in names:
+        if not name.startswith(db.name):
+            continue
+        found = _CLAIMED.fullmatch(name[len(db.name) :])
+        if found is None:
+            continue
+        pid = int(found.group(1))
+        if pid != os.getpid() and not _running(pid):
+            yield folder / name
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def captures(claimed: list[Path]) -> list[Capture]:
+    """The captures the claimed files hold, in order."""
+    found: list[Capture] = []
+    for path in claimed:
+        with open(path, "rb") as stream:
+            for line in stream:
+                capture = from_line(line)
+                if capture is not None:
+                    found.append(capture)
+    return found
+
+
+def release(claimed: list[Path]) -> None:
+    """Delete claimed files whose captures are stored."""
+    for path in claimed:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+
+
+def give_back(db: Path, claimed: list[Path]) -> None:
+    """Put the lines of claimed files that could not be stored back into the pending file."""
+    for path in claimed:
+        data = path.read_bytes()
+        if data:
+            append(pending_path(db), data if data.endswith(b"\n") else data + b"\n")
+        os.unlink(path)

@@ -1,0 +1,97 @@
+"""The capture rule (clients/capture.py) as a pure function: which prompts ask about the code
+and stand alone, which turns qualify, and how a long text is cut. The labelled turns of
+benchmarks/capture/ measure it; these cases pin its parts."""
+
+from __future__ import annotations
+
+import pytest
+
+from explomemo.clients.capture import TurnFacts, asks, cut, should_capture, stands_alone
+
+READ_ONLY = TurnFacts(reads=2, edits=False, recorded=False, answered_from_fresh_memo=False)
+
+
+@pytest.mark.parametrize(
+    "prompt",
+    [
+        "where is the session token refreshed?",
+        "How does the importer pick the newer memo",
+        "Explain how the snapshot writer stores blob ids",
+        "walk me through what happens on a locked database",
+        "find where the server registers its tools",
+        "can you tell me what the default limit is and where it's defined",
+        "I'll do it. Q: does the migration keep the ids?",
+        "what does this do?\n```python\nstore.write()\n```",
+        "why do we re-export these?\n@src/config.go:18-23",
+        "Comment le cache décide-t-il qu'un mémo est périmé ?",
+        "キャッシュはどこで無効化されますか\uff1f",
+        "give me an overview of the store layer",
+    ],
+)
+def test_questions_about_the_code_are_captured(prompt: str) -> None:
+    assert should_capture(prompt, READ_ONLY), (asks(prompt), stands_alone(prompt))
+
+
+@pytest.mark.parametrize(
+    "prompt",
+    [
+        "fix the parser",
+        "can you add a --json flag to stats?",
+        "please run the tests",
+        "review my last commit",
+        "Plan how to add a cache",
+        "should we make this a constant?",
+        "what's the best way to split this module?",
+        "did we fix the lock timeout?",
+        "have a look at ticket 108, we will work on that here",
+        "181",
+        "Traceback (most recent call last):\n  File 'x.py', line 3\nValueError",
+    ],
+)
+def test_tasks_reviews_and_advice_are_not_questions_about_the_code(prompt: str) -> None:
+    assert not asks(prompt)
+    assert not should_capture(prompt, READ_ONLY)
+
+
+@pytest.mark.parametrize(
+    "prompt",
+    ["why?", "and the other one?", "what about in the CLI?", "ok, but where is it set?",
+     "how does this work with retries?", "yes, that one"],
+)  # fmt: skip
+def test_follow_ups_do_not_stand_alone(prompt: str) -> None:
+    assert not stands_alone(prompt)
+    assert not should_capture(prompt, READ_ONLY)
+
+
+def test_a_long_prompt_carries_its_own_context() -> None:
+    prompt = (
+        "when two manual commits follow each other they get the same checkpoint id in the"
+        " status output, can you check how this can happen?"
+    )
+    assert stands_alone(prompt) and should_capture(prompt, READ_ONLY)
+
+
+@pytest.mark.parametrize(
+    "facts",
+    [
+        READ_ONLY._replace(reads=0),
+        READ_ONLY._replace(edits=True),
+        READ_ONLY._replace(recorded=True),
+        READ_ONLY._replace(answered_from_fresh_memo=True),
+    ],
+)
+def test_a_turn_must_have_read_changed_nothing_and_found_no_memo(facts: TurnFacts) -> None:
+    assert not should_capture("where is the session token refreshed?", facts)
+
+
+@pytest.mark.parametrize("mark", ["<private>", "<PRIVATE>", "x <private>y</private>"])
+def test_a_private_prompt_is_never_captured(mark: str) -> None:
+    assert not should_capture(f"where is the session token refreshed? {mark}", READ_ONLY)
+
+
+def test_a_cut_text_fits_and_says_so() -> None:
+    text = "word " * 1000
+    found = cut(text, 2_000)
+    assert len(found) == 2_000
+    assert found == text.strip()[:1_947] + "\n[… cut by explomemo: 1,947 of 4,999 characters kept]"
+    assert cut("  short  ", 2_000) == "short"

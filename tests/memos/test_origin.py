@@ -1,0 +1,161 @@
+"""Origin: where a memo came from, in every memo shape, ``list --origin``, ``export
+--origin``, exports (written only for captured memos) and imports (which keep it and let an
+agent's memo win over a captured one)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+from helpers import invoke_cli, open_cache
+
+from explomemo.check.hashing import git_blob_id
+from explomemo.store.database import Store
+from explomemo.store.pending import Capture, CapturedFile
+
+
+def capture(
+    db: Path,
+    root: Path,
+    question: str,
+    conclusion: str = "captured answer",
+    recorded_at: str = "2026-11-30T10:00:00Z",
+) -> tuple[int, bool] | None:
+    """Store a captured memo of ``root/a.py`` (project: the folder's name) as the Stop hook
+    does."""
+    data = (root / "a.py").read_bytes()
+    import xxhash
+
+    row = CapturedFile(
+        "a.py",
+        hashlib.sha256(data).hexdigest(),
+        xxhash.xxh3_128_hexdigest(data),
+        len(data),
+        git_blob_id(data),
+    )
+    found = Capture(root.name, question, conclusion, str(root), recorded_at, [row], [])
+    store = Store.open(db)
+    try:
+        with store.write() as conn:
+            return store.save_capture(conn, found)
+    finally:
+        store.close()
+
+
+@pytest.fixture
+def root(project: Path) -> Path:
+    """A folder (project ``root``) holding ``a.py``."""
+    return project
+
+
+def test_every_memo_shape_says_its_origin(db_path: Path, root: Path) -> None:
+    capture(db_path, root, "where is a set?")
+    with open_cache(db_path) as cache:
+        mine = cache.record(question="what is a?", conclusion="one", files=["a.py"], root=str(root))
+        assert mine.origin == "agent"
+        listed = {m.question: m.origin for m in cache.list()}
+        assert listed == {"where is a set?": "transcript", "what is a?": "agent"}
+        recalled = cache.recall(query="where is a set", root=str(root))
+        assert recalled.matches[0].origin == "transcript"
+        assert cache.show(1, root=str(root)).origin == "transcript"
+        assert cache.show(mine.id, root=str(root)).origin == "agent"
+
+
+def test_a_capture_never_replaces_an_agents_memo_nor_a_later_capture(
+    db_path: Path, root: Path
+) -> None:
+    with open_cache(db_path) as cache:
+        cache.record(question="What is a?", conclusion="one", files=["a.py"], root=str(root))
+    assert capture(db_path, root, "what is A?") is None
+    assert capture(db_path, root, "where is a set?", recorded_at="2026-11-30T12:00:00Z") == (
+        2,
+        False,
+    )
+    # A capture made earlier (stored late, from the pending file) keeps the later one.
+    assert capture(db_path, root, "where is a set?", "older", "2026-11-30T11:00:00Z") is None
+    assert capture(db_path, root, "Where is a set?", "newer", "2026-11-30T13:00:00Z") == (2, True)
+    with open_cache(db_path) as cache:
+        assert [(m.origin, m.question) for m in cache.list()] == [
+            ("agent", "What is a?"),
+            ("transcript", "Where is a set?"),
+        ]
+
+
+def test_list_and_export_keep_one_origin_and_export_counts_the_captured(
+    db_path: Path, root: Path, tmp_path: Path
+) -> None:
+    capture(db_path, root, "where is a set?")
+    with open_cache(db_path) as cache:
+        cache.record(question="what is a?", conclusion="one", files=["a.py"], root=str(root))
+    run = invoke_cli(["--db", str(db_path), "list", "--origin", "transcript", "--json"])
+    assert [m["question"] for m in json.loads(run.out)] == ["where is a set?"]
+    run = invoke_cli(["--db", str(db_path), "list", "--origin", "agent", "--json"])
+    assert [m["question"] for m in json.loads(run.out)] == ["what is a?"]
+    assert invoke_cli(["--db", str(db_path), "list", "--origin", "model"]).code == 2
+
+    whole = invoke_cli(["--db", str(db_path), "export"])
+    assert whole.code == 0
+    assert "wrote 1 captured memo (origin transcript" in whole.err
+    lines = [json.loads(line) for line in whole.out.splitlines()]
+    # Only a captured memo carries origin: committed exports of agent memos do not change.
+    assert [line.get("origin") for line in lines] == ["transcript", None]
+    agents = invoke_cli(["--db", str(db_path), "export", "--origin", "agent"])
+    assert agents.err == "" and [json.loads(x)["question"] for x in agents.out.splitlines()] == [
+        "what is a?"
+    ]
+    out = tmp_path / "captured.jsonl"
+    only = invoke_cli(["--db", str(db_path), "export", "--origin", "transcript", "-o", str(out)])
+    assert only.code == 0 and "wrote 1 captured memo" in only.err
+    assert [json.loads(x)["origin"] for x in out.read_text().splitlines()] == ["transcript"]
+
+
+def test_import_keeps_origin_and_an_agents_memo_wins_whatever_its_time(
+    db_path: Path, root: Path, tmp_path: Path
+) -> None:
+    capture(db_path, root, "where is a set?", recorded_at="2026-11-30T10:00:00Z")
+    with open_cache(db_path) as cache:
+        cache.record(question="what is a?", conclusion="one", files=["a.py"], root=str(root))
+    export = tmp_path / "e.jsonl"
+    assert invoke_cli(["--db", str(db_path), "export", "-o", str(export)]).code == 0
+    lines = [json.loads(x) for x in export.read_text().splitlines()]
+
+    other = tmp_path / "other.db"
+    run = invoke_cli(["--db", str(other), "import", str(export), "--root", str(root)])
+    assert run.code == 0, run.err
+    with open_cache(other) as cache:
+        assert {m.question: m.origin for m in cache.list()} == {
+            "where is a set?": "transcript",
+            "what is a?": "agent",
+        }
+    # An older agent memo replaces a newer captured one; a newer captured memo never
+    # replaces an older agent's.
+    lines[0].pop("origin")
+    lines[0]["recorded_at"] = "2020-01-01T00:00:00Z"
+    lines[1]["origin"] = "transcript"
+    lines[1]["recorded_at"] = "2030-01-01T00:00:00Z"
+    export.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    run = invoke_cli(["--db", str(other), "import", str(export), "--root", str(root)])
+    assert json.loads(run.out) == {"read": 2, "added": 0, "replaced": 1, "kept": 1}
+    with open_cache(other) as cache:
+        assert {m.question: m.origin for m in cache.list()} == {
+            "where is a set?": "agent",
+            "what is a?": "agent",
+        }
+
+
+def test_an_export_line_with_an_unknown_origin_is_refused(tmp_path: Path, root: Path) -> None:
+    line = {
+        "id": 1,
+        "project": "root",
+        "question": "q",
+        "conclusion": "c",
+        "recorded_at": "2026-11-30T10:00:00Z",
+        "origin": "model",
+        "files": [{"path": "a.py", "sha256": "0" * 64, "xxh3": "0" * 32, "size": 1}],
+    }
+    export = tmp_path / "e.jsonl"
+    export.write_text(json.dumps(line) + "\n")
+    run = invoke_cli(["--db", str(tmp_path / "x.db"), "import", str(export)])
+    assert run.code == 2 and "origin is not agent or transcript" in run.err
