@@ -12,10 +12,9 @@ run clean: :meth:`Run.problems` lists what is not, and a test shows it catches a
 to fail.
 
 The tests of capture (the Stop hook recording a read-only question turn itself, origin
-``transcript``; issue 24) are written against SPEC.md and the issue before the capture is
-merged, and expected to fail until then (strict: a pass says they must be unmarked). Each
-turn that must leave no memo runs beside a turn that must leave one (the ``captured``
-project), so that a capture that records nothing cannot pass them.
+``transcript``; issue 24) were written against SPEC.md and the issue before the capture was
+merged. Each turn that must leave no memo runs beside a turn that must leave one (the
+``captured`` project), so that a capture that records nothing cannot pass them.
 
 Permissions: ``claude -p`` reads files in its folder unasked; Edit, Bash and the MCP tools are
 allowed with ``--allowedTools Read Edit Bash mcp__explomemo`` (the last allows every tool of
@@ -40,7 +39,6 @@ from scripted_model import Answer, OnDisk, Read, ScriptedModel, Step, Tool, reca
 
 pytestmark = pytest.mark.slow
 
-CAPTURE = pytest.mark.xfail(strict=True, reason="issue 24: capture not merged yet")
 STATS = pytest.mark.xfail(strict=True, reason="issue 24: explomemo stats not merged yet")
 
 ALLOWED = ["--allowedTools", "Read", "Edit", "Bash", "mcp__explomemo"]
@@ -431,7 +429,6 @@ def the_captured_memo(captured: Captured) -> dict[str, Any]:
     return found[0]
 
 
-@CAPTURE
 def test_a_read_only_question_leaves_one_fresh_transcript_memo_on_exactly_its_files(
     captured: Captured,
 ) -> None:
@@ -442,16 +439,15 @@ def test_a_read_only_question_leaves_one_fresh_transcript_memo_on_exactly_its_fi
         "fresh",
     )
     project = captured.project
-    assert [(f["path"], f["sha256"], f["state"]) for f in memo["files"]] == [
+    assert sorted((f["path"], f["sha256"], f["state"]) for f in memo["files"]) == sorted(
         (rel, sha256(project, rel), "unchanged") for rel in CAPTURED_FILES
-    ]
+    )
     # The Stop hook never asks to record a turn it recorded (three files read: today's
     # reminder would ask).
     assert captured.question.blocks() == []
     assert len(captured.question.hooks("Stop")) == 1
 
 
-@CAPTURE
 def test_the_next_session_gets_the_captured_memo_from_recall_and_the_prompt_hook(
     captured: Captured,
 ) -> None:
@@ -502,7 +498,6 @@ def no_memo_from(captured: Captured, run: Run, prompt: str) -> None:
     assert run.added("UserPromptSubmit") == []
 
 
-@CAPTURE
 def test_a_question_turn_that_edits_a_file_after_reading_it_leaves_no_memo(
     captured: Captured,
 ) -> None:
@@ -528,7 +523,6 @@ def test_a_question_turn_that_edits_a_file_after_reading_it_leaves_no_memo(
         (project.root / "src/parser.py").write_text(before)
 
 
-@CAPTURE
 def test_a_task_prompt_whose_turn_reads_files_but_edits_none_leaves_no_memo(
     captured: Captured,
 ) -> None:
@@ -541,7 +535,6 @@ def test_a_task_prompt_whose_turn_reads_files_but_edits_none_leaves_no_memo(
     no_memo_from(captured, run, prompt)
 
 
-@CAPTURE
 def test_a_follow_up_leaves_no_memo(captured: Captured) -> None:
     project = captured.project
     run = project.ask(
@@ -552,7 +545,6 @@ def test_a_follow_up_leaves_no_memo(captured: Captured) -> None:
     no_memo_from(captured, run, "why?")
 
 
-@CAPTURE
 def test_a_private_prompt_leaves_no_memo_and_no_trace_in_the_database(
     captured: Captured,
 ) -> None:
@@ -563,7 +555,6 @@ def test_a_private_prompt_leaves_no_memo_and_no_trace_in_the_database(
     assert b"SEC-4242" not in project.db.read_bytes()
 
 
-@CAPTURE
 def test_a_turn_with_capture_off_in_the_environment_leaves_no_memo(captured: Captured) -> None:
     project = captured.project
     prompt = "How long does the HTTP client wait between attempts?"
@@ -575,7 +566,6 @@ def test_a_turn_with_capture_off_in_the_environment_leaves_no_memo(captured: Cap
     no_memo_from(captured, run, prompt)
 
 
-@CAPTURE
 def test_a_setup_with_no_capture_leaves_no_memo(
     captured: Captured, tmp_path: Path, claude: Path, model: ScriptedModel
 ) -> None:
@@ -599,7 +589,6 @@ def _edited_by_the_agents_bash_command(project: Project) -> list[Step]:
     return [Tool("Bash", {"command": "sed -i 's/change-me/rotated/' src/tokens.py"})]
 
 
-@CAPTURE
 @pytest.mark.parametrize("edit", [_edited_by_another_process, _edited_by_the_agents_bash_command])
 def test_a_file_changed_between_its_read_and_the_stop_gives_a_memo_that_is_not_fresh(
     project: Project, edit: Any
@@ -620,7 +609,6 @@ def test_a_file_changed_between_its_read_and_the_stop_gives_a_memo_that_is_not_f
     assert '+SIGNING_KEY = b"rotated"' in states["src/tokens.py"]["diff"]
 
 
-@CAPTURE
 def test_the_agents_own_record_of_the_same_question_replaces_the_transcript_memo(
     project: Project,
 ) -> None:
