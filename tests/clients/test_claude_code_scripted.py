@@ -182,7 +182,9 @@ class Project:
     """A git repository set up for Claude Code by ``explomemo setup``, with its own HOME and
     database, whose sessions the shared scripted model answers."""
 
-    def __init__(self, base: Path, claude: Path, model: ScriptedModel, *setup: str) -> None:
+    def __init__(
+        self, base: Path, claude: Path, model: ScriptedModel, *setup: str, database: bool = True
+    ) -> None:
         self.claude = claude
         self.model = model
         self.repo = Repo(base / "shop")
@@ -197,10 +199,15 @@ class Project:
         self.env.update(ANTHROPIC_BASE_URL=model.url, ANTHROPIC_API_KEY="scripted")
         # The session-start and prompt hooks say on stderr that a database is missing (they
         # never create one); an empty one is made first, so the hooks' stderr stays empty.
-        empty = base / "empty.jsonl"
+        if database:
+            self.new_database()
+        self.explomemo("setup", "claude-code", *setup)
+
+    def new_database(self) -> None:
+        """Create the project's database, empty (``import`` of an empty export)."""
+        empty = self.db.parent / "empty.jsonl"
         empty.write_text("")
         self.explomemo("import", str(empty))
-        self.explomemo("setup", "claude-code", *setup)
 
     def path(self, rel: str) -> str:
         """The absolute path the agent reads."""
@@ -379,8 +386,9 @@ def _hooks_that_exit_1(project: Project) -> None:
 @pytest.mark.parametrize(
     ("breaking", "failing"),
     [
-        # explomemo's own way to fail: exit 0, nothing added, one line on stderr.
-        (_damaged_database, {"SessionStart", "UserPromptSubmit"}),
+        # explomemo's own way to fail: exit 0, nothing added, one line on stderr (the Stop
+        # hook too: it records the question turn).
+        (_damaged_database, {"SessionStart", "UserPromptSubmit", "Stop"}),
         (_hooks_that_exit_1, {"SessionStart", "UserPromptSubmit", "Stop"}),
     ],
 )
@@ -625,3 +633,40 @@ def test_the_agents_own_record_of_the_same_question_replaces_the_transcript_memo
     (memo,) = project.memos()
     assert (memo["id"], memo["origin"], memo["conclusion"]) == (captured["id"], "agent", mine)
     assert run.result["result"] == mine
+
+
+def test_a_capture_the_stop_hook_cannot_store_waits_beside_the_database_for_the_next_writer(
+    project: Project,
+) -> None:
+    _damaged_database(project)
+    run = project.ask(QUESTION, [*reads(project, "src/auth.py"), Answer(CONCLUSION)], clean=False)
+    (stop,) = run.hooks("Stop")
+    assert "is damaged" in stop["stderr"] and stop["stdout"] == ""
+    waiting = Path(f"{project.db}.pending-captures.jsonl")
+    assert waiting.stat().st_mode & 0o777 == 0o600
+    project.db.rename(project.db.with_suffix(".damaged"))
+    project.new_database()
+    assert not waiting.exists()
+    (memo,) = project.memos()
+    assert (memo["question"], memo["conclusion"], memo["origin"]) == (
+        QUESTION,
+        CONCLUSION,
+        "transcript",
+    )
+    assert [f["path"] for f in memo["files"]] == ["src/auth.py"]
+
+
+def test_the_stop_hook_creates_a_missing_database_to_record_in(
+    tmp_path: Path, claude: Path, model: ScriptedModel
+) -> None:
+    project = Project(tmp_path, claude, model, database=False)
+    run = project.ask(QUESTION, [*reads(project, "src/auth.py"), Answer(CONCLUSION)], clean=False)
+    # The hooks that only read say that there is no database yet, and create none.
+    assert [p.split(":")[0] for p in run.problems()] == [
+        "transcript",
+        "SessionStart stderr",
+        "UserPromptSubmit stderr",
+    ]
+    assert all("no database" in p for p in run.problems())
+    (memo,) = project.memos()
+    assert (memo["question"], memo["origin"], memo["status"]) == (QUESTION, "transcript", "fresh")
