@@ -88,7 +88,6 @@ class Run:
     result: dict[str, Any]
     events: list[dict[str, Any]]
     transcript: list[dict[str, Any]]
-    stderr: str
 
     @property
     def session_id(self) -> str:
@@ -250,9 +249,9 @@ class Project:
         done = run_quietly(argv, self.root, {**self.env, **(env or {})})
         events = [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
         results = [e for e in events if e.get("type") == "result"]
-        assert done.returncode == 0 and len(results) == 1, (done.returncode, done.stdout[-3000:])
+        assert done.returncode == 0 and len(results) == 1, (done.stdout[-3000:], done.stderr)
         assert results[0]["session_id"] == session
-        run = Run(results[0], events, self.transcript(session)[earlier:], done.stderr)
+        run = Run(results[0], events, self.transcript(session)[earlier:])
         if clean:
             assert run.problems() == []
             for event in ("SessionStart", "UserPromptSubmit", "Stop"):
@@ -595,6 +594,35 @@ def _edited_by_another_process(project: Project) -> list[Step]:
 
 def _edited_by_the_agents_bash_command(project: Project) -> list[Step]:
     return [Tool("Bash", {"command": "sed -i 's/change-me/rotated/' src/tokens.py"})]
+
+
+@pytest.mark.parametrize(
+    ("line", "fresh"),
+    [
+        # Lines 7 to 11 are read: a change on line 4 is none of the agent's business.
+        ('SIGNING_KEY = b"change-me"', True),
+        ("    return hmac.compare_digest(expected.hexdigest(), signature)", False),
+    ],
+)
+def test_a_read_of_part_of_a_file_is_checked_on_the_lines_it_returned(
+    project: Project, line: str, fresh: bool
+) -> None:
+    tokens = project.root / "src/tokens.py"
+    assert FILES["src/tokens.py"].splitlines()[6] == "def verify(token):"
+    changed = FILES["src/tokens.py"].replace(line, line + "  # changed")
+    question = "How does verify() check a token?"
+    run = project.ask(
+        question,
+        [
+            Read(str(tokens), offset=7, limit=5),
+            OnDisk(lambda: tokens.write_text(changed)),
+            Answer("verify() compares the HMAC-SHA256 of head.body with the signature."),
+        ],
+    )
+    (read,) = run.tool_results("Read")
+    assert (read["file"]["startLine"], read["file"]["numLines"]) == (7, 5)
+    (memo,) = project.memos()
+    assert (memo["question"], memo["status"]) == (question, "fresh" if fresh else "stale")
 
 
 @pytest.mark.parametrize("edit", [_edited_by_another_process, _edited_by_the_agents_bash_command])
