@@ -80,7 +80,7 @@ class Answer:
 @dataclass(frozen=True)
 class OnDisk:
     """Not the model: something changes the work tree before the model's next step
-    (run once, when the step after it is about to be sent)."""
+    (run once per script given to the model, when the step after it is about to be sent)."""
 
     change: Callable[[], None]
 
@@ -114,17 +114,32 @@ class Seen:
 class ScriptedModel:
     """The server; ``with ScriptedModel() as model:`` runs it in a thread.
 
-    ``model.script`` may be replaced between sessions (one server serves many).
+    ``model.script`` may be replaced between sessions (one server serves many); its
+    :class:`OnDisk` steps then run again.
     """
 
     def __init__(self, script: Script | None = None) -> None:
-        self.script: Script = dict(script or {})
+        self._script: Script = dict(script or {})
         self.requests: list[Seen] = []
         self.paths: list[str] = []
-        self._done: set[int] = set()
+        #: The OnDisk steps of the script that have run, by position (prompt, index).
+        self._done: set[tuple[str, int]] = set()
         self._lock = threading.Lock()
         self._server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
+
+    @property
+    def script(self) -> Script:
+        """The steps of each prompt."""
+        return self._script
+
+    @script.setter
+    def script(self, script: Script) -> None:
+        with self._lock:
+            self._script = dict(script)
+            self._done.clear()
 
     @property
     def url(self) -> str:
@@ -189,8 +204,8 @@ class ScriptedModel:
             index += 1
         for position in range(index):
             step = steps[position]
-            if isinstance(step, OnDisk) and id(step) not in self._done:
-                self._done.add(id(step))
+            if isinstance(step, OnDisk) and (prompt, position) not in self._done:
+                self._done.add((prompt, position))
                 step.change()
         if index >= len(steps):
             return prompt, [_text(SPENT)]
