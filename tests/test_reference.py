@@ -11,7 +11,7 @@ import tomllib
 from pathlib import Path
 
 from explomemo import files, inputs, shapes
-from explomemo.changes import diffs, gitrepo, snapshots
+from explomemo.changes import contents, diffs, gitrepo, snapshots
 from explomemo.check import validity
 from explomemo.cli import main as cli_main
 from explomemo.cli import report
@@ -54,7 +54,7 @@ LIMITS: dict[str, tuple[int, ...]] = {
         diffs.ANSWER_DIFF_CHARS,
     ),
     "context in a diff": (diffs.DIFF_CONTEXT,),
-    "a snapshot, and a diff": (snapshots.SNAPSHOT_MAX_BYTES, diffs.DIFF_MAX_BYTES),
+    "a snapshot, and a diff": (contents.SNAPSHOT_MAX_BYTES, diffs.DIFF_MAX_BYTES),
     "a binary file": (diffs._BINARY_PROBE,),
     "git history searched for a content without a blob id": (gitrepo.HISTORY_DEPTH,),
     "`hook session-start`": (hooks.INDEX_BYTES,),
@@ -203,7 +203,7 @@ def test_figures_in_the_prose_of_the_pages_are_the_codes() -> None:
 def test_the_words_that_turn_a_feature_off_are_the_codes() -> None:
     rows = {r[0].strip("`"): r[1] for r in table_rows(REFERENCE.read_text(encoding="utf-8"))}
     for variable, enabled in (
-        ("EXPLOMEMO_SNAPSHOTS", snapshots.enabled),
+        ("EXPLOMEMO_SNAPSHOTS", contents.enabled),
         ("EXPLOMEMO_EMBEDDINGS", embeddings.embeddings_enabled),
     ):
         words = re.findall(r"`(\w+)`", rows[variable].split(":")[0])

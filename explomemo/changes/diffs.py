@@ -23,8 +23,8 @@ import os
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from explomemo.changes.contents import SNAPSHOT_MAX_BYTES, restore
 from explomemo.changes.gitrepo import GitRepo
-from explomemo.changes.snapshots import SNAPSHOT_MAX_BYTES, restore
 from explomemo.check.hashing import git_blob_id, hash_fd
 from explomemo.files import Refused, Root, open_regular
 from explomemo.shapes import CheckedFile, DiffSource, FileStateName, StaleEntry, replace

@@ -2,7 +2,7 @@
 
 A record reads every byte of its files once; that read gives each file's
 git blob id, stored with the memo, and the bytes of each file of at most
-:data:`SNAPSHOT_MAX_BYTES`, handed to a :class:`SnapshotWriter`, whose
+:data:`~explomemo.changes.contents.SNAPSHOT_MAX_BYTES`, handed to a :class:`SnapshotWriter`, whose
 thread compresses the contents no snapshot holds yet, off the request path
 (zlib at 25-60 MB/s would otherwise double a record's time). A snapshot is
 stored once per SHA-256, shared by every memo that read that content, and
@@ -15,26 +15,18 @@ which a record leaves pending.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import math
 import sqlite3
 import threading
 import time
-import zlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 
+from explomemo.changes.contents import compress
 from explomemo.errors import StoreError
-from explomemo.inputs import switched_on
 from explomemo.store.database import Store
 
-#: Files up to this size get a snapshot (and a diff); a larger one gets neither.
-SNAPSHOT_MAX_BYTES = 1 << 20
-#: zlib's default level: of stdlib zlib 1/3/6 and zstd 1/3/6 on 24 MB of
-#: Python source, the smallest (0.255 of the size); its 25 MB/s runs off the
-#: request path.
-_LEVEL = 6
 #: Kept contents waiting for the writer, at most: a record waits beyond it.
 _PENDING_MAX_BYTES = 256 << 20
 #: How long ``close`` goes on storing snapshots before it drops the rest
@@ -42,31 +34,6 @@ _PENDING_MAX_BYTES = 256 << 20
 CLOSE_SECONDS = 2.0
 
 logger = logging.getLogger("explomemo")
-
-
-def enabled(env: Mapping[str, str]) -> bool:
-    """False when ``EXPLOMEMO_SNAPSHOTS=off`` (or 0, false, no)."""
-    return switched_on(env, "EXPLOMEMO_SNAPSHOTS")
-
-
-def compress(data: bytes) -> tuple[str, bytes]:
-    """(codec, stored bytes) of a content: zlib, or the bytes as they are when that is smaller."""
-    packed = zlib.compress(data, _LEVEL)
-    return ("zlib", packed) if len(packed) < len(data) else ("raw", data)
-
-
-def restore(codec: str, stored: bytes, sha256: str) -> bytes | None:
-    """The content a snapshot holds; None when its codec is unknown or it is damaged."""
-    try:
-        if codec == "zlib":
-            data = zlib.decompress(stored)
-        elif codec == "raw":
-            data = stored
-        else:
-            return None
-    except zlib.error:
-        return None
-    return data if hashlib.sha256(data).hexdigest() == sha256 else None
 
 
 @dataclass(frozen=True)

@@ -60,9 +60,11 @@ class TurnFacts(NamedTuple):
 
 # The prompt rule -----------------------------------------------------------
 
+# \w, not a class of Unicode ranges: the hook compiles its patterns at each start, and
+# a large class costs milliseconds to compile.
+_WORD = re.compile(r"\w+(?:['\u2019]\w+)*")
 #: Kana, CJK ideographs and Hangul: scripts written without spaces, one word a character.
-_UNSPACED = "\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af"
-_WORD = re.compile(rf"[{_UNSPACED}]|[^\W_{_UNSPACED}]+(?:['\u2019][^\W_{_UNSPACED}]+)*")
+_UNSPACED = ((0x3040, 0x30FF), (0x3400, 0x9FFF), (0xAC00, 0xD7AF))
 _CODE_FENCE = re.compile(r"```.*?(?:```|\Z)", re.DOTALL)
 #: Words that open a question.
 _INTERROGATIVES = frozenset(
@@ -75,6 +77,7 @@ _REQUESTS = re.compile(
     r"(?:explain|describe|summari[sz]e how|tell me|show me (?:how|where|what|which|why)"
     r"|walk me through|help me understand|find (?:out )?(?:where|how|what|which|who|when)"
     r"|check (?:how|why|where|what|whether|if)|give (?:me )?an overview|q:|question:"
+    r"|/explain\b|(?:do|give|write) me a summary"
     r"|i (?:want|need|would like|'d like) to (?:understand|know))",
 )
 #: A question or request inside a longer prompt ("I'll do it. Q: …").
@@ -83,7 +86,13 @@ _INNER_QUESTION = re.compile(r"(?:^|\n|\. )(?:q|question):", re.IGNORECASE)
 _NOT_ABOUT_THE_CODE = re.compile(
     r"\b(?:review|plan|propose|proposal|brainstorm|estimate|should (?:we|i)|best way"
     r"|what needs to change|needs to change|double[- ]check|did (?:we|i|you)"
-    r"|(?:is|are) now|show me the)\b"
+    r"|(?:is|are) now|show me the"
+    # advice and comparisons
+    r"|is there a (?:good )?reason|would we handle|compare|gaps?"
+    # work done earlier in the session
+    r"|we did|prior things|still (?:working|works?)"
+    # a run seen somewhere: local debugging, reports
+    r"|on my machine|we got a report)\b"
 )
 #: Imperatives that ask for a change or an action.
 _TASKS = frozenset(
@@ -101,7 +110,9 @@ _FOLLOW_UPS = frozenset(
     "and but so also then ok okay yes yeah yep no nope wait hmm doesn't don't isn't"
     " aren't wasn't same else".split()
 )
-_FOLLOW_UP_PHRASES = re.compile(r"^(?:what about|how about|and what|why not|what else)\b")
+_FOLLOW_UP_PHRASES = re.compile(
+    r"^(?:what about|how about|and what|why not|what else|(?:can|could) you also)\b"
+)
 _DEICTIC = frozenset({"this", "these", "those"})
 #: Something a "this" can point at inside the prompt: code, a file, a quoted name.
 _REFERENT = re.compile(r"```|`[^`]+`|@\S|\S+/\S+|\b\w+\.\w{1,5}\b")
@@ -130,15 +141,23 @@ def asks(prompt: str) -> bool:
     return first in _INTERROGATIVES or _REQUESTS.match(lowered) is not None
 
 
+def _counted(words: list[str]) -> int:
+    """How many words: a run of an unspaced script counts a word a character."""
+    return sum(
+        len(word) if any(low <= ord(word[0]) <= high for low, high in _UNSPACED) else 1
+        for word in words
+    )
+
+
 def stands_alone(prompt: str) -> bool:
     """Whether the prompt makes sense without the conversation before it."""
     words = _words(prompt)
-    if len(words) < MIN_WORDS:
+    if _counted(words) < MIN_WORDS:
         return False
     lowered = " ".join(prompt.lower().split())
     if words[0] in _FOLLOW_UPS or _FOLLOW_UP_PHRASES.match(lowered):
         return False
-    if len(words) < SHORT_PROMPT_WORDS and _DEICTIC.intersection(words):
+    if _counted(words) < SHORT_PROMPT_WORDS and _DEICTIC.intersection(words):
         return _REFERENT.search(prompt) is not None
     return True
 
@@ -210,8 +229,8 @@ def capture_of(
                 continue
             found, content = row
             files.append(found)
-            if snapshots and content is not None:
-                from explomemo.changes.snapshots import SNAPSHOT_MAX_BYTES, compress
+            if snapshots:
+                from explomemo.changes.contents import SNAPSHOT_MAX_BYTES, compress
 
                 if len(content) <= SNAPSHOT_MAX_BYTES:
                     kept.append((found.sha256, *compress(content)))
@@ -232,7 +251,7 @@ def capture_of(
 
 def read_file_row(
     opener: Opener, rel: str, reads: Sequence[ReadResult]
-) -> tuple[CapturedFile, bytes | None] | None:
+) -> tuple[CapturedFile, bytes] | None:
     """A file as the agent read it, with the bytes to keep as its snapshot.
 
     When every line each Read returned is still in the file where it was read, the
@@ -249,7 +268,10 @@ def read_file_row(
 
     from explomemo.check.hashing import git_blob_id
 
-    current = _current_bytes(opener, rel)
+    try:
+        current = _current_bytes(opener, rel)
+    except Refused:
+        return None  # a FIFO, a directory, a link out of root: record refuses it too
     if current is not None and len(current) > inputs.MAX_FILE_BYTES:
         return None
     seen = _as_read(current, reads)
@@ -267,12 +289,14 @@ def read_file_row(
 
 
 def _current_bytes(opener: Opener, rel: str) -> bytes | None:
-    """The file's bytes now (at most one byte past the limit); None when it is gone or not a
-    regular file inside the root."""
+    """The file's bytes now (at most one byte past the limit); None when it is gone. Raises
+    :class:`Refused` for one that is there but not a regular file inside the root."""
     try:
         fd, _ = opener.open(rel)
-    except (Refused, OSError):
-        return None
+    except Refused as exc:
+        if exc.missing:
+            return None
+        raise
     try:
         chunks: list[bytes] = []
         left = inputs.MAX_FILE_BYTES + 1

@@ -367,7 +367,8 @@ def stop(
     path = _field(payload, "transcript_path", str)
     given = payload.get("prompt_id")
     prompt_id = given if isinstance(given, str) else None
-    turn = read_turn(last_turn(tail_entries(path, prompt_id), prompt_id))
+    entries = tail_entries(path, prompt_id, last_turn_only=True)
+    turn = read_turn(last_turn(entries, prompt_id))
     root = _root(payload)
     inside = _inside_root(turn.read, root)
     facts = TurnFacts(
@@ -394,13 +395,12 @@ def _record_turn(turn: Turn, answer: str, root: str, db: Path | None, project: s
     """Store the turn's memo (origin transcript), or, when the database cannot take it
     within BUSY_TIMEOUT_MS, keep it in the pending file beside it (then raise, so the
     hook says where it waits)."""
-    from explomemo.changes.snapshots import enabled
+    from explomemo.changes.contents import enabled
     from explomemo.clients.capture import capture_of, read_results
     from explomemo.errors import StoreError
     from explomemo.files import resolve_root
-    from explomemo.memos.cache import now_iso
     from explomemo.store import pending
-    from explomemo.store.database import database_path
+    from explomemo.store.database import database_path, now_iso
 
     where = resolve_root(root)
     found = capture_of(

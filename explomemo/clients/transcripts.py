@@ -27,16 +27,24 @@ from explomemo.errors import TranscriptError
 
 #: How much of the end of a transcript is read.
 TAIL_BYTES = 8 * 1024 * 1024
+#: What the Stop hook reads at a time, backwards, looking for the turn's prompt.
+CHUNK_BYTES = 256 * 1024
 #: The tool whose calls count as reading a file.
 READ_TOOL = "Read"
 #: A tool name ending so records a memo, whatever name the server was registered under.
 RECORD_SUFFIX = "__memory_exploration_record"
 
 
-def tail_entries(path: str, prompt_id: str | None = None) -> list[dict[str, Any]]:
-    """The JSON objects of the last :data:`TAIL_BYTES` of the transcript, in order; with
-    ``prompt_id``, only those from the first line naming it (the turn's prompt) on,
-    when one does: a long session's earlier turns are not parsed.
+def tail_entries(
+    path: str, prompt_id: str | None = None, *, last_turn_only: bool = False
+) -> list[dict[str, Any]]:
+    """The JSON objects of the last :data:`TAIL_BYTES` of the transcript, in order.
+
+    With ``last_turn_only``, the end of the file is read backwards, a
+    :data:`CHUNK_BYTES` at a time, only until the turn's prompt (the one with
+    ``prompt_id`` when given, else the last), and only the entries from it on are
+    parsed: a long session's earlier turns cost nothing. A ``prompt_id`` the tail
+    lacks gives the last turn; a tail without any prompt, the whole tail.
 
     A line cut by the start of the tail, one being written, or one nested
     too deep for the JSON parser, is skipped.
@@ -49,17 +57,44 @@ def tail_entries(path: str, prompt_id: str | None = None) -> list[dict[str, Any]
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
             raise TranscriptError(f"transcript {path} is not a regular file")
-        start = max(0, info.st_size - TAIL_BYTES)
-        data = os.pread(fd, info.st_size - start, start)
+        first = max(0, info.st_size - TAIL_BYTES)
+        start, data, checked = info.st_size, b"", 0
+        while start > first:
+            start = max(first, start - (CHUNK_BYTES if last_turn_only else TAIL_BYTES))
+            data = os.pread(fd, info.st_size - start - len(data), start) + data
+            lines = data.split(b"\n")
+            whole = lines[1:] if start else lines  # the first may be cut
+            if last_turn_only:
+                found = _prompt_line(whole, len(whole) - checked, prompt_id)
+                if found is not None:
+                    return list(_parsed(whole[found:]))
+                checked = len(whole)
     finally:
         os.close(fd)
-    found = data.find(prompt_id.encode()) if prompt_id else -1
-    if found >= 0:
-        data = data[data.rfind(b"\n", 0, found) + 1 :]
-    lines = data.split(b"\n")
-    if start and found < 0:
-        lines = lines[1:]
-    entries: list[dict[str, Any]] = []
+    lines = data.split(b"\n")[1 if first else 0 :]
+    if last_turn_only and prompt_id is not None:
+        # A prompt id the tail lacks: the last turn is the turn.
+        found = _prompt_line(lines, len(lines), None)
+        if found is not None:
+            return list(_parsed(lines[found:]))
+    return list(_parsed(lines))
+
+
+def _prompt_line(lines: list[bytes], end: int, prompt_id: str | None) -> int | None:
+    """The index of the last line before ``end`` that is the turn's prompt, if any."""
+    wanted = prompt_id.encode() if prompt_id is not None else b""
+    for index in range(end - 1, -1, -1):
+        line = lines[index]
+        if b"user" not in line or wanted not in line:
+            continue
+        for entry in _parsed((line,)):
+            if _is_prompt(entry) and (prompt_id is None or entry.get("promptId") == prompt_id):
+                return index
+    return None
+
+
+def _parsed(lines: Iterable[bytes]) -> Iterable[dict[str, Any]]:
+    """The JSON objects of ``lines``; a line that is none is skipped."""
     for line in lines:
         if not line.strip():
             continue
@@ -68,8 +103,7 @@ def tail_entries(path: str, prompt_id: str | None = None) -> list[dict[str, Any]
         except (ValueError, RecursionError):
             continue
         if isinstance(entry, dict):
-            entries.append(entry)
-    return entries
+            yield entry
 
 
 def _is_prompt(entry: dict[str, Any]) -> bool:

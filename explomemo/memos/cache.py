@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Generic, TypeVar
 
 from explomemo import inputs
@@ -38,7 +37,7 @@ from explomemo.shapes import (
     replace,
     to_json,
 )
-from explomemo.store.database import MAX_ID, FileRow, MemoRow, StatRow, Store
+from explomemo.store.database import MAX_ID, FileRow, MemoRow, StatRow, Store, now_iso
 
 # Word search, vectors, snapshots and the validity engine are imported where
 # they are used: ``list`` needs none of them, ``stale`` and ``show`` only the
@@ -58,11 +57,6 @@ if TYPE_CHECKING:
 MODEL_WAIT_SECONDS = 20.0
 #: How long a recall waits for the vectors of memos this process just recorded.
 VECTOR_WAIT_SECONDS = 20.0
-
-
-def now_iso() -> str:
-    """The current UTC time as results and exports write it: 2026-11-30T10:00:00Z."""
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 #: Roots whose expectations a project keeps at once (a server asked about many worktrees).
@@ -152,7 +146,8 @@ class MemoCache:
         return Validator(self.store)
 
     def _new_snapshot_writer(self, keep: bool | None) -> SnapshotWriter:
-        from explomemo.changes.snapshots import SnapshotWriter, enabled
+        from explomemo.changes.contents import enabled
+        from explomemo.changes.snapshots import SnapshotWriter
 
         return SnapshotWriter(self.store, enabled(os.environ) if keep is None else keep)
 
@@ -339,7 +334,7 @@ class MemoCache:
         self, opener: Opener, rel: str, given: str
     ) -> tuple[FileRow, StatRow, bytes | None]:
         """The file's row, its stat-cache entry, and its bytes when small enough for a snapshot."""
-        from explomemo.changes.snapshots import SNAPSHOT_MAX_BYTES
+        from explomemo.changes.contents import SNAPSHOT_MAX_BYTES
         from explomemo.check.validity import digest_entry
 
         try:

@@ -27,7 +27,7 @@ from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field, ValidationError
 
 from explomemo import inputs
-from explomemo.changes.snapshots import enabled as snapshots_enabled
+from explomemo.changes.contents import enabled as snapshots_enabled
 from explomemo.errors import ExplomemoError
 from explomemo.memos.cache import MemoCache
 from explomemo.recall.embeddings import ModelLoader

@@ -101,6 +101,13 @@ class Migration(NamedTuple):
     sql: str
 
 
+def now_iso() -> str:
+    """The current UTC time as memos, results and exports write it: 2026-11-30T10:00:00Z."""
+    from datetime import UTC, datetime
+
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 def database_path(path: Path | str | None = None) -> Path:
     """The database file: ``path`` (``--db``), else ``$EXPLOMEMO_DB``, else
     ``explomemo.db`` in the platform's user data directory.
@@ -224,6 +231,7 @@ class Store:
         #: How long a statement waits for another process's lock.
         self.busy_timeout_ms = BUSY_TIMEOUT_MS
         self._storing_pending = False
+        self._pending_checked = False
 
     @classmethod
     def open(
@@ -507,8 +515,13 @@ class Store:
         When they cannot be stored now (the database is locked), they stay pending for
         the next writer, and this write goes on.
         """
-        if self._storing_pending or not os.path.exists(pending.pending_path(self.path)):
+        if self._storing_pending:
             return
+        # Files claimed by a writer that died are looked for once per store; after that a
+        # stat of the pending file is all a write costs.
+        if self._pending_checked and not os.path.exists(pending.pending_path(self.path)):
+            return
+        self._pending_checked = True
         self._storing_pending = True
         try:
             claimed = pending.claim(self.path)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import itertools
 import json
 import os
 import re
@@ -32,6 +33,8 @@ from typing import Any, NamedTuple
 SUFFIX = ".pending-captures.jsonl"
 _CLAIMED = re.compile(r"\.pending-captures\.(\d+)\.(\d+)\.claimed")
 _FLAGS = os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NOCTTY
+#: Numbers the claims of this process.
+_CLAIMS = itertools.count()
 
 
 class CapturedFile(NamedTuple):
@@ -138,8 +141,8 @@ def claim(db: Path) -> list[Path]:
     or :func:`give_back`."""
     path = pending_path(db)
     claimed: list[Path] = []
-    for number, stray in enumerate(_strays(db)):
-        target = _claimed_name(db, number + 1)
+    for stray in _strays(db):
+        target = _claimed_name(db)
         with contextlib.suppress(FileNotFoundError):
             os.rename(stray, target)
             claimed.append(target)
@@ -150,7 +153,7 @@ def claim(db: Path) -> list[Path]:
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         if _same_file(fd, path):
-            target = _claimed_name(db, 0)
+            target = _claimed_name(db)
             os.rename(path, target)
             claimed.append(target)
     finally:
@@ -158,8 +161,12 @@ def claim(db: Path) -> list[Path]:
     return claimed
 
 
-def _claimed_name(db: Path, number: int) -> Path:
-    return Path(f"{db}.pending-captures.{os.getpid()}.{number}.claimed")
+def _claimed_name(db: Path) -> Path:
+    """A name no claimed file has: a rename onto an existing one would lose its lines."""
+    while True:
+        found = Path(f"{db}.pending-captures.{os.getpid()}.{next(_CLAIMS)}.claimed")
+        if not os.path.lexists(found):
+            return found
 
 
 def _strays(db: Path) -> Iterator[Path]:

@@ -87,7 +87,7 @@ def _blob_ids(db: Path) -> list[tuple[str, str | None]]:
 def test_explomemo_snapshots_turns_snapshots_off_by_each_of_its_words(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, setting: str, kept: bool
 ) -> None:
-    """Kills ``snapshots.enabled`` losing one of off, 0, false and no, its strip or its
+    """Kills ``contents.enabled`` losing one of off, 0, false and no, its strip or its
     lower-casing, or taking any other value for off."""
     root = tmp_path / "proj"
     root.mkdir()

@@ -867,7 +867,7 @@ def test_a_file_too_large_for_a_snapshot_is_recorded_with_its_git_blob_id(
     (``expected_size=None``, or left out): a file over 1 MiB is kept as no snapshot, so
     its git blob id (how a later diff finds its old content in git) comes only from
     hashing git's header, which holds that size, with the file's bytes as they are read."""
-    from explomemo.changes.snapshots import SNAPSHOT_MAX_BYTES
+    from explomemo.changes.contents import SNAPSHOT_MAX_BYTES
 
     root = tmp_path / "proj"
     root.mkdir()

@@ -116,16 +116,18 @@ def stop(
     env: dict[str, str] | None = None,
     last: str | None = ANSWER,
     active: bool = False,
+    prompt_id: str | None = PROMPT_ID,
 ) -> tuple[Any, str]:
     """Run ``explomemo hook stop`` as Claude Code does: (its answer or None, its stderr)."""
     payload: dict[str, Any] = {
         "session_id": "s",
         "transcript_path": str(transcript),
         "cwd": str(root),
-        "prompt_id": PROMPT_ID,
         "hook_event_name": "Stop",
         "stop_hook_active": active,
     }
+    if prompt_id is not None:
+        payload["prompt_id"] = prompt_id
     if last is not None:
         payload["last_assistant_message"] = last
     environment = {k: v for k, v in os.environ.items() if not k.startswith("EXPLOMEMO_")}
@@ -197,6 +199,51 @@ def test_a_read_only_question_is_recorded_fresh_on_exactly_the_files_read(
         )
     crlf = next(f for f in shown["files"] if f["path"] == "src/crlf.py")
     assert again.files[0].sha256 == crlf["sha256"]
+
+
+@pytest.mark.parametrize("prompt_id", [None, "not-in-the-transcript"])
+def test_without_the_turns_prompt_id_the_last_turn_is_the_turn(
+    tmp_path: Path, db_path: Path, shop: Repo, prompt_id: str | None
+) -> None:
+    """An input without ``prompt_id`` (an older Claude Code), or with one the transcript
+    lacks: the last turn's reads only, never an earlier turn's."""
+    earlier = Turn("where is the line counter?", prompt_id="1111-earlier")
+    earlier.read(shop.path / "src/tokens.py")
+    earlier.say("In tokens.py.")
+    turn = Turn(QUESTION)
+    turn.read(shop.path / "src/auth.py")
+    turn.say(ANSWER)
+    path = write_transcript(tmp_path / "t.jsonl", earlier, turn)
+    assert stop(db_path, path, shop.path, prompt_id=prompt_id) == (None, "")
+    (memo,) = memos(db_path)
+    assert memo["question"] == QUESTION
+    assert [f["path"] for f in show(db_path, memo["id"], shop.path)["files"]] == ["src/auth.py"]
+
+
+def test_a_turn_longer_than_what_the_hook_reads_at_once_is_found_whole(
+    tmp_path: Path, db_path: Path, shop: Repo
+) -> None:
+    """The hook reads the transcript backwards, 256 KiB at a time, until the turn's
+    prompt: a turn of 1.5 MB (two Reads of a 700 KB file) behind 3 MB of earlier turns."""
+    from explomemo.clients.transcripts import CHUNK_BYTES
+
+    shop.write("src/big.py", "".join(f"value_{n} = {n}\n" for n in range(50_000)))
+    earlier = [Turn(f"earlier question {n}?", prompt_id=f"e{n}") for n in range(4)]
+    for old in earlier:
+        old.read(shop.path / "src/big.py")
+        old.say("ok")
+    turn = Turn(QUESTION)
+    turn.read(shop.path / "src/auth.py")
+    turn.read(shop.path / "src/big.py")
+    turn.read(shop.path / "src/big.py", offset=10, limit=5)
+    turn.say(ANSWER)
+    path = write_transcript(tmp_path / "t.jsonl", *earlier, turn)
+    assert path.stat().st_size > 4 * 1024 * 1024 and CHUNK_BYTES < 1024 * 1024
+    assert stop(db_path, path, shop.path) == (None, "")
+    (memo,) = memos(db_path)
+    shown = show(db_path, memo["id"], shop.path)
+    assert [f["path"] for f in shown["files"]] == ["src/auth.py", "src/big.py"]
+    assert shown["status"] == "fresh"
 
 
 def test_the_conclusion_falls_back_to_the_transcripts_final_text(
@@ -276,10 +323,19 @@ def test_a_long_prompt_and_answer_are_cut_with_the_cut_said(
 
 
 def test_files_outside_the_root_are_left_out(tmp_path: Path, db_path: Path, shop: Repo) -> None:
+    """Outside root, through a link leading out, or not a regular file (a FIFO, never
+    opened): what record refuses, capture leaves out."""
     outside = tmp_path / "elsewhere.py"
     outside.write_text("x = 1\n")
     turn = Turn(QUESTION)
     turn.read(outside)
+    (shop.path / "src/link.py").symlink_to(outside)
+    turn.read(shop.path / "src/link.py")
+    fifo = shop.path / "src/fifo.py"
+    fifo.write_text("y = 2\n")
+    turn.read(fifo)
+    fifo.unlink()
+    os.mkfifo(fifo)
     turn.read(shop.path / "src/auth.py")
     turn.say(ANSWER)
     stop(db_path, write_transcript(tmp_path / "t.jsonl", turn), shop.path)

@@ -559,3 +559,28 @@ def test_a_refused_file_is_refused_before_anything_is_written(shop: Repo, db_pat
         assert code == 2 and out == "", (code, out, err)
         assert "symbolic link to a file that does not exist" in err
     assert not (shop.path / ".claude").exists()
+
+
+def test_no_capture_writes_the_stop_hook_with_it_and_setup_again_takes_it_away(
+    shop: Repo, db_path: Path
+) -> None:
+    settings = shop.path / ".claude" / "settings.local.json"
+
+    def stop_command() -> list[str]:
+        merged = json.loads(settings.read_text())
+        (group,) = merged["hooks"]["Stop"]
+        return shlex.split(group["hooks"][0]["command"])
+
+    code, _, err = setup(db_path, "claude-code", "--no-capture")
+    assert code == 0 and err == "", err
+    assert stop_command()[1:] == [
+        "--db", str(db_path), "hook", "stop", "--project", "shop", "--no-capture"
+    ]  # fmt: skip
+    merged = json.loads(settings.read_text())
+    assert "--no-capture" not in merged["hooks"]["UserPromptSubmit"][0]["hooks"][0]["command"]
+    code, out, _ = setup(db_path, "claude-code", "--no-capture")
+    assert "nothing changed" in out
+    # Setting up again without it replaces the hook (one Stop hook, capture on).
+    code, out, _ = setup(db_path, "claude-code")
+    assert code == 0 and f"wrote {settings}" in out
+    assert stop_command()[1:] == ["--db", str(db_path), "hook", "stop", "--project", "shop"]
