@@ -17,12 +17,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
+import sys
 from pathlib import Path
 
-from explomemo.clients.capture import TurnFacts, should_capture
-
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+
+from _common import code_line  # noqa: E402
+
+from explomemo.clients.capture import TurnFacts, should_capture  # noqa: E402
+
 #: The goals of issue 24.
 PRECISION_GOAL = 0.95
 RECALL_GOAL = 0.8
@@ -54,13 +58,8 @@ def main() -> int:
     tp, fp, fn = len(found["tp"]), len(found["fp"]), len(found["fn"])
     precision = tp / (tp + fp) if tp + fp else 1.0
     recall = tp / (tp + fn) if tp + fn else 1.0
-    commit = subprocess.run(
-        ["git", "-C", str(HERE), "rev-parse", "--short", "HEAD"],
-        capture_output=True,
-        text=True,
-        check=False,
-    ).stdout.strip()
-    print(f"capture rule on the {split} half ({len(rows)} turns), code {commit}")
+    print(f"capture rule on the {split} half ({len(rows)} turns)")
+    print(code_line())
     print(f"| precision | {precision:.3f} ({tp}/{tp + fp}) | goal >= {PRECISION_GOAL} |")
     print(f"| recall    | {recall:.3f} ({tp}/{tp + fn}) | goal >= {RECALL_GOAL} |")
     print(f"recorded {tp + fp}, left {len(found['tn']) + fn}; wrong: {fp} recorded, {fn} missed")
