@@ -4,6 +4,8 @@ databases, the real offline model (the helpers they use are in helpers.py)."""
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -100,6 +102,41 @@ def embedder() -> Embedder:
 def no_model(monkeypatch: pytest.MonkeyPatch) -> None:
     """The CLI and server run without embeddings (fast)."""
     monkeypatch.setenv("EXPLOMEMO_EMBEDDINGS", "off")
+
+
+#: The pinned npm package of the Claude Code CLI (.ci/run installs the same one).
+CLAUDE_CODE = (Path(__file__).parent / "claude-code-package").read_text().strip()
+
+
+@pytest.fixture(scope="session")
+def claude(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The Claude Code CLI, installed once per session (or given by $EXPLOMEMO_TEST_CLAUDE)."""
+    given = os.environ.get("EXPLOMEMO_TEST_CLAUDE")
+    if given:
+        return Path(given)
+    npm = shutil.which("npm")
+    if npm is None:
+        if os.environ.get("CI"):
+            pytest.fail("npm is missing: CI must run the Claude Code end-to-end tests")
+        pytest.skip("npm is not installed: cannot install the Claude Code CLI")
+    prefix = tmp_path_factory.mktemp("claude-code")
+    subprocess.run(
+        [
+            npm,
+            "install",
+            "--prefix",
+            str(prefix),
+            "--no-audit",
+            "--no-fund",
+            "--loglevel=error",
+            CLAUDE_CODE,
+        ],
+        check=True,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        timeout=900,
+    )
+    return prefix / "node_modules" / ".bin" / "claude"
 
 
 # Fixtures shared by test files in several folders ------------------------------------

@@ -109,6 +109,42 @@ def invoke_cli(args: Sequence[str]) -> CliResult:
     return CliResult(code, out.getvalue(), err.getvalue())
 
 
+#: The explomemo command installed beside this Python (what ``setup`` writes into clients).
+EXPLOMEMO = str(Path(sys.executable).parent / "explomemo")
+
+
+def claude_environment(home: Path, db: Path, path: str) -> dict[str, str]:
+    """The environment of a real Claude Code CLI (and of the hooks and server it starts):
+    a private HOME, no Anthropic or Claude variable of the caller's, no non-essential
+    traffic, explomemo on ``db`` without the model."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "CLAUDE"))}
+    env.update(
+        HOME=str(home),
+        PATH=path,
+        CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1",
+        DISABLE_AUTOUPDATER="1",
+        EXPLOMEMO_DB=str(db),
+        EXPLOMEMO_EMBEDDINGS="off",
+    )
+    return env
+
+
+def run_quietly(
+    argv: list[str], cwd: Path, env: dict[str, str]
+) -> subprocess.CompletedProcess[str]:
+    """Run a command with no standard input, its output captured, within 180 s."""
+    return subprocess.run(
+        argv,
+        cwd=cwd,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+
+
 class Repo:
     """A real git repository built in the test."""
 

@@ -8,31 +8,22 @@ hook failure (``hook_non_blocking_error``, ``hook_cancelled``). No network:
 HOME is a temporary folder, nothing is logged in, non-essential traffic is
 off.
 
-The CLI comes from ``$EXPLOMEMO_TEST_CLAUDE`` (``.ci/run`` installs it once),
-else from ``npm install`` into a temporary folder once per test session. Only
-a machine without npm skips these tests, and never under CI.
+The CLI is the ``claude`` fixture (tests/conftest.py): ``$EXPLOMEMO_TEST_CLAUDE``
+(``.ci/run`` installs it once), else ``npm install`` into a temporary folder once per
+test session. Only a machine without npm skips these tests, and never under CI.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
-import sys
 import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import Repo
-
-#: The pinned npm package (.ci/run installs the same one).
-CLAUDE_CODE = (Path(__file__).parent.parent / "claude-code-package").read_text().strip()
-
-
-EXPLOMEMO = str(Path(sys.executable).parent / "explomemo")
-
+from helpers import EXPLOMEMO, Repo, claude_environment, run_quietly
 
 MEMOS = [
     (
@@ -47,63 +38,6 @@ MEMOS = [
         ["src/retry.py"],
     ),
 ]
-
-
-@pytest.fixture(scope="session")
-def claude(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The Claude Code CLI, installed once per session (or given by $EXPLOMEMO_TEST_CLAUDE)."""
-    given = os.environ.get("EXPLOMEMO_TEST_CLAUDE")
-    if given:
-        return Path(given)
-    npm = shutil.which("npm")
-    if npm is None:
-        if os.environ.get("CI"):
-            pytest.fail("npm is missing: CI must run the Claude Code end-to-end tests")
-        pytest.skip("npm is not installed: cannot install the Claude Code CLI")
-    prefix = tmp_path_factory.mktemp("claude-code")
-    subprocess.run(
-        [
-            npm,
-            "install",
-            "--prefix",
-            str(prefix),
-            "--no-audit",
-            "--no-fund",
-            "--loglevel=error",
-            CLAUDE_CODE,
-        ],
-        check=True,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        timeout=900,
-    )
-    return prefix / "node_modules" / ".bin" / "claude"
-
-
-def environment(home: Path, db: Path, path: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "CLAUDE"))}
-    env.update(
-        HOME=str(home),
-        PATH=path,
-        CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1",
-        DISABLE_AUTOUPDATER="1",
-        EXPLOMEMO_DB=str(db),
-        EXPLOMEMO_EMBEDDINGS="off",
-    )
-    return env
-
-
-def run(argv: list[str], cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        argv,
-        cwd=cwd,
-        env=env,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=180,
-        check=False,
-    )
 
 
 @pytest.fixture
@@ -142,7 +76,7 @@ def shop(tmp_path: Path) -> Repo:
 def session(claude: Path, repo: Path, env: dict[str, str], prompt: str) -> list[dict[str, Any]]:
     """Run ``claude -p PROMPT`` (not logged in) and return its hook attachments."""
     session_id = str(uuid.uuid4())
-    done = run([str(claude), "-p", prompt, "--session-id", session_id], repo, env)
+    done = run_quietly([str(claude), "-p", prompt, "--session-id", session_id], repo, env)
     assert "Not logged in" in done.stdout, (done.returncode, done.stdout, done.stderr)
     (transcript,) = Path(env["HOME"], ".claude", "projects").glob(f"*/{session_id}.jsonl")
     entries = [json.loads(line) for line in transcript.read_text().splitlines() if line]
@@ -175,14 +109,14 @@ def test_hooks_bring_memos_into_a_real_claude_session(
 ) -> None:
     home = tmp_path / "home"
     home.mkdir()
-    env = environment(home, tmp_path / "memos.db", f"{claude.parent}:{os.environ['PATH']}")
-    setup = run([EXPLOMEMO, "setup", "claude-code"], shop.path, env)
+    env = claude_environment(home, tmp_path / "memos.db", f"{claude.parent}:{os.environ['PATH']}")
+    setup = run_quietly([EXPLOMEMO, "setup", "claude-code"], shop.path, env)
     assert setup.returncode == 0, setup.stderr
     assert "ran: " in setup.stdout and "mcp add-json --scope local explomemo" in setup.stdout
 
-    listing = run([str(claude), "mcp", "list"], shop.path, env)
+    listing = run_quietly([str(claude), "mcp", "list"], shop.path, env)
     assert f"explomemo: {EXPLOMEMO} serve - ✔ Connected" in listing.stdout, listing.stdout
-    again = run([EXPLOMEMO, "setup", "claude-code"], shop.path, env)
+    again = run_quietly([EXPLOMEMO, "setup", "claude-code"], shop.path, env)
     assert "nothing changed" in again.stdout, again.stdout + again.stderr
 
     attachments = session(claude, shop.path, env, "where do we validate the JWT tokens?")
@@ -207,8 +141,8 @@ def test_without_claude_on_path_the_project_mcp_json_is_approved(
 ) -> None:
     home = tmp_path / "home"
     home.mkdir()
-    env = environment(home, tmp_path / "memos.db", os.environ["PATH"])
-    setup = run([EXPLOMEMO, "setup", "claude-code"], shop.path, env)
+    env = claude_environment(home, tmp_path / "memos.db", os.environ["PATH"])
+    setup = run_quietly([EXPLOMEMO, "setup", "claude-code"], shop.path, env)
     assert setup.returncode == 0, setup.stderr
     assert (shop.path / ".mcp.json").is_file()
     # The approval in .claude/settings.local.json counts once the folder is trusted,
@@ -216,7 +150,7 @@ def test_without_claude_on_path_the_project_mcp_json_is_approved(
     (home / ".claude.json").write_text(
         json.dumps({"projects": {str(shop.path): {"hasTrustDialogAccepted": True}}})
     )
-    listing = run([str(claude), "mcp", "list"], shop.path, env)
+    listing = run_quietly([str(claude), "mcp", "list"], shop.path, env)
     assert f"explomemo: {EXPLOMEMO} serve - ✔ Connected" in listing.stdout, listing.stdout
     attachments = session(claude, shop.path, env, "where are JWT tokens validated?")
     assert_no_hook_error(attachments)
