@@ -5,6 +5,11 @@ the repository's main work tree, found through git's common directory, so
 every linked worktree of a repository and every clone in a folder of that
 name share one project; then the name of the root folder itself.
 
+A name is not an identity: :class:`Caller` holds the rule that leaves out the
+memos of another repository of the same name (the identity itself, a
+repository's first root commit, is git's to say: see
+:func:`explomemo.changes.gitrepo.repository_identity`).
+
 Git is not run: the ``.git`` entry at or above the root is read directly (a
 folder in a main work tree; a ``gitdir:`` file in a linked worktree, whose
 git directory holds a ``commondir`` file naming the shared one). Only
@@ -16,6 +21,7 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Callable
 
 from explomemo import inputs
 from explomemo.errors import InputError
@@ -25,6 +31,35 @@ ENV = "EXPLOMEMO_PROJECT"
 _MAX_LEVELS = 64
 #: ``.git`` and ``commondir`` files are one line; anything longer is not one of them.
 _MAX_POINTER_BYTES = 4096
+
+
+class Caller:
+    """Who asks for memos: the project a call works on and the identity of the repository it
+    works in, found by ``identity`` only when a memo has one to compare (at most once).
+
+    ``project`` None (no name could be derived) leaves nothing out.
+    """
+
+    def __init__(self, project: str | None, identity: Callable[[], str | None]) -> None:
+        self.project = project
+        self._identity = identity
+        self._found: list[str | None] = []
+
+    def identity(self) -> str | None:
+        """The caller's repository identity (None: unknown)."""
+        if not self._found:
+            self._found.append(self._identity())
+        return self._found[0]
+
+    def leaves_out(self, project: str, repository: str | None) -> bool:
+        """Whether a memo of ``project`` recorded in ``repository`` belongs to another
+        repository of the caller's project name: the names are equal and both identities
+        known and different. A memo without an identity (recorded outside git, in a
+        shallow clone, or before identities were kept) matches any."""
+        if repository is None or project != self.project:
+            return False
+        here = self.identity()
+        return here is not None and here != repository
 
 
 def project_name(value: str, what: str = "project") -> str:

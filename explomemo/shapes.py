@@ -357,6 +357,11 @@ class ExportedMemo(Shape):
     )
     recorded_at: str
     files: list[ExportedFile]
+    repository: str | None = shown_when(
+        lambda m: m.repository is not None,
+        "The first root commit of the repository it was recorded in; left out when unknown"
+        " (outside git, a shallow clone), which matches any repository.",
+    )
 
 
 class ImportResult(Shape):

@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 
 from explomemo.errors import HookInputError
 from explomemo.printable import message
-from explomemo.projects import resolve_project
+from explomemo.projects import Caller, resolve_project
 from explomemo.store.database import FileRow, MemoRow, Store
 
 if TYPE_CHECKING:
@@ -217,6 +217,22 @@ def _changes(
     return {entry.id: entry for entry in report.stale}
 
 
+def _of_this_repository(
+    store: Store, project: str, root: str, memos: Sequence[MemoRow]
+) -> list[MemoRow]:
+    """``memos`` but those of another repository of the project's name (see
+    :class:`~explomemo.projects.Caller`): git runs (and its module is imported) only when a
+    memo has an identity."""
+
+    def identity() -> str | None:
+        from explomemo.changes.gitrepo import repository_identity
+
+        return repository_identity(root, store)
+
+    asking = Caller(project, identity)
+    return [m for m in memos if not asking.leaves_out(m.project, m.repository)]
+
+
 # session-start ---------------------------------------------------------------
 
 
@@ -227,7 +243,7 @@ def session_start(payload: dict[str, Any], db: Path | None, project: str | None)
     store = Store.open_existing(db, BUSY_TIMEOUT_MS)
     try:
         with store.errors(), store.read() as conn:
-            memos = store.memos(conn, project=name)
+            memos = _of_this_repository(store, name, root, store.memos(conn, project=name))
             files = store.all_files(conn, name)
         if not memos:
             return None
@@ -286,7 +302,10 @@ def prompt(payload: dict[str, Any], db: Path | None, project: str | None) -> Ans
     store = Store.open_existing(db, BUSY_TIMEOUT_MS)
     try:
         with store.errors(), store.read() as conn:
-            found = answering(store, conn, name, text)[: MAX_FRESH + MAX_STALE]
+            answers = answering(store, conn, name, text)
+            kept = set(_of_this_repository(store, name, root, [memo for memo, _ in answers]))
+            found = [(memo, score) for memo, score in answers if memo in kept]
+            found = found[: MAX_FRESH + MAX_STALE]
             if not found:
                 return None
             files = store.files_of(conn, [memo.id for memo, _ in found])
