@@ -20,6 +20,7 @@ FIFO or a huge file named ``.git`` cannot hang or slow a hook.
 from __future__ import annotations
 
 import os
+import re
 import stat
 from collections.abc import Callable
 
@@ -164,6 +165,44 @@ def git_files_plain(start: str) -> bool:
             if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
                 return False
     return True
+
+
+#: A commit id as git writes it in HEAD and ref files (SHA-1 or SHA-256).
+_COMMIT = re.compile(r"[0-9a-f]{40}(?:[0-9a-f]{24})?")
+#: A branch name read from HEAD that is looked up as a plain file of the git directory.
+_BRANCH = re.compile(r"refs/heads/(?:[A-Za-z0-9_.-]+/)*[A-Za-z0-9_.-]+")
+
+
+def head_commit(start: str) -> str | None:
+    """The commit HEAD points to in the repository holding ``start``, read from git's files
+    without running git: a detached HEAD, or a branch of a plain ref file; None whenever
+    it is not that simple (a packed or reftable ref, a shallow clone, an unborn branch,
+    outside git), for git itself to say.
+
+    Only the ``.git`` entry, ``HEAD``, ``commondir``, ``shallow`` and that branch's file
+    inside the git directories are looked at, each a small regular file opened
+    non-blocking (see :func:`_pointer`); a branch name with ``..`` is not looked up.
+    """
+    entry = _find_git_entry(os.path.abspath(start))
+    if entry is None:
+        return None
+    git_dir = entry
+    if not os.path.isdir(entry):
+        pointer = _pointer(entry, "gitdir:")
+        if pointer is None:
+            return None
+        git_dir = os.path.realpath(os.path.join(os.path.dirname(entry), pointer))
+    common = _pointer(os.path.join(git_dir, "commondir"), "")
+    common_dir = git_dir if common is None else os.path.realpath(os.path.join(git_dir, common))
+    if os.path.lexists(os.path.join(common_dir, "shallow")):
+        return None
+    head = _pointer(os.path.join(git_dir, "HEAD"), "")
+    if head is not None and head.startswith("ref:"):
+        branch = head[len("ref:") :].strip()
+        if not _BRANCH.fullmatch(branch) or ".." in branch:
+            return None
+        head = _pointer(os.path.join(common_dir, *branch.split("/")), "")
+    return head if head is not None and _COMMIT.fullmatch(head) else None
 
 
 def _find_git_entry(path: str) -> str | None:

@@ -10,8 +10,8 @@ never writes the index), no replace objects, no pager, no colour, no
 protocol (so a partial clone cannot fetch), and the repository's own
 settings that run a program in a read overridden on the command line
 (``core.fsmonitor``, ``core.hooksPath``, ``log.showSignature``). The
-commands used (``rev-parse``, ``rev-list``, ``cat-file --batch``, ``ls-files -s``,
-``log --raw``) neither apply filters or textconv nor run hooks. git's own
+commands used (``rev-parse``, ``rev-list``, ``merge-base --is-ancestor``, ``cat-file
+--batch``, ``ls-files -s``, ``log --raw``) neither apply filters or textconv nor run hooks. git's own
 ``safe.directory`` check stays on: a repository owned by another user is
 read only when the user's own git configuration lists it there.
 """
@@ -20,14 +20,12 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
-import subprocess
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from explomemo.errors import PathError
 from explomemo.files import Root, resolve_root
-from explomemo.projects import git_files_plain
+from explomemo.projects import git_files_plain, head_commit
 
 if TYPE_CHECKING:
     from explomemo.store.database import Store
@@ -81,6 +79,8 @@ def _user_safe_directories(git: str) -> list[str]:
     """
     global _trusted_folders
     if _trusted_folders is None:
+        import subprocess
+
         env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
         found: list[str] = []
         for scope in ("--system", "--global"):
@@ -116,6 +116,8 @@ class GitRepo:
         """The repository whose work tree holds ``root``; None when there is none (or no git),
         or when a file git would open to find it is not a regular file (a FIFO there would
         hold git until its timeout; see :func:`~explomemo.projects.git_files_plain`)."""
+        import shutil
+
         git = shutil.which("git")
         if git is None or not git_files_plain(root.real):
             return None
@@ -130,6 +132,9 @@ class GitRepo:
 
     def _run(self, args: list[str], given: bytes | None = None) -> bytes | None:
         """git's standard output, or None when it failed, timed out or could not start."""
+        # Imported here: a hook that finds an identity from git's files runs no git.
+        import subprocess
+
         command = [self._git, *_FLAGS]
         for setting in self._settings:
             command += ["-c", setting]
@@ -291,13 +296,16 @@ def repository_identity(root: str, store: Store | None = None) -> str | None:
 
 
 def _identity_at(where: Root, store: Store | None) -> str | None:
-    repo = GitRepo.at(where)
-    if repo is None:
-        return None
     known = None
     if store is not None:
         with store.errors(), store.read() as conn:
             known = store.known_head(conn, where.real)
+    valid = known is not None and all(COMMIT_ID.fullmatch(i) for i in known)
+    if known is not None and valid and head_commit(where.real) == known[0]:
+        return known[1]  # HEAD has not moved since: no git at all
+    repo = GitRepo.at(where)
+    if repo is None:
+        return None
     found = repo.root_commit(known)
     if found is None:
         return None

@@ -11,6 +11,7 @@ from helpers import Repo, git, open_cache
 from explomemo.changes import gitrepo
 from explomemo.changes.gitrepo import GitRepo, repository_identity
 from explomemo.files import resolve_root
+from explomemo.projects import head_commit
 
 
 @pytest.fixture(autouse=True)
@@ -100,3 +101,52 @@ def test_the_database_keeps_the_head_found_for_the_next_process(
             cache.store.save_head(conn, real, head, "0" * 40)
         gitrepo._identities.clear()
         assert repository_identity(str(repo.path), cache.store) == "0" * 40
+
+
+def test_an_unmoved_head_is_read_from_gits_files_and_runs_no_git(
+    tmp_path: Path, db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The prompt hook runs before every prompt: while HEAD stays where the database saw
+    it, the identity comes from HEAD's file and the database alone."""
+    repo = _repo(tmp_path / "app", "a.py")
+    first = git(repo.path, "rev-list", "--max-parents=0", "HEAD")
+    with open_cache(db_path) as cache:
+        assert repository_identity(str(repo.path), cache.store) == first
+        gitrepo._identities.clear()
+
+        def no_git(*args: object, **kwargs: object) -> None:
+            raise AssertionError("git ran")
+
+        with monkeypatch.context() as patch:
+            patch.setattr(GitRepo, "_run", no_git)
+            assert repository_identity(str(repo.path), cache.store) == first
+        # HEAD moved: git says, and the database keeps the new HEAD.
+        gitrepo._identities.clear()
+        repo.write("b.py", "b\n")
+        later = repo.commit("b")
+        assert repository_identity(str(repo.path), cache.store) == first
+        with cache.store.read() as conn:
+            assert cache.store.known_head(conn, str(repo.path.resolve())) == (later, first)
+
+
+def test_head_is_read_only_from_plain_files_inside_the_repository(tmp_path: Path) -> None:
+    repo = _repo(tmp_path / "app", "a.py")
+    head = git(repo.path, "rev-parse", "HEAD")
+    assert head_commit(str(repo.path)) == head
+    assert head_commit(str(repo.path / "sub-that-does-not-exist")) == head
+    wt = tmp_path / "wt"
+    git(repo.path, "worktree", "add", "-q", "-b", "side", str(wt))
+    assert head_commit(str(wt)) == head
+    git(repo.path, "checkout", "-q", "--detach")
+    assert head_commit(str(repo.path)) == head
+    git(repo.path, "checkout", "-q", "main")
+    # Packed refs are git's to read.
+    git(repo.path, "pack-refs", "--all")
+    assert head_commit(str(repo.path)) is None
+    # A HEAD leading out of the git directory is never followed.
+    outside = tmp_path / "outside"
+    outside.write_text(head + "\n")
+    for pointer in ("ref: refs/heads/../../../outside", "ref: /etc/passwd", "ref: HEAD"):
+        (repo.path / ".git" / "HEAD").write_text(pointer + "\n")
+        assert head_commit(str(repo.path)) is None, pointer
+    assert head_commit(str(tmp_path)) is None
