@@ -10,6 +10,9 @@ runs it, on repositories of 1 and 5,000 commits whose one memo answers the promp
 * ``identity, new HEAD``: a commit since (the identity is found from the commits since),
 * ``identity, no row``: nothing kept (a whole walk of the history, as after a rebase).
 
+The second table times the identity step alone, in this process (what the hook adds,
+less the import of the module), where other work on the machine blurs less.
+
 Run: ``.venv/bin/python benchmarks/bench_identity.py [--reps N]``.
 """
 
@@ -95,6 +98,45 @@ def hook_call(db: Path, root: Path) -> Callable[[], object]:
     return call
 
 
+def step_times(db: Path, root: Path, reps: int) -> list[tuple[str, float, float]]:
+    """(case, p50, p95) of finding the identity at ``root`` as a new process would."""
+    from explomemo.changes import gitrepo
+    from explomemo.store.database import Store
+
+    store = Store.open(db)
+    found = []
+    try:
+        identity = gitrepo.repository_identity(str(root), store)
+        head = git(root, "rev-parse", "HEAD")
+        cases: list[tuple[str, Callable[[], None]]] = [
+            ("head known (files only)", lambda: None),
+            ("new HEAD (one commit since)", lambda: forget(store, root, f"{head}~1", identity)),
+            ("no row (whole history)", lambda: forget(store, root, None, identity)),
+        ]
+        for label, before in cases:
+            samples = []
+            for _ in range(reps):
+                before()
+                gitrepo._identities.clear()
+                samples.append(timed(lambda: gitrepo.repository_identity(str(root), store)))
+            found.append((label, median(samples), percentile(samples, 95)))
+    finally:
+        store.close()
+    return found
+
+
+def forget(store: object, root: Path, rev: str | None, identity: str | None) -> None:
+    """Leave the database's row for ``root`` at ``rev`` (None: no row)."""
+    from explomemo.store.database import Store
+
+    assert isinstance(store, Store)
+    real = str(root.resolve())
+    with store.write() as conn:
+        conn.execute("DELETE FROM repository_heads WHERE root = ?", (real,))
+        if rev is not None and identity is not None:
+            store.save_head(conn, real, git(root, "rev-parse", rev), identity)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reps", type=int, default=21)
@@ -105,6 +147,7 @@ def main() -> int:
     print(load_line())
     tmp = Path(tempfile.mkdtemp(prefix="explomemo-bench-identity-"))
     rows = []
+    steps = []
     try:
         for commits in (1, 5_000):
             root = make_repo(tmp / f"c{commits}" / "app", commits)
@@ -144,6 +187,9 @@ def main() -> int:
                 rows.append(
                     [f"{commits:,}", label, ms(median(samples)), ms(percentile(samples, 95))]
                 )
+            new_head()  # a commit since the last row written, for "new HEAD"
+            steps += [[f"{commits:,}", label, ms(p50), ms(p95)]
+                      for label, p50, p95 in step_times(db, root, args.reps * 3)]  # fmt: skip
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     print()
@@ -154,6 +200,9 @@ def main() -> int:
             title="hook prompt, one memo answering, a new process each call",
         )
     )
+    print()
+    print(table(["commits", "identity step", "p50", "p95"], steps,
+                title="the identity step alone, in process"))  # fmt: skip
     print(f"at the end: {load_line()}")
     return 0
 
