@@ -10,10 +10,11 @@ never writes the index), no replace objects, no pager, no colour, no
 protocol (so a partial clone cannot fetch), and the repository's own
 settings that run a program in a read overridden on the command line
 (``core.fsmonitor``, ``core.hooksPath``, ``log.showSignature``). The
-commands used (``rev-parse``, ``rev-list``, ``merge-base --is-ancestor``, ``cat-file
---batch``, ``ls-files -s``, ``log --raw``) neither apply filters or textconv nor run hooks. git's own
-``safe.directory`` check stays on: a repository owned by another user is
-read only when the user's own git configuration lists it there.
+commands used (``rev-parse``, ``rev-list``, ``merge-base --is-ancestor``,
+``cat-file --batch``, ``ls-files -s``, ``log --raw``) neither apply filters
+or textconv nor run hooks. git's own ``safe.directory`` check stays on: a
+repository owned by another user is read only when the user's own git
+configuration lists it there.
 """
 
 from __future__ import annotations
