@@ -451,15 +451,16 @@ class MemoCache:
                 query,
                 also=(i for i, _ in (vector_hits.hits if vector_hits else ())),
             )
-        candidates = fuse(vector_hits, words)[: max(limit * 3, limit + 10)]
-        ids = [c.id for c in candidates]
+        fused = fuse(vector_hits, words)
         asking = caller(project, where.path, self.store)
         with self.store.errors(), self.store.read() as conn:
-            memos = {
-                m.id: m
-                for m in self.store.memos(conn, ids=ids)
-                if not asking.leaves_out(m.project, m.repository)
-            }
+            held = self.store.repositories_of(conn, [c.id for c in fused])
+        # Before the cut: another repository's memos must not take this one's places.
+        candidates = [c for c in fused if not asking.leaves_out(project, held.get(c.id))]
+        candidates = candidates[: max(limit * 3, limit + 10)]
+        ids = [c.id for c in candidates]
+        with self.store.errors(), self.store.read() as conn:
+            memos = {m.id: m for m in self.store.memos(conn, ids=ids)}
             files = self.store.files_of(conn, ids)
         observed = self._observe(where, [f for i in ids for f in files.get(i, [])])
         built: dict[int, Match] = {}

@@ -818,6 +818,18 @@ class Store:
             ).fetchall()
         return [MemoRow(*row) for row in rows]
 
+    def repositories_of(
+        self, conn: sqlite3.Connection, ids: Sequence[int]
+    ) -> dict[int, str | None]:
+        """The repository identity of each memo among ``ids`` (None: unknown)."""
+        found: dict[int, str | None] = {}
+        for chunk in _chunks(list(ids)):
+            marks = ",".join("?" * len(chunk))
+            found.update(
+                conn.execute(f"SELECT id, repository FROM memos WHERE id IN ({marks})", chunk)
+            )
+        return found
+
     def repositories_pending(self, conn: sqlite3.Connection) -> bool:
         """True while memos stored before identities were kept (migration 0008) have none."""
         found = conn.execute("SELECT 1 FROM memos_without_repository LIMIT 1").fetchone()

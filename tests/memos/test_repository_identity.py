@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from helpers import EMBEDDINGS_OFF, Repo, call_tools, git, invoke_cli
+from helpers import EMBEDDINGS_OFF, Repo, call_tools, git, invoke_cli, open_cache
 
 from explomemo.store import database as store_module
 from explomemo.store.database import Store, load_migrations
@@ -266,3 +266,26 @@ def test_migration_gives_stored_memos_their_recorded_roots_identity(
     monkeypatch.chdir(apps.b)
     listed = json.loads(invoke_cli(["--db", str(db), "list", "--json"]).out)
     assert sorted(m["id"] for m in listed) == [2, 3, 4]
+
+
+def test_another_repositorys_memos_take_no_places_from_this_ones(
+    apps: Apps, tmp_path: Path
+) -> None:
+    """Recall cuts its candidates short: memos of the other repository are left out before
+    the cut, so many of them never push this repository's memo out."""
+    with open_cache(apps.db) as cache:
+        for n in range(30):
+            cache.record(
+                question=f"Which license covers module {n} of this code?",
+                conclusion=f"The MIT license in LICENSE covers module {n}.",
+                files=["LICENSE"],
+                root=str(apps.a),
+            )
+        own = cache.record(
+            question="Which license covers this code here?",
+            conclusion="A licence of its own, in LICENSE.",
+            files=["LICENSE"],
+            root=str(apps.b),
+        )
+        found = cache.recall(query=PROMPT, root=str(apps.b), limit=1)
+    assert [m.id for m in found.matches] == [own.id]
