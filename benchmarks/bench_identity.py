@@ -29,7 +29,6 @@ from pathlib import Path
 
 from _common import (
     EXPLOMEMO,
-    code_line,
     load_line,
     machine_line,
     median,
@@ -143,8 +142,6 @@ def main() -> int:
     args = parser.parse_args()
     print(wait_for_quiet())
     print(machine_line())
-    print(code_line())
-    print(load_line())
     tmp = Path(tempfile.mkdtemp(prefix="explomemo-bench-identity-"))
     rows = []
     steps = []

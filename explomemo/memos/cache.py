@@ -635,7 +635,7 @@ class MemoCache:
         if project is not None:
             project = project_name(project)
         where = _checking_roots(root)
-        asking = caller(project, root, self.store)
+        askers = self._askers(project, root)
         with self.store.errors(), self.store.read() as conn:
             memos = self.store.memos(conn, project=project)
             self.require_project(conn, project, memos)
@@ -645,10 +645,27 @@ class MemoCache:
                 f"database {self.store.path} holds no memo, so there is nothing to check:"
                 " record memos first, or check the database path (--db, $EXPLOMEMO_DB)"
             )
-        kept = [m for m in memos if not asking.leaves_out(m.project, m.repository)]
+        kept = [m for m in memos if not askers(m).leaves_out(m.project, m.repository)]
         if require_memos and not kept:
-            raise NotFoundError(left_no_memo(f"database {self.store.path}", asking))
+            raise NotFoundError(left_no_memo(f"database {self.store.path}", askers(memos[0])))
         return check_memos(kept, files, where, self.validator, progress=progress)
+
+    def _askers(self, project: str | None, root: str | None) -> Callable[[MemoRow], Caller]:
+        """Who asks about each memo in a check: the caller at ``root`` when given; without,
+        each memo is checked under its recorded root, so that root asks (a memo whose
+        recorded root now holds another repository of its name is left out)."""
+        if root is not None:
+            fixed = caller(project, root, self.store)
+            return lambda memo: fixed
+        found: dict[tuple[str, str], Caller] = {}
+
+        def recorded(memo: MemoRow) -> Caller:
+            key = (memo.root, memo.project)
+            if key not in found:
+                found[key] = caller(memo.project, memo.root, self.store)
+            return found[key]
+
+        return recorded
 
     def require_project(
         self, conn: sqlite3.Connection, project: str | None, found: Sequence[MemoRow]

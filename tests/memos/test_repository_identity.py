@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -19,6 +20,7 @@ from pathlib import Path
 import pytest
 from helpers import EMBEDDINGS_OFF, Repo, call_tools, git, invoke_cli, open_cache
 
+from explomemo.changes import gitrepo
 from explomemo.store import database as store_module
 from explomemo.store.database import Store, load_migrations
 
@@ -289,3 +291,19 @@ def test_another_repositorys_memos_take_no_places_from_this_ones(
         )
         found = cache.recall(query=PROMPT, root=str(apps.b), limit=1)
     assert [m.id for m in found.matches] == [own.id]
+
+
+def test_stale_without_root_asks_each_memos_recorded_root(
+    apps: Apps, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Checked under its recorded root, a memo is asked about by that root, wherever the
+    command runs; a memo whose recorded root now holds another repository is left out."""
+    monkeypatch.chdir(apps.b)
+    run = invoke_cli(["--db", str(apps.db), "stale", "--format", "json", "--check"])
+    assert run.code == 0, run.err
+    assert json.loads(run.out)["checked"] == 1
+    shutil.rmtree(apps.a)
+    _app(apps.a.parent, "an unrelated app in its place\n")
+    monkeypatch.setattr(gitrepo, "_identities", {})  # a new process: nothing found yet
+    run = invoke_cli(["--db", str(apps.db), "stale", "--project", "app", "--check"])
+    assert run.code == 2 and "nothing to check" in run.err, run.output
