@@ -5,6 +5,11 @@ the repository's main work tree, found through git's common directory, so
 every linked worktree of a repository and every clone in a folder of that
 name share one project; then the name of the root folder itself.
 
+A name is not an identity: :class:`Caller` holds the rule that leaves out the
+memos of another repository of the same name (the identity itself, a
+repository's first root commit, is git's to say: see
+:func:`explomemo.changes.gitrepo.repository_identity`).
+
 Git is not run: the ``.git`` entry at or above the root is read directly (a
 folder in a main work tree; a ``gitdir:`` file in a linked worktree, whose
 git directory holds a ``commondir`` file naming the shared one). Only
@@ -15,7 +20,9 @@ FIFO or a huge file named ``.git`` cannot hang or slow a hook.
 from __future__ import annotations
 
 import os
+import re
 import stat
+from collections.abc import Callable
 
 from explomemo import inputs
 from explomemo.errors import InputError
@@ -25,6 +32,35 @@ ENV = "EXPLOMEMO_PROJECT"
 _MAX_LEVELS = 64
 #: ``.git`` and ``commondir`` files are one line; anything longer is not one of them.
 _MAX_POINTER_BYTES = 4096
+
+
+class Caller:
+    """Who asks for memos: the project a call works on and the identity of the repository it
+    works in, found by ``identity`` only when a memo has one to compare (at most once).
+
+    ``project`` None (no name could be derived) leaves nothing out.
+    """
+
+    def __init__(self, project: str | None, identity: Callable[[], str | None]) -> None:
+        self.project = project
+        self._identity = identity
+        self._found: list[str | None] = []
+
+    def identity(self) -> str | None:
+        """The caller's repository identity (None: unknown)."""
+        if not self._found:
+            self._found.append(self._identity())
+        return self._found[0]
+
+    def leaves_out(self, project: str, repository: str | None) -> bool:
+        """Whether a memo of ``project`` recorded in ``repository`` belongs to another
+        repository of the caller's project name: the names are equal and both identities
+        known and different. A memo without an identity (recorded outside git, in a
+        shallow clone, or before identities were kept) matches any."""
+        if repository is None or project != self.project:
+            return False
+        here = self.identity()
+        return here is not None and here != repository
 
 
 def project_name(value: str, what: str = "project") -> str:
@@ -129,6 +165,44 @@ def git_files_plain(start: str) -> bool:
             if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
                 return False
     return True
+
+
+#: A commit id as git writes it in HEAD and ref files (SHA-1 or SHA-256).
+_COMMIT = re.compile(r"[0-9a-f]{40}(?:[0-9a-f]{24})?")
+#: A branch name read from HEAD that is looked up as a plain file of the git directory.
+_BRANCH = re.compile(r"refs/heads/(?:[A-Za-z0-9_.-]+/)*[A-Za-z0-9_.-]+")
+
+
+def head_commit(start: str) -> str | None:
+    """The commit HEAD points to in the repository holding ``start``, read from git's files
+    without running git: a detached HEAD, or a branch of a plain ref file; None whenever
+    it is not that simple (a packed or reftable ref, a shallow clone, an unborn branch,
+    outside git), for git itself to say.
+
+    Only the ``.git`` entry, ``HEAD``, ``commondir``, ``shallow`` and that branch's file
+    inside the git directories are looked at, each a small regular file opened
+    non-blocking (see :func:`_pointer`); a branch name with ``..`` is not looked up.
+    """
+    entry = _find_git_entry(os.path.abspath(start))
+    if entry is None:
+        return None
+    git_dir = entry
+    if not os.path.isdir(entry):
+        pointer = _pointer(entry, "gitdir:")
+        if pointer is None:
+            return None
+        git_dir = os.path.realpath(os.path.join(os.path.dirname(entry), pointer))
+    common = _pointer(os.path.join(git_dir, "commondir"), "")
+    common_dir = git_dir if common is None else os.path.realpath(os.path.join(git_dir, common))
+    if os.path.lexists(os.path.join(common_dir, "shallow")):
+        return None
+    head = _pointer(os.path.join(git_dir, "HEAD"), "")
+    if head is not None and head.startswith("ref:"):
+        branch = head[len("ref:") :].strip()
+        if not _BRANCH.fullmatch(branch) or ".." in branch:
+            return None
+        head = _pointer(os.path.join(common_dir, *branch.split("/")), "")
+    return head if head is not None and _COMMIT.fullmatch(head) else None
 
 
 def _find_git_entry(path: str) -> str | None:

@@ -381,6 +381,11 @@ class ExportedMemo(Shape):
         default="agent",
     )
     files: list[ExportedFile]
+    repository: str | None = shown_when(
+        lambda m: m.repository is not None,
+        "The first root commit of the repository it was recorded in; left out when unknown"
+        " (outside git, a shallow clone), which matches any repository.",
+    )
 
 
 class ImportResult(Shape):

@@ -1,4 +1,5 @@
-"""Reading a root's git object store: blobs by id, tracked paths, a path's history.
+"""Reading a root's git object store: blobs by id, tracked paths, a path's history, and the
+repository's identity (its first root commit).
 
 Only when the root is inside a git work tree, and only to read. git runs as
 a subprocess with an argument list (no shell), a timeout and no standard
@@ -9,23 +10,26 @@ never writes the index), no replace objects, no pager, no colour, no
 protocol (so a partial clone cannot fetch), and the repository's own
 settings that run a program in a read overridden on the command line
 (``core.fsmonitor``, ``core.hooksPath``, ``log.showSignature``). The
-commands used (``rev-parse``, ``cat-file --batch``, ``ls-files -s``,
-``log --raw``) neither apply filters or textconv nor run hooks. git's own
-``safe.directory`` check stays on: a repository owned by another user is
-read only when the user's own git configuration lists it there.
+commands used (``rev-parse``, ``rev-list``, ``merge-base --is-ancestor``,
+``cat-file --batch``, ``ls-files -s``, ``log --raw``) neither apply filters
+or textconv nor run hooks. git's own ``safe.directory`` check stays on: a
+repository owned by another user is read only when the user's own git
+configuration lists it there.
 """
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
-import shutil
-import subprocess
 from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
 
-from explomemo.files import Root
-from explomemo.projects import git_files_plain
+from explomemo.errors import PathError
+from explomemo.files import Root, resolve_root
+from explomemo.projects import git_files_plain, head_commit
+
+if TYPE_CHECKING:
+    from explomemo.store.database import Store
 
 #: Seconds one git command may take before it is stopped (its answer is then "unavailable").
 GIT_TIMEOUT = 10.0
@@ -33,6 +37,8 @@ GIT_TIMEOUT = 10.0
 HISTORY_DEPTH = 200
 
 _BLOB_ID = re.compile(rb"[0-9a-f]{40}")
+#: A commit id: SHA-1, or SHA-256 in a repository made with --object-format=sha256.
+COMMIT_ID = re.compile(r"[0-9a-f]{40}(?:[0-9a-f]{24})?")
 _NO_BLOB = "0" * 40
 _SETTINGS = (
     "core.fsmonitor=false",
@@ -74,6 +80,8 @@ def _user_safe_directories(git: str) -> list[str]:
     """
     global _trusted_folders
     if _trusted_folders is None:
+        import subprocess
+
         env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
         found: list[str] = []
         for scope in ("--system", "--global"):
@@ -109,6 +117,8 @@ class GitRepo:
         """The repository whose work tree holds ``root``; None when there is none (or no git),
         or when a file git would open to find it is not a regular file (a FIFO there would
         hold git until its timeout; see :func:`~explomemo.projects.git_files_plain`)."""
+        import shutil
+
         git = shutil.which("git")
         if git is None or not git_files_plain(root.real):
             return None
@@ -123,6 +133,9 @@ class GitRepo:
 
     def _run(self, args: list[str], given: bytes | None = None) -> bytes | None:
         """git's standard output, or None when it failed, timed out or could not start."""
+        # Imported here: a hook that finds an identity from git's files runs no git.
+        import subprocess
+
         command = [self._git, *_FLAGS]
         for setting in self._settings:
             command += ["-c", setting]
@@ -143,6 +156,38 @@ class GitRepo:
             self._refused_as_unsafe = b"dubious ownership" in done.stderr
             return None
         return done.stdout
+
+    def root_commit(self, known: tuple[str, str] | None = None) -> tuple[str, str] | None:
+        """(HEAD's commit id, the repository's identity): its first root commit (``git
+        rev-list --max-parents=0 HEAD``, the smallest id when history has several); None
+        in a shallow clone (its cut-off commits look like roots) or without commits.
+
+        The roots of a commit are fixed by its id (replace objects are off), so
+        ``known``, a commit id and its first root commit as found before, answers for
+        that commit at once, and when HEAD descends from it only the commits since are
+        walked: a long history is walked once, not at every call.
+        """
+        out = (self._run(["rev-parse", "--is-shallow-repository", "HEAD"]) or b"").split()
+        if len(out) != 2 or out[0] != b"false" or not COMMIT_ID.fullmatch(out[1].decode()):
+            return None
+        head = out[1].decode()
+        if known is not None and not all(COMMIT_ID.fullmatch(i) for i in known):
+            known = None
+        if known is not None and known[0] == head:
+            return head, known[1]
+        walk = ["rev-list", "--max-parents=0", "HEAD"]
+        roots: list[str] = []
+        if (
+            known is not None
+            and self._run(["merge-base", "--is-ancestor", known[0], head]) is not None
+        ):
+            walk += ["--not", known[0]]
+            roots.append(known[1])
+        listed = self._run(walk)
+        if listed is None:
+            return None
+        roots += [line for line in listed.decode().split() if COMMIT_ID.fullmatch(line)]
+        return (head, min(roots)) if roots else None
 
     def blobs(self, ids: Iterable[str]) -> dict[str, bytes]:
         """The content of each blob the object store holds, by id (others are left out)."""
@@ -218,6 +263,8 @@ class GitRepo:
         ordered = [c for c in dict.fromkeys(candidates) if c != _NO_BLOB]
         sizes = {size for _, _, size in wanted}
         sha256s = {sha256 for _, sha256, _ in wanted}
+        import hashlib  # only here: the hooks import this module to find an identity
+
         found: dict[str, tuple[str, bytes]] = {}
         sized = [i for i, n in self.sizes(ordered).items() if n in sizes]
         for blob_id, data in self.blobs(sized).items():
@@ -225,6 +272,47 @@ class GitRepo:
             if digest in sha256s:
                 found[digest] = (blob_id, data)
         return found
+
+
+#: Each root's repository identity, by the path asked and by real path, once per process.
+_identities: dict[str, str | None] = {}
+
+
+def repository_identity(root: str, store: Store | None = None) -> str | None:
+    """The identity of the repository whose work tree holds the folder ``root`` (see
+    :meth:`GitRepo.root_commit`); None outside git, where git is missing or refuses the
+    repository, or when ``root`` is not an existing folder. Found once per root a process;
+    with a ``store``, the commit and identity found last under the root are kept there, so
+    a new process (a hook) walks no history already walked."""
+    if root in _identities:
+        return _identities[root]
+    try:
+        where = resolve_root(root)
+    except PathError:
+        return None
+    if where.real not in _identities:
+        _identities[where.real] = _identity_at(where, store)
+    _identities[root] = _identities[where.real]
+    return _identities[root]
+
+
+def _identity_at(where: Root, store: Store | None) -> str | None:
+    known = None
+    if store is not None:
+        with store.errors(), store.read() as conn:
+            known = store.known_head(conn, where.real)
+    valid = known is not None and all(COMMIT_ID.fullmatch(i) for i in known)
+    if known is not None and valid and head_commit(where.real) == known[0]:
+        return known[1]  # HEAD has not moved since: no git at all
+    repo = GitRepo.at(where)
+    if repo is None:
+        return None
+    found = repo.root_commit(known)
+    if found is None:
+        return None
+    if store is not None and found != known:
+        store.write_cache(lambda conn: store.save_head(conn, where.real, *found))
+    return found[1]
 
 
 def _parse_batch(out: bytes) -> dict[str, bytes]:

@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 
 from explomemo.errors import HookInputError
 from explomemo.printable import message
-from explomemo.projects import resolve_project
+from explomemo.projects import Caller, resolve_project
 from explomemo.store.database import FileRow, MemoRow, Store
 
 if TYPE_CHECKING:
@@ -235,6 +235,22 @@ def _changes(
     return {entry.id: entry for entry in report.stale}
 
 
+def _of_this_repository(
+    store: Store, project: str, root: str, memos: Sequence[MemoRow]
+) -> list[MemoRow]:
+    """``memos`` but those of another repository of the project's name (see
+    :class:`~explomemo.projects.Caller`): git runs (and its module is imported) only when a
+    memo has an identity."""
+
+    def identity() -> str | None:
+        from explomemo.changes.gitrepo import repository_identity
+
+        return repository_identity(root, store)
+
+    asking = Caller(project, identity)
+    return [m for m in memos if not asking.leaves_out(m.project, m.repository)]
+
+
 # session-start ---------------------------------------------------------------
 
 
@@ -245,7 +261,7 @@ def session_start(payload: dict[str, Any], db: Path | None, project: str | None)
     store = Store.open_existing(db, BUSY_TIMEOUT_MS)
     try:
         with store.errors(), store.read() as conn:
-            memos = store.memos(conn, project=name)
+            memos = _of_this_repository(store, name, root, store.memos(conn, project=name))
             files = store.all_files(conn, name)
             spared = _spared(store, conn, name)
         if not memos:
@@ -318,7 +334,10 @@ def prompt(payload: dict[str, Any], db: Path | None, project: str | None) -> Ans
     store = Store.open_existing(db, BUSY_TIMEOUT_MS)
     try:
         with store.errors(), store.read() as conn:
-            found = answering(store, conn, name, text)[: MAX_FRESH + MAX_STALE]
+            answers = answering(store, conn, name, text)
+            kept = set(_of_this_repository(store, name, root, [memo for memo, _ in answers]))
+            found = [(memo, score) for memo, score in answers if memo in kept]
+            found = found[: MAX_FRESH + MAX_STALE]
             if not found:
                 return None
             files = store.files_of(conn, [memo.id for memo, _ in found])
@@ -470,6 +489,7 @@ def _record_turn(turn: Turn, answer: str, root: str, db: Path | None, project: s
     within BUSY_TIMEOUT_MS, keep it in the pending file beside it (then raise, so the
     hook says where it waits)."""
     from explomemo.changes.contents import enabled
+    from explomemo.changes.gitrepo import repository_identity
     from explomemo.clients.capture import capture_of, read_results
     from explomemo.errors import StoreError
     from explomemo.files import resolve_root
@@ -491,11 +511,14 @@ def _record_turn(turn: Turn, answer: str, root: str, db: Path | None, project: s
     try:
         store = Store.open(db, busy_timeout_ms=BUSY_TIMEOUT_MS)
         try:
+            found = found._replace(repository=repository_identity(where.path, store))
             with store.errors(), store.write() as conn:
                 store.save_capture(conn, found)
         finally:
             store.close()
     except StoreError as exc:
+        if found.repository is None:
+            found = found._replace(repository=repository_identity(where.path))
         kept = pending.keep(database_path(db), found)
         raise StoreError(
             f"{exc} -- the turn's memo waits in {kept}, stored by the next explomemo that"

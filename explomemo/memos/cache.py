@@ -15,10 +15,10 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Generic, TypeVar
 
 from explomemo import inputs
-from explomemo.errors import NotFoundError, PathError
+from explomemo.errors import InputError, NotFoundError, PathError
 from explomemo.files import Opener, Refused, Root, relative_path, resolve_root
 from explomemo.inputs import AGENT
-from explomemo.projects import project_name, resolve_project
+from explomemo.projects import Caller, project_name, resolve_project
 from explomemo.recall.sources import FixedModel, ModelSource
 from explomemo.shapes import (
     RECALL_CHARS,
@@ -196,8 +196,16 @@ class MemoCache:
         ``snapshots`` False keeps no content snapshots (default: on unless
         ``EXPLOMEMO_SNAPSHOTS=off``). Without ``create``, a database that does
         not exist is refused rather than created (for commands that only read).
+        Memos stored before identities were kept get theirs here, once (see
+        :meth:`~explomemo.store.database.Store.assign_repositories`).
         """
-        return cls(Store.open(db_path, create=create), model, snapshots)
+        store = Store.open(db_path, create=create)
+        try:
+            _assign_repositories(store)
+        except BaseException:
+            store.close()
+            raise
+        return cls(store, model, snapshots)
 
     def __enter__(self) -> MemoCache:
         return self
@@ -280,9 +288,12 @@ class MemoCache:
         key = inputs.question_key(question)
         entries = {where.absolute(row.path): entry for row, entry, _ in hashed}
         recorded_at = now_iso()
+        from explomemo.changes.gitrepo import repository_identity
+
+        repository = repository_identity(where.path, self.store)
         with self.store.errors(), self.store.write() as conn:
             before = self.store.memo_version(conn)
-            existing = self.store.find_by_question(conn, project, key)
+            existing = self.store.find_by_question(conn, project, key, repository)
             memo_id = self.store.save_memo(
                 conn,
                 memo_id=existing,
@@ -298,6 +309,7 @@ class MemoCache:
                 index_identifiers=False,
                 # An agent's memo replaces one of the same question whatever its origin.
                 origin=AGENT,
+                repository=repository,
             )
             if stored is not None:
                 self.store.set_embedding(
@@ -306,7 +318,9 @@ class MemoCache:
             self.store.save_stat_rows(conn, entries)
             after = self.store.memo_version(conn)
         self.validator.remember(entries, persist=False)
-        memo = MemoRow(memo_id, project, question, conclusion, where.path, recorded_at, AGENT)
+        memo = MemoRow(
+            memo_id, project, question, conclusion, where.path, recorded_at, AGENT, repository
+        )
         self.vectors.recorded(
             project, before, after, memo_id, stored=stored, embedder=embedder, texts=texts
         )
@@ -449,7 +463,13 @@ class MemoCache:
                 query,
                 also=(i for i, _ in (vector_hits.hits if vector_hits else ())),
             )
-        candidates = fuse(vector_hits, words)[: max(limit * 3, limit + 10)]
+        fused = fuse(vector_hits, words)
+        asking = caller(project, where.path, self.store)
+        with self.store.errors(), self.store.read() as conn:
+            held = self.store.repositories_of(conn, [c.id for c in fused])
+        # Before the cut: another repository's memos must not take this one's places.
+        candidates = [c for c in fused if not asking.leaves_out(project, held.get(c.id))]
+        candidates = candidates[: max(limit * 3, limit + 10)]
         ids = [c.id for c in candidates]
         with self.store.errors(), self.store.read() as conn:
             memos = {m.id: m for m in self.store.memos(conn, ids=ids)}
@@ -612,8 +632,9 @@ class MemoCache:
         where = resolve_root(root)
         project = resolve_project(project, where.path)
         snapshot = self._project_files(project)
+        asking = caller(project, where.path, self.store)
         report = check_memos(
-            snapshot.memos.values(),
+            [m for m in snapshot.memos.values() if not asking.leaves_out(m.project, m.repository)],
             snapshot.files,
             where,
             self.validator,
@@ -651,6 +672,7 @@ class MemoCache:
         if project is not None:
             project = project_name(project)
         where = _checking_roots(root)
+        askers = self._askers(project, root)
         with self.store.errors(), self.store.read() as conn:
             memos = self.store.memos(conn, project=project)
             self.require_project(conn, project, memos)
@@ -660,7 +682,27 @@ class MemoCache:
                 f"database {self.store.path} holds no memo, so there is nothing to check:"
                 " record memos first, or check the database path (--db, $EXPLOMEMO_DB)"
             )
-        return check_memos(memos, files, where, self.validator, progress=progress)
+        kept = [m for m in memos if not askers(m).leaves_out(m.project, m.repository)]
+        if require_memos and not kept:
+            raise NotFoundError(left_no_memo(f"database {self.store.path}", askers(memos[0])))
+        return check_memos(kept, files, where, self.validator, progress=progress)
+
+    def _askers(self, project: str | None, root: str | None) -> Callable[[MemoRow], Caller]:
+        """Who asks about each memo in a check: the caller at ``root`` when given; without,
+        each memo is checked under its recorded root, so that root asks (a memo whose
+        recorded root now holds another repository of its name is left out)."""
+        if root is not None:
+            fixed = caller(project, root, self.store)
+            return lambda memo: fixed
+        found: dict[tuple[str, str], Caller] = {}
+
+        def recorded(memo: MemoRow) -> Caller:
+            key = (memo.root, memo.project)
+            if key not in found:
+                found[key] = caller(memo.project, memo.root, self.store)
+            return found[key]
+
+        return recorded
 
     def require_project(
         self, conn: sqlite3.Connection, project: str | None, found: Sequence[MemoRow]
@@ -698,14 +740,23 @@ class MemoCache:
         assert owner is not None
         return ForgetResult(id=memo_id, project=owner)
 
-    def list(self, *, project: str | None = None, origin: str | None = None) -> list[MemoSummary]:
-        """Every memo (of a project, or all; of one origin, when given), without re-hashing."""
+    def list(
+        self, *, project: str | None = None, origin: str | None = None, root: str | None = None
+    ) -> list[MemoSummary]:
+        """Every memo (of a project, or all; of one origin, when given), without re-hashing,
+        but those of another repository of the project name used at ``root`` (default: the
+        working directory)."""
         if project is not None:
             project = project_name(project)
         if origin is not None:
             origin = inputs.check_origin(origin)
+        asking = caller(project, root, self.store)
         with self.store.errors(), self.store.read() as conn:
-            memos = self.store.memos(conn, project=project)
+            memos = [
+                m
+                for m in self.store.memos(conn, project=project)
+                if not asking.leaves_out(m.project, m.repository)
+            ]
             counts = dict(
                 conn.execute("SELECT memo_id, count(*) FROM memo_files GROUP BY memo_id").fetchall()
             )
@@ -791,6 +842,51 @@ class MemoCache:
             served = self.store.served_totals(conn, project)
             sessions = self.store.spared_sessions(conn, project)
         return StatsResult(projects=project_stats(memos, report, served, sessions))
+
+
+def _assign_repositories(store: Store) -> None:
+    with store.errors():
+        with store.read() as conn:
+            if not store.repositories_pending(conn):
+                return
+        from explomemo.changes.gitrepo import repository_identity
+
+        with store.write() as conn:
+            # Read again under the write lock: another process may have done it.
+            if store.repositories_pending(conn):
+                store.assign_repositories(conn, repository_identity)
+
+
+def caller(project: str | None, root: str | None, store: Store | None = None) -> Caller:
+    """The :class:`~explomemo.projects.Caller` of a call at ``root`` (default: the working
+    directory) on ``project`` (default: that of ``root``); ``store`` keeps what finding the
+    identity took (see :func:`~explomemo.changes.gitrepo.repository_identity`). A root that
+    cannot be resolved, or whose project has no name, leaves nothing out: a command that
+    checks each memo under its recorded root needs no usable working directory."""
+    try:
+        where = resolve_root(root).path
+        name: str | None = resolve_project(project, where)
+    except InputError:
+        return Caller(None, lambda: None)
+
+    def identity() -> str | None:
+        # Imported only when a memo has an identity to compare: git is not run otherwise.
+        from explomemo.changes.gitrepo import repository_identity
+
+        return repository_identity(where, store)
+
+    return Caller(name, identity)
+
+
+def left_no_memo(source: str, asking: Caller) -> str:
+    """Why a check that the identity rule left with no memo of ``source`` has nothing to
+    check, and what to do."""
+    return (
+        f"{source} holds memos of project {asking.project!r} only from another repository"
+        f" of that name (root commit not {asking.identity()}), so there is nothing to check"
+        " here: record memos in this repository, or check from a clone of the one they"
+        " were recorded in"
+    )
 
 
 def _overrun(match: Match, room: int) -> Callable[[list[CheckedFile]], int]:

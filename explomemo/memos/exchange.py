@@ -9,7 +9,9 @@ no absolute root: a committed export must not carry a developer's paths.
 Instead, a memo recorded inside a git work tree carries its root relative to
 that work tree's top (``root_in_repo``), and checking or importing puts it
 under the top of the work tree being checked: memos recorded from different
-folders of one repository check from anywhere in a clone.
+folders of one repository check from anywhere in a clone. A memo recorded in a
+repository carries its identity (``repository``, the first root commit): another
+repository of the same name neither checks nor imports it as its own.
 Exports of earlier versions (with ``root``, without blob ids) are still read.
 """
 
@@ -38,7 +40,7 @@ from explomemo.files import (
     resolve_root,
 )
 from explomemo.inputs import AGENT, ORIGINS
-from explomemo.memos.cache import MemoCache, require_project
+from explomemo.memos.cache import MemoCache, caller, left_no_memo, require_project
 from explomemo.printable import json_text
 from explomemo.projects import work_tree_top
 from explomemo.shapes import (
@@ -100,6 +102,7 @@ def exported_memos(
                 )
                 for f in files.get(memo.id, [])
             ],
+            repository=memo.repository,
         )
         yield exported
 
@@ -369,6 +372,11 @@ def _parse_line(line: str) -> ExportedMemo:
         exported.append(
             ExportedFile(path=path, sha256=sha256, xxh3=xxh3, size=size, git_blob=git_blob)
         )
+    repository = data.get("repository")
+    if repository is not None and (
+        not isinstance(repository, str) or not _GIT_BLOB.fullmatch(repository)
+    ):
+        raise _BadLine("repository is not a commit id of 40 lowercase hex digits")
     return ExportedMemo(
         id=memo_id,
         project=project,
@@ -378,6 +386,7 @@ def _parse_line(line: str) -> ExportedMemo:
         recorded_at=recorded_at,
         origin=inputs.check_origin(origin),
         files=exported,
+        repository=repository,
     )
 
 
@@ -474,12 +483,17 @@ def stale_from_export(
         lambda: (m.project for m in memos),
         _write_export_fix(project, source),
     )
+    named = "the export" if source is None else f"export file {source}"
     if require_memos and not chosen:
-        named = "the export" if source is None else f"export file {source}"
         raise NotFoundError(
             f"{named} holds no memo, so there is nothing to check:"
             f" {_write_export_fix(project, source)}"
         )
+    asking = caller(project, root)
+    kept = [m for m in chosen if not asking.leaves_out(m.project, m.repository)]
+    if require_memos and not kept:
+        raise NotFoundError(left_no_memo(named, asking))
+    chosen = kept
     roots = _memo_roots(chosen, root)
     rows: list[MemoRow] = []
     files: dict[int, list[FileRow]] = {}
@@ -494,6 +508,7 @@ def stale_from_export(
                 "" if where is None else where.path,
                 memo.recorded_at,
                 memo.origin,
+                memo.repository,
             )
         )
         files[memo.id] = _file_rows(memo)
@@ -568,7 +583,7 @@ def import_memos(
     with store.errors(), store.write() as conn:
         for memo in memo_list:
             key = inputs.question_key(memo.question)
-            holder = store.question_holder(conn, memo.project, key)
+            holder = store.question_holder(conn, memo.project, key, memo.repository)
             existing = None if holder is None else holder[0]
             if holder is not None and not _import_replaces(memo, holder[1], holder[2]):
                 kept += 1
@@ -585,6 +600,7 @@ def import_memos(
                 files=_file_rows(memo),
                 wanted_id=memo.id,
                 origin=memo.origin,
+                repository=memo.repository,
             )
             if existing is None:
                 added += 1

@@ -79,6 +79,9 @@ class MemoRow(NamedTuple):
     recorded_at: str
     #: ``agent`` (record) or ``transcript`` (captured by the Stop hook).
     origin: str = "agent"
+    #: The identity of the repository it was recorded in (its first root commit); None:
+    #: unknown, which matches any (see :class:`explomemo.projects.Caller`).
+    repository: str | None = None
 
 
 class StatRow(NamedTuple):
@@ -601,27 +604,35 @@ class Store:
 
     # Memos -------------------------------------------------------------
 
-    def find_by_question(self, conn: sqlite3.Connection, project: str, key: str) -> int | None:
-        """The id of the project's memo with this normalised question, if any."""
-        found = self.question_holder(conn, project, key)
+    def find_by_question(
+        self, conn: sqlite3.Connection, project: str, key: str, repository: str | None = None
+    ) -> int | None:
+        """The id of the memo a record of this normalised question in ``repository``
+        replaces: the project's memo of that question and repository, else (for a known
+        repository) the one without an identity, which the record then gives its own.
+        Never another repository's."""
+        found = self.question_holder(conn, project, key, repository)
         return None if found is None else found[0]
 
     def question_holder(
-        self, conn: sqlite3.Connection, project: str, key: str
+        self, conn: sqlite3.Connection, project: str, key: str, repository: str | None = None
     ) -> tuple[int, str, str] | None:
-        """(id, origin, recorded_at) of the project's memo with this normalised question."""
-        row = conn.execute(
-            "SELECT id, origin, recorded_at FROM memos WHERE project = ? AND question_key = ?",
-            (project, key),
-        ).fetchone()
-        return None if row is None else (int(row[0]), str(row[1]), str(row[2]))
+        """(id, origin, recorded_at) of the memo :meth:`find_by_question` finds."""
+        for held in dict.fromkeys((repository, None)):
+            row = conn.execute(
+                "SELECT id, origin, recorded_at FROM memos WHERE project = ? AND question_key = ?",
+                (project, _stored_key(key, held)),
+            ).fetchone()
+            if row is not None:
+                return int(row[0]), str(row[1]), str(row[2])
+        return None
 
     def save_capture(self, conn: sqlite3.Connection, capture: Capture) -> tuple[int, bool] | None:
         """Store a memo captured from a turn (origin ``transcript``): (id, replaced), or None
         when the project holds the question already as an agent's memo, or as a capture
         made later, which it keeps."""
         key = question_key(capture.question)
-        holder = self.question_holder(conn, capture.project, key)
+        holder = self.question_holder(conn, capture.project, key, capture.repository)
         if holder is not None and (
             not replaces(TRANSCRIPT, holder[1]) or holder[2] > capture.recorded_at
         ):
@@ -638,6 +649,7 @@ class Store:
             recorded_at=capture.recorded_at,
             files=files,
             origin=TRANSCRIPT,
+            repository=capture.repository,
         )
         self.save_snapshots(conn, capture.snapshots)
         self.share_git_blobs(conn, (f.sha256 for f in files))
@@ -658,6 +670,7 @@ class Store:
         wanted_id: int | None = None,
         index_identifiers: bool = True,
         origin: str = "agent",
+        repository: str | None = None,
     ) -> int:
         """Insert a memo, or replace memo ``memo_id`` keeping its id; returns the id.
 
@@ -665,9 +678,11 @@ class Store:
         A replaced memo's snapshots that no memo rests on any more are deleted.
         With ``index_identifiers`` False the memo's identifiers are left pending:
         :meth:`index_identifiers` stores them later, and :meth:`identifier_holders`
-        finds them meanwhile.
+        finds them meanwhile. ``repository`` is the identity of the repository it was
+        recorded in (None: unknown).
         """
         replaced: list[str] = []
+        stored_key = _stored_key(question_key, repository)
         if memo_id is None:
             if (
                 wanted_id is not None
@@ -676,17 +691,28 @@ class Store:
                 wanted_id = None
             cursor = conn.execute(
                 "INSERT INTO memos (id, project, question, question_key, conclusion, root,"
-                " recorded_at, origin) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (wanted_id, project, question, question_key, conclusion, root, recorded_at, origin),
+                " recorded_at, origin, repository) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    wanted_id,
+                    project,
+                    question,
+                    stored_key,
+                    conclusion,
+                    root,
+                    recorded_at,
+                    origin,
+                    repository,
+                ),
             )
             assert cursor.lastrowid is not None
             memo_id = int(cursor.lastrowid)
         else:
             conn.execute(
                 "UPDATE memos SET question = ?, conclusion = ?, root = ?, recorded_at = ?,"
-                " origin = ?, embedding = NULL, embedding_model = NULL,"
-                " embedding_text_hash = NULL, question_embedding = NULL WHERE id = ?",
-                (question, conclusion, root, recorded_at, origin, memo_id),
+                " origin = ?, question_key = ?, repository = ?,"
+                " embedding = NULL, embedding_model = NULL, embedding_text_hash = NULL,"
+                " question_embedding = NULL WHERE id = ?",
+                (question, conclusion, root, recorded_at, origin, stored_key, repository, memo_id),
             )
             replaced = self._contents_of(conn, memo_id)
             conn.execute("DELETE FROM memo_files WHERE memo_id = ?", (memo_id,))
@@ -872,9 +898,9 @@ class Store:
         ids: Iterable[int] | None = None,
     ) -> list[MemoRow]:
         """Memos of one project (or all, or the given ids), sorted by project then id."""
-        columns = "id, project, question, conclusion, root, recorded_at, origin"
+        columns = "id, project, question, conclusion, root, recorded_at, origin, repository"
         if ids is not None:
-            rows: list[tuple[int, str, str, str, str, str, str]] = []
+            rows: list[tuple[int, str, str, str, str, str, str, str | None]] = []
             for chunk in _chunks(list(ids)):
                 marks = ",".join("?" * len(chunk))
                 rows += conn.execute(
@@ -888,6 +914,59 @@ class Store:
                 f"SELECT {columns} FROM memos WHERE project = ? ORDER BY id", (project,)
             ).fetchall()
         return [MemoRow(*row) for row in rows]
+
+    def repositories_of(
+        self, conn: sqlite3.Connection, ids: Sequence[int]
+    ) -> dict[int, str | None]:
+        """The repository identity of each memo among ``ids`` (None: unknown)."""
+        found: dict[int, str | None] = {}
+        for chunk in _chunks(list(ids)):
+            marks = ",".join("?" * len(chunk))
+            found.update(
+                conn.execute(f"SELECT id, repository FROM memos WHERE id IN ({marks})", chunk)
+            )
+        return found
+
+    def repositories_pending(self, conn: sqlite3.Connection) -> bool:
+        """True while memos stored before identities were kept (migration 0008) have none."""
+        found = conn.execute("SELECT 1 FROM memos_without_repository LIMIT 1").fetchone()
+        return found is not None
+
+    def assign_repositories(
+        self, conn: sqlite3.Connection, identify: Callable[[str], str | None]
+    ) -> int:
+        """Give each memo stored before identities were kept the identity of its recorded
+        root, ``identify(root)`` (None where that repository no longer exists), once; how
+        many memos got one. Each distinct root is asked once."""
+        pending = conn.execute(
+            "SELECT m.id, m.root, m.question_key FROM memos_without_repository p"
+            " JOIN memos m ON m.id = p.memo_id"
+        ).fetchall()
+        identities: dict[str, str | None] = {}
+        assigned = []
+        for memo_id, root, key in pending:
+            if root not in identities:
+                identities[root] = identify(root) if isinstance(root, str) else None
+            if identities[root] is not None and isinstance(key, str):
+                assigned.append((identities[root], _stored_key(key, identities[root]), memo_id))
+        conn.executemany("UPDATE memos SET repository = ?, question_key = ? WHERE id = ?", assigned)
+        conn.execute("DELETE FROM memos_without_repository")
+        return len(assigned)
+
+    def known_head(self, conn: sqlite3.Connection, root: str) -> tuple[str, str] | None:
+        """(commit id, its first root commit) found last at the real path ``root``, if any."""
+        row = conn.execute(
+            "SELECT head, identity FROM repository_heads WHERE root = ?", (root,)
+        ).fetchone()
+        return None if row is None else (str(row[0]), str(row[1]))
+
+    def save_head(self, conn: sqlite3.Connection, root: str, head: str, identity: str) -> None:
+        """Keep the commit found at HEAD under ``root`` (a real path) and its first root
+        commit, for :meth:`known_head`."""
+        conn.execute(
+            "INSERT OR REPLACE INTO repository_heads (root, head, identity) VALUES (?, ?, ?)",
+            (root, head, identity),
+        )
 
     def projects(self, conn: sqlite3.Connection) -> list[str]:
         """The names of the projects that have memos, sorted."""
@@ -1186,6 +1265,17 @@ class Store:
             "INSERT OR REPLACE INTO embedding_cache (key, vector) VALUES (?, ?)",
             list(vectors.items()),
         )
+
+
+def _stored_key(key: str, repository: str | None) -> str:
+    """The ``question_key`` column of a memo: the normalised question, after the identity
+    of its repository and a line break when it has one.
+
+    The unique (project, question_key) pair then keeps the memos of two repositories of
+    one name apart without rebuilding the memos table; a normalised question never holds
+    a line break (white space is collapsed), so the two forms never meet.
+    """
+    return key if repository is None else f"{repository}\n{key}"
 
 
 def _question_key_or_null(question: object) -> str | None:

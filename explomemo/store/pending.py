@@ -58,6 +58,8 @@ class Capture(NamedTuple):
     files: list[CapturedFile]
     #: (SHA-256, codec, stored bytes) of the contents kept (see explomemo.changes.snapshots).
     snapshots: list[tuple[str, str, bytes]]
+    #: The identity of the repository it was captured in (see MemoRow.repository).
+    repository: str | None = None
 
 
 def pending_path(db: Path) -> Path:
@@ -94,6 +96,8 @@ def from_line(line: bytes) -> Capture | None:
         return None
     fields = (capture.project, capture.question, capture.conclusion, capture.root)
     if not all(isinstance(value, str) for value in (*fields, capture.recorded_at)):
+        return None
+    if not isinstance(capture.repository, str | None):
         return None
     return capture
 
