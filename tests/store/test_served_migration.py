@@ -3,12 +3,14 @@ migrates it, and its memos are then counted when served."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sqlite3
 from pathlib import Path
 
 import pytest
-from helpers import invoke_cli, open_cache
+import xxhash
+from helpers import invoke_cli
 
 from explomemo.store import database as store_module
 from explomemo.store.database import Store, load_migrations
@@ -19,17 +21,28 @@ def test_stats_migrates_a_database_made_before_served_memos(
 ) -> None:
     root = tmp_path / "shop"
     root.mkdir()
-    (root / "a.py").write_bytes(b"a" * 99 + b"\n")
+    content = b"a" * 99 + b"\n"
+    (root / "a.py").write_bytes(content)
     old = [m for m in load_migrations() if m.number < 7]
     with monkeypatch.context() as patch:
         patch.setattr(store_module, "load_migrations", lambda: old)
-        patch.setattr(store_module, "shipped_migrations", lambda: [m.name for m in old])
         Store.open(db_path).close()
-        with open_cache(db_path) as cache:
-            cache.record(
-                question="Where is A?", conclusion="a.py", files=["a.py"], project="shop",
-                root=str(root),
-            )  # fmt: skip
+    with sqlite3.connect(db_path) as conn:
+        conn.execute(
+            "INSERT INTO memos (id, project, question, question_key, conclusion, root,"
+            " recorded_at) VALUES (1, 'shop', 'Where is A?', 'where is a?', 'a.py', ?,"
+            " '2026-01-01T00:00:00Z')",
+            (str(root),),
+        )
+        conn.execute(
+            "INSERT INTO memo_files (memo_id, path, sha256, xxh3, size) VALUES (1, 'a.py', ?,"
+            " ?, 100)",
+            (hashlib.sha256(content).hexdigest(), xxhash.xxh3_128_hexdigest(content)),
+        )
+        conn.execute(
+            "INSERT INTO memos_fts (rowid, question, conclusion, paths, project)"
+            " VALUES (1, 'Where is A?', 'a.py', 'a.py', 'shop')"
+        )
     with sqlite3.connect(db_path) as conn:
         tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master")}
     assert "memos" in tables and "served" not in tables
