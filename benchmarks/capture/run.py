@@ -7,10 +7,12 @@ recorded, answered from a fresh memo) and compares with the label ``record``:
 * precision: turns the rule records that the labels say to record, over all it records;
 * recall: turns the labels say to record that the rule records.
 
-The ``tuning`` half chose the rule; ``--heldout`` runs the other half, once, after the
-rule is fixed (see README.md).
+The ``tuning`` half chose the rule; ``--heldout`` runs the other half (spent: the rule
+changed after its one run), ``--heldout2`` the second held-out set (heldout2.jsonl,
+labelled without seeing the rule), once, after the rule is fixed (see README.md).
+Recall is also given apart for the real turns and the written ones.
 
-    .venv/bin/python benchmarks/capture/run.py [--heldout] [--verbose]
+    .venv/bin/python benchmarks/capture/run.py [--heldout | --heldout2] [--verbose]
 """
 
 from __future__ import annotations
@@ -45,10 +47,14 @@ def facts(turn: dict[str, object]) -> TurnFacts:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--heldout", action="store_true", help="Run the held-out half.")
+    parser.add_argument(
+        "--heldout2", action="store_true", help="Run the second held-out set (heldout2.jsonl)."
+    )
     parser.add_argument("--verbose", action="store_true", help="List every wrong call.")
     args = parser.parse_args()
-    split = "heldout" if args.heldout else "tuning"
-    rows = [json.loads(line) for line in (HERE / "turns.jsonl").read_text().splitlines()]
+    split = "heldout2" if args.heldout2 else "heldout" if args.heldout else "tuning"
+    labels = "heldout2.jsonl" if args.heldout2 else "turns.jsonl"
+    rows = [json.loads(line) for line in (HERE / labels).read_text().splitlines()]
     rows = [row for row in rows if row["split"] == split]
     found = {"tp": [], "fp": [], "fn": [], "tn": []}
     for row in rows:
@@ -63,6 +69,11 @@ def main() -> int:
     print(f"| precision | {precision:.3f} ({tp}/{tp + fp}) | goal >= {PRECISION_GOAL} |")
     print(f"| recall    | {recall:.3f} ({tp}/{tp + fn}) | goal >= {RECALL_GOAL} |")
     print(f"recorded {tp + fp}, left {len(found['tn']) + fn}; wrong: {fp} recorded, {fn} missed")
+    for name, written in (("real", False), ("written", True)):
+        hit = sum((row["source"] == "written") == written for row in found["tp"])
+        missed = sum((row["source"] == "written") == written for row in found["fn"])
+        if hit + missed:
+            print(f"recall on the {name} turns: {hit / (hit + missed):.3f} ({hit}/{hit + missed})")
     if args.verbose:
         for kind, label in (("fp", "recorded, label false"), ("fn", "missed, label true")):
             for row in found[kind]:
