@@ -689,11 +689,11 @@ def test_a_first_session_on_no_database_yet_stores_its_capture(
     run = project.ask(QUESTION, [*reads(project, "src/auth.py"), Answer(CONCLUSION)], clean=False)
     # The MCP server creates the database as it starts, beside the first two hooks, which
     # only read: each says in one line that there is none yet, or (the server caught in the
-    # middle of creating it) that it lacks migrations. They add nothing. The Stop hook,
-    # after them, records.
+    # middle of creating it) that it lacks migrations, or, once the server is done, finds
+    # an empty one and says nothing. They add nothing. The Stop hook, after them, records.
     for event in ("SessionStart", "UserPromptSubmit"):
         (response,) = run.hooks(event)
-        assert response["stdout"] == "" and response["stderr"].count("\n") == 1, response
+        assert response["stdout"] == "" and response["stderr"].count("\n") <= 1, response
     (stop,) = run.hooks("Stop")
     assert (stop["stdout"], stop["stderr"]) == ("", "")
     (memo,) = project.memos()
