@@ -254,6 +254,28 @@ def _import(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _index(args: argparse.Namespace) -> int:
+    from explomemo.cli.report import StderrProgress
+    from explomemo.errors import ModelError
+    from explomemo.memos.cache import MemoCache
+    from explomemo.recall.embeddings import load_embedder
+    from explomemo.recall.sources import FixedModel
+
+    embedder = load_embedder()
+    if embedder is None:
+        raise ModelError(
+            "embeddings are off (EXPLOMEMO_EMBEDDINGS), so there are no vectors to compute:"
+            " unset EXPLOMEMO_EMBEDDINGS to index"
+        )
+    with (
+        MemoCache.open(args.db, FixedModel(embedder)) as cache,
+        StderrProgress("computing vectors") as progress,
+    ):
+        done = cache.fill_embeddings(embedder, project=args.project, progress=progress)
+    _echo(f"Computed the vectors of {done} memo{'s' if done != 1 else ''}.")
+    return EXIT_OK
+
+
 def _hook(args: argparse.Namespace) -> int:
     from explomemo.clients.hooks import run_hook
 
@@ -404,6 +426,10 @@ def _import_arguments(sub: argparse.ArgumentParser) -> None:
     )
 
 
+def _index_arguments(sub: argparse.ArgumentParser) -> None:
+    _project_option(sub, "Only this project's memos (default: every project's).")
+
+
 def _hook_arguments(sub: argparse.ArgumentParser) -> None:
     sub.add_argument("event", choices=HOOK_EVENTS, metavar="|".join(HOOK_EVENTS))
     _project_option(sub)
@@ -466,6 +492,11 @@ COMMANDS: dict[
         _import,
         "Merge an export: the newer memo of a question is kept.",
         _import_arguments,
+    ),
+    "index": (
+        _index,
+        "Compute the vectors of the memos without them (a server does it by itself).",
+        _index_arguments,
     ),
     "hook": (
         _hook,

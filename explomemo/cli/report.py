@@ -352,6 +352,7 @@ def recall_text(result: RecallResult) -> str:
     """Recalled memos as a readable list."""
     left_out = result.stale_left_out
     stale = f"{left_out} stale memo{'s' if left_out != 1 else ''}"
+    pending = [pending_note(result.pending_vectors)] if result.pending_vectors else []
     if not result.matches:
         if left_out:
             return no_workflow_commands(
@@ -362,6 +363,7 @@ def recall_text(result: RecallResult) -> str:
             )
         return no_workflow_commands(
             f"No memo of {one_line(repr(result.project))} matches {one_line(repr(result.query))}."
+            + "".join(f"\n{n}" for n in pending)
         )
     blocks: list[str] = []
     for m in result.matches:
@@ -372,6 +374,7 @@ def recall_text(result: RecallResult) -> str:
         changes = "".join(f"\n      {line}" for line in changes_lines(m.id, m.files))
         blocks.append(f"{head}\n  {block(m.conclusion)}\n  files:\n{files}{changes}")
     notes = [] if result.semantic_index else ["(found by words only: no embedding model)"]
+    notes.extend(pending)
     if left_out:
         notes.append(f"({stale} also matched, left out by --fresh-only)")
     if result.omitted:
@@ -381,6 +384,14 @@ def recall_text(result: RecallResult) -> str:
             f" {RECALL_CHARS:,} characters: ask a narrower question to see them)"
         )
     return no_workflow_commands("\n\n".join(blocks) + "".join(f"\n{n}" for n in notes))
+
+
+def pending_note(count: int) -> str:
+    """What a recall says of the ``count`` memos it searched by words only."""
+    return (
+        f"({count} memo{'s' if count != 1 else ''} searched by words only: their vectors are"
+        " being computed by a running server, or by explomemo index)"
+    )
 
 
 def list_table(memos: Sequence[MemoSummary], width: int = TABLE_WIDTH) -> str:

@@ -292,8 +292,14 @@ def _complete(target: Path, onnx: Path) -> bool:
 class ModelLoader:
     """Loads the embedder once, in a background thread, off the request path."""
 
-    def __init__(self, env: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        env: Mapping[str, str] | None = None,
+        load: Callable[[Mapping[str, str]], Embedder | None] | None = None,
+    ) -> None:
         self._env = dict(os.environ if env is None else env)
+        #: What loads the embedder for the environment (a test holds it still).
+        self._load_embedder = load_embedder if load is None else load
         self._done = threading.Event()
         self._embedder: Embedder | None = None
         self.error: ModelError | None = None
@@ -317,7 +323,7 @@ class ModelLoader:
 
     def _load(self) -> None:
         try:
-            self._embedder = load_embedder(self._env)
+            self._embedder = self._load_embedder(self._env)
             release_freed_memory()
         except ModelError as exc:
             self.error = exc

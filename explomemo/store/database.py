@@ -831,6 +831,12 @@ class Store:
             found.setdefault(memo_id, []).append(FileRow(path, sha256, xxh3, size, git_blob))
         return found
 
+    def memo_count(self, conn: sqlite3.Connection, project: str) -> int:
+        """How many memos ``project`` has."""
+        return int(
+            conn.execute("SELECT count(*) FROM memos WHERE project = ?", (project,)).fetchone()[0]
+        )
+
     def memos_needing_embedding(
         self, conn: sqlite3.Connection, model: str, most: int = -1, project: str | None = None
     ) -> list[int]:
