@@ -464,14 +464,15 @@ class WordSearch:
         stems = {w: stem(w) for w in words}
         alternatives = sorted(set(stems.values()), key=lambda stem: (-len(stem), stem))
         pattern = re.compile(r"(?<![^\W_])(" + "|".join(map(re.escape, alternatives)) + ")")
+        # What each stem the pattern finds covers: the words whose stem it starts
+        # with (computed once, not for every memo).
+        covers = {a: frozenset(w for w in words if a.startswith(stems[w])) for a in alternatives}
         scores: dict[int, float] = {}
         for memo_id, text in store.memo_texts(conn, sorted(candidates)):
-            found = set(pattern.findall(text[:MAX_TEXT_CHARS].lower()))
-            covered = sum(
-                weight
-                for w, weight in idf.items()
-                if any(seen.startswith(stems[w]) for seen in found)
-            )
+            seen: set[str] = set()
+            for found in set(pattern.findall(text[:MAX_TEXT_CHARS].lower())):
+                seen |= covers[found]
+            covered = sum(weight for w, weight in idf.items() if w in seen)
             if not covered:
                 continue
             rank = ranks.get(memo_id, 0.0)
