@@ -434,20 +434,32 @@ class MemoCache:
         Only memos above the relevance cut-off come back; at similar relevance
         fresh ones rank first. Only the files of those memos are re-checked.
         """
-        from explomemo.check.stale import checked_files
-        from explomemo.recall.search import CANDIDATES, fuse, ranked
-        from explomemo.recall.vectors import query_vector
-
         inputs.check_text("query", query, inputs.MAX_QUERY)
         inputs.check_limit(limit)
         where = resolve_root(root)
         project = resolve_project(project, where.path)
         wait = RECALL_WAIT_MS / 1000
         embedder = self.model.wait(wait) if self.model.enabled else None
+        if embedder is not None:
+            self.vectors.wait(project, wait, most=RECALL_WAITS_FOR)
+        return self._recall(query, project, where, limit, include_stale, embedder)
+
+    def _recall(
+        self,
+        query: str,
+        project: str,
+        where: Root,
+        limit: int,
+        include_stale: bool,
+        embedder: Embedder | None,
+    ) -> RecallResult:
+        from explomemo.check.stale import checked_files
+        from explomemo.recall.search import CANDIDATES, fuse, ranked
+        from explomemo.recall.vectors import query_vector
+
         vector_hits: VectorHits | None = None
         index: VectorIndex | None = None
         if embedder is not None:
-            self.vectors.wait(project, wait, most=RECALL_WAITS_FOR)
             self.vectors.notice_writes()
             asked = query_vector(embedder, query)
             index = self.vectors.index(embedder, project, len(asked))

@@ -41,7 +41,7 @@ if TYPE_CHECKING:
 CLOSE_SECONDS = 2.0
 #: Memos embedded at a time by a fill: a closing fill stops between batches, so
 #: a batch (two texts a memo, up to 100 ms a long text) bounds how long close waits.
-FILL_BATCH = 4
+FILL_BATCH = 2
 #: How often an idle server's vector thread looks whether another process wrote memos.
 POLL_SECONDS = 2.0
 

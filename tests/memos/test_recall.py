@@ -22,6 +22,7 @@ from explomemo.recall.sources import FixedModel
 def test_real_model_finds_paraphrases(embedder: Embedder, app: Path, db_path: Path) -> None:
     with MemoCache.open(db_path, FixedModel(embedder)) as cache:
         ids = record_all(cache, app)
+        assert cache.wait_for_vectors("svc", 60)
         for query, key in [
             ("where are JWTs checked?", "auth"),
             ("how many times do failed HTTP requests get retried?", "retry"),
