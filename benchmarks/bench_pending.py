@@ -121,9 +121,7 @@ async def burst(db: Path, root: Path, files: list[str], count: int, calls: int) 
 
 def run_cli(*args: str, cwd: Path) -> tuple[float, str]:
     start = time.perf_counter()
-    done = subprocess.run(
-        [EXPLOMEMO, *args], capture_output=True, text=True, cwd=cwd, check=False
-    )
+    done = subprocess.run([EXPLOMEMO, *args], capture_output=True, text=True, cwd=cwd, check=False)
     took = time.perf_counter() - start
     assert done.returncode == 0, done.stderr
     return took, done.stdout
