@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from explomemo.memos.cache import MemoCache
+    from explomemo.recall.embeddings import Embedder
 
 EXIT_OK = 0
 EXIT_STALE = 1
@@ -85,19 +86,27 @@ def _cache(db: Path | None, with_model: bool, create: bool = True) -> Iterator[M
     """The memo cache of ``db``; a command that only reads passes ``create`` False, so a
     misspelt path is refused, not created."""
     from explomemo.memos.cache import MemoCache
-    from explomemo.recall.sources import FixedModel
+    from explomemo.recall.sources import FixedModel, LazyModel, ModelSource
 
-    model = FixedModel(None)
+    model: ModelSource = FixedModel(None)
     if with_model:
-        from explomemo.errors import ModelError
-        from explomemo.recall.embeddings import load_embedder
+        from explomemo.recall.embeddings import model_id
 
-        try:
-            model = FixedModel(load_embedder())
-        except ModelError as exc:
-            _err(f"warning: {exc}; searching by words only")
+        model = LazyModel(model_id(), _load_model)
     with MemoCache.open(db, model, create=create) as cache:
         yield cache
+
+
+def _load_model() -> Embedder | None:
+    """The model, or None (with a warning) when it cannot be loaded."""
+    from explomemo.errors import ModelError
+    from explomemo.recall.embeddings import load_embedder
+
+    try:
+        return load_embedder()
+    except ModelError as exc:
+        _err(f"warning: {exc}; searching by words only")
+        return None
 
 
 # Commands ------------------------------------------------------------------

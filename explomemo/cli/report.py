@@ -373,7 +373,8 @@ def recall_text(result: RecallResult) -> str:
         files = "\n".join(f"    {f.state:<9} {one_line(f.path)}" for f in m.files)
         changes = "".join(f"\n      {line}" for line in changes_lines(m.id, m.files))
         blocks.append(f"{head}\n  {block(m.conclusion)}\n  files:\n{files}{changes}")
-    notes = [] if result.semantic_index else ["(found by words only: no embedding model)"]
+    no_model = not result.semantic_index and not result.pending_vectors
+    notes = ["(found by words only: no embedding model)"] if no_model else []
     notes.extend(pending)
     if left_out:
         notes.append(f"({stale} also matched, left out by --fresh-only)")

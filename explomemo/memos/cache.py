@@ -439,10 +439,22 @@ class MemoCache:
         where = resolve_root(root)
         project = resolve_project(project, where.path)
         wait = RECALL_WAIT_MS / 1000
-        embedder = self.model.wait(wait) if self.model.enabled else None
+        embedder = None
+        skipped = self.model.enabled and self.model.skips(
+            lambda model: self._has_vectors(project, model)
+        )
+        if self.model.enabled and not skipped:
+            embedder = self.model.wait(wait)
         if embedder is not None:
             self.vectors.wait(project, wait, most=RECALL_WAITS_FOR)
-        return self._recall(query, project, where, limit, include_stale, embedder)
+        # Without the model for now (still loading, or not needed yet), every memo is
+        # searched by words.
+        later = embedder is None and (skipped or self.model.loading)
+        return self._recall(query, project, where, limit, include_stale, embedder, later)
+
+    def _has_vectors(self, project: str, model: str) -> bool:
+        with self.store.errors(), self.store.read() as conn:
+            return self.store.has_vectors(conn, project, model)
 
     def _recall(
         self,
@@ -452,6 +464,7 @@ class MemoCache:
         limit: int,
         include_stale: bool,
         embedder: Embedder | None,
+        later: bool,
     ) -> RecallResult:
         from explomemo.check.stale import checked_files
         from explomemo.recall.search import CANDIDATES, fuse, ranked
@@ -476,8 +489,7 @@ class MemoCache:
             if index is not None:
                 by_words = self.vectors.searched_by_words(index, project)
             else:
-                # While the model loads, every memo is searched by words.
-                by_words = self.store.memo_count(conn, project) if self.model.enabled else 0
+                by_words = self.store.memo_count(conn, project) if later else 0
         unindexed: set[int] = set()
         if index is not None and by_words:
             unindexed = index.without_vectors(words.scores.keys() | words.identifiers.keys())

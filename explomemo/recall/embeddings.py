@@ -149,6 +149,23 @@ def embeddings_enabled(env: Mapping[str, str] | None = None) -> bool:
     return env.get("EXPLOMEMO_EMBEDDINGS", "").strip().lower() not in {"off", "0", "false", "no"}
 
 
+def model_id(env: Mapping[str, str] | None = None) -> str | None:
+    """The id of the model :func:`load_embedder` loads for the environment, without loading
+    it; None when embeddings are off."""
+    env = os.environ if env is None else env
+    if not embeddings_enabled(env):
+        return None
+    name = env.get("EXPLOMEMO_MODEL", "").strip()
+    path = env.get("EXPLOMEMO_MODEL_PATH", "").strip()
+    if path:
+        return _path_model_id(name or DEFAULT_MODEL_NAME, path)
+    return name or DEFAULT_MODEL_ID
+
+
+def _path_model_id(model_name: str, path: str) -> str:
+    return f"{model_name}@{Path(path).resolve()}"
+
+
 def load_embedder(env: Mapping[str, str] | None = None) -> Embedder | None:
     """The embedder the environment asks for; None when embeddings are off.
 
@@ -166,7 +183,7 @@ def load_embedder(env: Mapping[str, str] | None = None) -> Embedder | None:
                 " holding a fastembed-loadable model, or unset it"
             )
         model_name = name or DEFAULT_MODEL_NAME
-        return FastembedEmbedder(f"{model_name}@{Path(path).resolve()}", model_name, path)
+        return FastembedEmbedder(_path_model_id(model_name, path), model_name, path)
     if name:
         return _named_model(name)
     return FastembedEmbedder(DEFAULT_MODEL_ID, DEFAULT_MODEL_NAME, str(default_model_dir()))
@@ -363,6 +380,10 @@ class ModelLoader:
     def loading(self) -> bool:
         """True while the model is being loaded (started and not finished)."""
         return self._thread is not None and not self._done.is_set()
+
+    def skips(self, has_vectors: Callable[[str], bool]) -> bool:
+        """False: a server's model is loaded whatever its memos hold."""
+        return False
 
     def when_loaded(self, callback: Callable[[Embedder], None]) -> None:
         """Call ``callback`` with the embedder once it is loaded (on the loading thread),

@@ -51,3 +51,26 @@ def test_index_refuses_an_unknown_project_and_embeddings_off(
     monkeypatch.setenv("EXPLOMEMO_EMBEDDINGS", "off")
     off = invoke_cli(["--db", str(db_path), "index"])
     assert_one_error_line(off, "embeddings are off")
+
+
+def test_recall_before_any_vector_does_not_load_the_model(
+    app: Path, db_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with open_cache(db_path) as cache:
+        record_all(cache, app)
+    # A model that cannot load: loading it would print a warning.
+    monkeypatch.setenv("EXPLOMEMO_MODEL_PATH", str(tmp_path / "no-model-here"))
+    run = invoke_cli(
+        ["--db", str(db_path), "recall", "--project", "svc", "--root", str(app), "--json", "JWT"]
+    )
+    assert run.code == 0 and run.err == "", run.err
+    assert json.loads(run.out)["pending_vectors"] == len(MEMOS)
+    record = invoke_cli(
+        [
+            "--db", str(db_path), "record", "--project", "svc", "--root", str(app),
+            "--question", "Where are the tokens?", "--conclusion", "app/tokens.py.",
+            "app/tokens.py",
+        ]
+    )  # fmt: skip
+    assert record.code == 0
+    assert "warning:" in record.err and "is not a directory" in record.err
