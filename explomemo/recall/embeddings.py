@@ -152,14 +152,21 @@ def embeddings_enabled(env: Mapping[str, str] | None = None) -> bool:
 def model_id(env: Mapping[str, str] | None = None) -> str | None:
     """The id of the model :func:`load_embedder` loads for the environment, without loading
     it; None when embeddings are off."""
-    env = os.environ if env is None else env
-    if not embeddings_enabled(env):
+    asked = _asked(env)
+    if asked is None:
         return None
-    name = env.get("EXPLOMEMO_MODEL", "").strip()
-    path = env.get("EXPLOMEMO_MODEL_PATH", "").strip()
+    name, path = asked
     if path:
         return _path_model_id(name or DEFAULT_MODEL_NAME, path)
     return name or DEFAULT_MODEL_ID
+
+
+def _asked(env: Mapping[str, str] | None) -> tuple[str, str] | None:
+    """EXPLOMEMO_MODEL and EXPLOMEMO_MODEL_PATH, trimmed; None when embeddings are off."""
+    env = os.environ if env is None else env
+    if not embeddings_enabled(env):
+        return None
+    return env.get("EXPLOMEMO_MODEL", "").strip(), env.get("EXPLOMEMO_MODEL_PATH", "").strip()
 
 
 def _path_model_id(model_name: str, path: str) -> str:
@@ -171,11 +178,10 @@ def load_embedder(env: Mapping[str, str] | None = None) -> Embedder | None:
 
     Raises :class:`ModelError` when the model cannot be loaded.
     """
-    env = os.environ if env is None else env
-    if not embeddings_enabled(env):
+    asked = _asked(env)
+    if asked is None:
         return None
-    name = env.get("EXPLOMEMO_MODEL", "").strip()
-    path = env.get("EXPLOMEMO_MODEL_PATH", "").strip()
+    name, path = asked
     if path:
         if not Path(path).is_dir():
             raise ModelError(
