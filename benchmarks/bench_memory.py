@@ -5,7 +5,7 @@ store (see _corpus.py), then a real ``explomemo --db DB serve`` subprocess is
 driven over stdio with the MCP client (``Client(StdioServerParameters(...))``).
 VmRSS and VmHWM (peak) are read from /proc/PID/status: after start-up, after the
 first recall (the vector index is in memory), after 20 more recalls, and after a
-record followed by a recall (the index is rebuilt).
+record followed by a recall (the record updates the index in place).
 
 References, each a fresh process measured at its exit the same way:
 ``python -c pass``, ``python -c "import fastembed, onnxruntime"`` (the brief's
@@ -131,7 +131,7 @@ async def drive(db: Path, pool: Pool) -> list[tuple[str, dict[str, int]]]:
             "memory_exploration_recall", {"query": texts[21], "project": PROJECT, "root": root}
         )
         assert not out.is_error, out.content
-        samples.append(("after a record + recall (index rebuilt)", rss_of(pid)))
+        samples.append(("after a record + recall (index updated in place)", rss_of(pid)))
     return samples
 
 

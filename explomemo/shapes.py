@@ -261,6 +261,11 @@ class RecallResult(Shape):
     root: str
     query: str
     semantic_index: bool
+    pending_vectors: int = shown_when(
+        lambda result: result.pending_vectors > 0,
+        "Memos searched by words only (no vector yet).",
+        default=0,
+    )
     matches: list[Match]
     omitted: int = shown_when(
         lambda result: result.omitted > 0,

@@ -17,6 +17,7 @@ from explomemo.cli import main as cli_main
 from explomemo.cli import report
 from explomemo.cli.main import build_parser
 from explomemo.clients import hooks, setup
+from explomemo.memos import cache
 from explomemo.recall import embeddings, prompts
 from explomemo.server.tools import RECORD_DESCRIPTION, create_server
 from explomemo.store import database
@@ -62,6 +63,7 @@ LIMITS: dict[str, tuple[int, ...]] = {
     "`hook stop`": (hooks.MIN_FILES_READ, hooks.MAX_FILES_NAMED),
     "a captured turn": (inputs.MAX_FILES, inputs.MAX_QUESTION, inputs.MAX_CONCLUSION),
     "a hook's wait for a lock": (hooks.BUSY_TIMEOUT_MS,),
+    "a recall's wait for vectors or the model": (cache.RECALL_WAIT_MS, cache.RECALL_WAITS_FOR),
     "a hook's standard input": (hooks.MAX_INPUT_BYTES,),
     "the prompt a prompt hook matches": (prompts.MATCH_CHARS,),
     "a table of `list` or `stale`": (report.MIN_TABLE_WIDTH, report.TABLE_WIDTH),

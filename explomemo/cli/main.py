@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from explomemo.memos.cache import MemoCache
+    from explomemo.recall.embeddings import Embedder
 
 EXIT_OK = 0
 EXIT_STALE = 1
@@ -85,19 +86,27 @@ def _cache(db: Path | None, with_model: bool, create: bool = True) -> Iterator[M
     """The memo cache of ``db``; a command that only reads passes ``create`` False, so a
     misspelt path is refused, not created."""
     from explomemo.memos.cache import MemoCache
-    from explomemo.recall.sources import FixedModel
+    from explomemo.recall.sources import FixedModel, LazyModel, ModelSource
 
-    model = FixedModel(None)
+    model: ModelSource = FixedModel(None)
     if with_model:
-        from explomemo.errors import ModelError
-        from explomemo.recall.embeddings import load_embedder
+        from explomemo.recall.embeddings import model_id
 
-        try:
-            model = FixedModel(load_embedder())
-        except ModelError as exc:
-            _err(f"warning: {exc}; searching by words only")
+        model = LazyModel(model_id(), _load_model)
     with MemoCache.open(db, model, create=create) as cache:
         yield cache
+
+
+def _load_model() -> Embedder | None:
+    """The model, or None (with a warning) when it cannot be loaded."""
+    from explomemo.errors import ModelError
+    from explomemo.recall.embeddings import load_embedder
+
+    try:
+        return load_embedder()
+    except ModelError as exc:
+        _err(f"warning: {exc}; searching by words only")
+        return None
 
 
 # Commands ------------------------------------------------------------------
@@ -272,6 +281,28 @@ def _import(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _index(args: argparse.Namespace) -> int:
+    from explomemo.cli.report import StderrProgress
+    from explomemo.errors import ModelError
+    from explomemo.memos.cache import MemoCache
+    from explomemo.recall.embeddings import load_embedder
+    from explomemo.recall.sources import FixedModel
+
+    embedder = load_embedder()
+    if embedder is None:
+        raise ModelError(
+            "embeddings are off (EXPLOMEMO_EMBEDDINGS), so there are no vectors to compute:"
+            " unset EXPLOMEMO_EMBEDDINGS to index"
+        )
+    with (
+        MemoCache.open(args.db, FixedModel(embedder)) as cache,
+        StderrProgress("computing vectors") as progress,
+    ):
+        done = cache.fill_embeddings(embedder, project=args.project, progress=progress)
+    _echo(f"Computed the vectors of {done} memo{'s' if done != 1 else ''}.")
+    return EXIT_OK
+
+
 def _hook(args: argparse.Namespace) -> int:
     from explomemo.clients.hooks import run_hook
 
@@ -429,6 +460,10 @@ def _import_arguments(sub: argparse.ArgumentParser) -> None:
     )
 
 
+def _index_arguments(sub: argparse.ArgumentParser) -> None:
+    _project_option(sub, "Only this project's memos (default: every project's).")
+
+
 def _hook_arguments(sub: argparse.ArgumentParser) -> None:
     sub.add_argument("event", choices=HOOK_EVENTS, metavar="|".join(HOOK_EVENTS))
     _project_option(sub)
@@ -517,6 +552,11 @@ COMMANDS: dict[
         _import,
         "Merge an export: the newer memo of a question is kept.",
         _import_arguments,
+    ),
+    "index": (
+        _index,
+        "Compute the vectors of the memos without them (a server does it by itself).",
+        _index_arguments,
     ),
     "hook": (
         _hook,

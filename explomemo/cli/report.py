@@ -353,6 +353,7 @@ def recall_text(result: RecallResult) -> str:
     """Recalled memos as a readable list."""
     left_out = result.stale_left_out
     stale = f"{left_out} stale memo{'s' if left_out != 1 else ''}"
+    pending = [pending_note(result.pending_vectors)] if result.pending_vectors else []
     if not result.matches:
         if left_out:
             return no_workflow_commands(
@@ -363,6 +364,7 @@ def recall_text(result: RecallResult) -> str:
             )
         return no_workflow_commands(
             f"No memo of {one_line(repr(result.project))} matches {one_line(repr(result.query))}."
+            + "".join(f"\n{n}" for n in pending)
         )
     blocks: list[str] = []
     for m in result.matches:
@@ -375,7 +377,9 @@ def recall_text(result: RecallResult) -> str:
         files = "\n".join(f"    {f.state:<9} {one_line(f.path)}" for f in m.files)
         changes = "".join(f"\n      {line}" for line in changes_lines(m.id, m.files))
         blocks.append(f"{head}\n  {block(m.conclusion)}\n  files:\n{files}{changes}")
-    notes = [] if result.semantic_index else ["(found by words only: no embedding model)"]
+    no_model = not result.semantic_index and not result.pending_vectors
+    notes = ["(found by words only: no embedding model)"] if no_model else []
+    notes.extend(pending)
     by_id = [f"#{m.id}" for m in result.matches if not m.whole]
     if by_id:
         notes.append(f"({', '.join(by_id)}: question only; explomemo show ID gives a memo whole)")
@@ -388,6 +392,14 @@ def recall_text(result: RecallResult) -> str:
             f" {RECALL_CHARS:,} characters: ask a narrower question to see them)"
         )
     return no_workflow_commands("\n\n".join(blocks) + "".join(f"\n{n}" for n in notes))
+
+
+def pending_note(count: int) -> str:
+    """What a recall says of the ``count`` memos it searched by words only."""
+    return (
+        f"({count} memo{'s' if count != 1 else ''} searched by words only: their vectors are"
+        " being computed by a running server, or by explomemo index)"
+    )
 
 
 def list_table(memos: Sequence[MemoSummary], width: int = TABLE_WIDTH) -> str:

@@ -51,13 +51,15 @@ if TYPE_CHECKING:
     from explomemo.changes.snapshots import SnapshotWriter
     from explomemo.check.validity import Expected, Progress, Seen, Validator
     from explomemo.recall.embeddings import Embedder
-    from explomemo.recall.search import VectorHits, WordSearch
+    from explomemo.recall.search import VectorHits, VectorIndex, WordSearch
     from explomemo.recall.vectors import MemoVectors, Vectors
 
-#: How long a recall waits for a model that is still loading before it answers by words.
-MODEL_WAIT_SECONDS = 20.0
-#: How long a recall waits for the vectors of memos this process just recorded.
-VECTOR_WAIT_SECONDS = 20.0
+#: The most a recall waits for a model still loading, or for the vectors of memos this
+#: process just recorded, before it searches the memos without vectors by words.
+RECALL_WAIT_MS = 50
+#: A recall waits for the vectors of this process's records only when this few are to come
+#: (an agent that recorded, then asks); behind a burst it answers at once.
+RECALL_WAITS_FOR = 2
 
 
 #: Roots whose expectations a project keeps at once (a server asked about many worktrees).
@@ -222,13 +224,25 @@ class MemoCache:
         self.store.close()
 
     def fill_when_loaded(self) -> None:
-        """Once the model is loaded, give every memo recorded without vectors its vectors
-        (on the vector thread, off the request path)."""
-        self.model.when_loaded(self.vectors.fill_later)
+        """Once the model is loaded, keep every memo's vectors computed on the vector thread,
+        off the request path: those recorded without them, and those any other process
+        writes (see :meth:`Vectors.keep_filled`). For a server."""
+        self.model.when_loaded(self.vectors.keep_filled)
 
-    def fill_embeddings(self, embedder: Embedder) -> int:
-        """Give both vectors of ``embedder``'s model to each memo lacking them; returns how many."""
-        return self.vectors.fill(embedder)
+    def fill_embeddings(
+        self,
+        embedder: Embedder,
+        project: str | None = None,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> int:
+        """Give both vectors of ``embedder``'s model to each memo (of ``project``, or all)
+        lacking them, committed a batch at a time; returns how many. ``progress(done,
+        total)`` follows it."""
+        if project is not None:
+            project = project_name(project)
+            with self.store.errors(), self.store.read() as conn:
+                self.require_project(conn, project, self.store.memos(conn, project=project))
+        return self.vectors.fill(embedder, project=project, progress=progress)
 
     def wait_for_vectors(self, project: str, timeout: float | None = None) -> bool:
         """Wait until the vectors of ``project``'s memos recorded here are stored.
@@ -236,6 +250,12 @@ class MemoCache:
         False when ``timeout`` seconds passed first.
         """
         return self.vectors.wait(project, timeout)
+
+    def wait_for_fill(self, timeout: float | None = None) -> bool:
+        """Wait until the vector thread has done what it was given: the vectors of the memos
+        recorded here, and a server's fill (see :meth:`fill_when_loaded`). False when
+        ``timeout`` seconds passed first."""
+        return self.vectors.settled(timeout)
 
     def wait_for_snapshots(self, timeout: float | None = None) -> bool:
         """Wait until the blob ids, snapshots and identifiers of this process's records are
@@ -317,12 +337,13 @@ class MemoCache:
                 )
             self.store.save_stat_rows(conn, entries)
             after = self.store.memo_version(conn)
+            # In the transaction: the index follows this process's writes in their order.
+            self.vectors.recorded(
+                project, before, after, memo_id, stored=stored, embedder=embedder, texts=texts
+            )
         self.validator.remember(entries, persist=False)
         memo = MemoRow(
             memo_id, project, question, conclusion, where.path, recorded_at, AGENT, repository
-        )
-        self.vectors.recorded(
-            project, before, after, memo_id, stored=stored, embedder=embedder, texts=texts
         )
         self._update_in_place(project, before, after, memo, recorded)
         result = RecordResult(
@@ -437,23 +458,49 @@ class MemoCache:
         fresh ones rank first. Only the files of those memos are re-checked. The
         first comes whole, the others by id (see :meth:`show`).
         """
-        from explomemo.check.stale import checked_files
-        from explomemo.recall.search import CANDIDATES, fuse, ranked
-        from explomemo.recall.vectors import query_vector
-
         inputs.check_text("query", query, inputs.MAX_QUERY)
         inputs.check_limit(limit)
         where = resolve_root(root)
         project = resolve_project(project, where.path)
-        embedder = self.model.wait(MODEL_WAIT_SECONDS) if self.model.enabled else None
-        vector_hits: VectorHits | None = None
+        wait = RECALL_WAIT_MS / 1000
+        embedder = None
+        skipped = self.model.enabled and self.model.skips(
+            lambda model: self._has_vectors(project, model)
+        )
+        if self.model.enabled and not skipped:
+            embedder = self.model.wait(wait)
         if embedder is not None:
-            if not self.vectors.wait(project, VECTOR_WAIT_SECONDS):
-                # The index lacks those memos' vectors: build it again, and the
-                # build embeds whatever lacks them.
-                self.vectors.drop_index(project)
+            self.vectors.wait(project, wait, most=RECALL_WAITS_FOR)
+        # Without the model for now (still loading, or not needed yet), every memo is
+        # searched by words.
+        later = embedder is None and (skipped or self.model.loading)
+        return self._recall(query, project, where, limit, include_stale, embedder, later)
+
+    def _has_vectors(self, project: str, model: str) -> bool:
+        with self.store.errors(), self.store.read() as conn:
+            return self.store.has_vectors(conn, project, model)
+
+    def _recall(
+        self,
+        query: str,
+        project: str,
+        where: Root,
+        limit: int,
+        include_stale: bool,
+        embedder: Embedder | None,
+        later: bool,
+    ) -> RecallResult:
+        from explomemo.check.stale import checked_files
+        from explomemo.recall.search import CANDIDATES, fuse, ranked
+        from explomemo.recall.vectors import query_vector
+
+        vector_hits: VectorHits | None = None
+        index: VectorIndex | None = None
+        if embedder is not None:
+            self.vectors.notice_writes()
             asked = query_vector(embedder, query)
-            vector_hits = self.vectors.index(embedder, project, len(asked)).top(asked, CANDIDATES)
+            index = self.vectors.index(embedder, project, len(asked))
+            vector_hits = index.top(asked, CANDIDATES)
         self._words.get().index_identifiers(self.store)
         with self.store.errors(), self.store.read() as conn:
             words = self._words.get().scores(
@@ -463,7 +510,14 @@ class MemoCache:
                 query,
                 also=(i for i, _ in (vector_hits.hits if vector_hits else ())),
             )
-        fused = fuse(vector_hits, words)
+            if index is not None:
+                by_words = self.vectors.searched_by_words(index, project)
+            else:
+                by_words = self.store.memo_count(conn, project) if later else 0
+        unindexed: set[int] = set()
+        if index is not None and by_words:
+            unindexed = index.without_vectors(words.scores.keys() | words.identifiers.keys())
+        fused = fuse(vector_hits, words, unindexed)
         asking = caller(project, where.path, self.store)
         with self.store.errors(), self.store.read() as conn:
             held = self.store.repositories_of(conn, [c.id for c in fused])
@@ -507,6 +561,7 @@ class MemoCache:
             root=where.path,
             query=query,
             semantic_index=embedder is not None,
+            pending_vectors=by_words,
             matches=[],
             stale_left_out=left_out,
         )

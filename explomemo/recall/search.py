@@ -166,7 +166,7 @@ class VectorIndex:
         scales: npt.NDArray[np.float32],
         count: int,
         version: int,
-        lacking: int,
+        pending: set[int],
         model_id: str,
     ) -> None:
         #: ``codes`` is (capacity, 2, dim): row ``i`` holds memo ``ids[i]``'s
@@ -175,9 +175,12 @@ class VectorIndex:
         self._codes = codes
         self._scales = scales
         self._count = count
+        self._rows = {int(memo_id): row for row, memo_id in enumerate(ids[:count].tolist())}
+        #: The database's memo version this index is complete for; another
+        #: process's write moves the database past it until the index is rebuilt.
         self.version = version
-        #: Memos of the project without both vectors of this model.
-        self.lacking = lacking
+        #: Ids of the project's memos without both vectors of this model (searched by words).
+        self.pending = pending
         self.model_id = model_id
 
     @classmethod
@@ -191,9 +194,28 @@ class VectorIndex:
             np.empty((0, 2), dtype=np.float32),
             0,
             version,
-            0,
+            set(),
             model_id,
         )
+
+    @property
+    def lacking(self) -> int:
+        """How many of the project's memos have no vectors here."""
+        return len(self.pending)
+
+    @property
+    def count(self) -> int:
+        """How many memos the index holds vectors of."""
+        return self._count
+
+    @property
+    def dim(self) -> int:
+        """The dimension of its vectors."""
+        return int(self._codes.shape[2])
+
+    def without_vectors(self, ids: Iterable[int]) -> set[int]:
+        """Those of ``ids`` the index has no vectors of."""
+        return {memo_id for memo_id in ids if memo_id not in self._rows}
 
     def cosines(self, query: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
         """(count, 2): each memo's cosine to ``query`` by its whole-memo and its question vector."""
@@ -219,7 +241,7 @@ class VectorIndex:
 
     @property
     def ids(self) -> npt.NDArray[np.int64]:
-        """The memo ids, in the order of :meth:`cosines`' rows (increasing)."""
+        """The memo ids, in the order of :meth:`cosines`' rows (as they were added)."""
         return self._ids[: self._count]
 
     def top(self, query: npt.NDArray[np.float32], n: int) -> VectorHits:
@@ -250,25 +272,26 @@ class VectorIndex:
         rows = np.stack(
             [np.frombuffer(whole, dtype=np.float32), np.frombuffer(question, dtype=np.float32)]
         )
-        ids = self._ids[: self._count]
-        at = int(np.searchsorted(ids, memo_id))
-        if at < self._count and ids[at] == memo_id:
+        if rows.shape[1] != self._codes.shape[2]:
+            raise ValueError("a vector of another dimension than the index's")
+        self.pending.discard(memo_id)
+        at = self._rows.get(memo_id)
+        if at is not None:
             _quantize(rows, self._codes[at], self._scales[at])
             return
-        if at != self._count:
-            raise ValueError("memo ids arrive in increasing order")
         if self._count == len(self._ids):
             capacity = max(16, self._count + self._count // 2)
             grown_ids = np.empty(capacity, dtype=np.int64)
             grown_codes = np.empty((capacity, *self._codes.shape[1:]), dtype=np.int8)
             grown_scales = np.empty((capacity, 2), dtype=np.float32)
-            grown_ids[: self._count] = ids
+            grown_ids[: self._count] = self._ids[: self._count]
             grown_codes[: self._count] = self._codes[: self._count]
             grown_scales[: self._count] = self._scales[: self._count]
             self._ids, self._codes, self._scales = grown_ids, grown_codes, grown_scales
         at = self._count
         self._ids[at] = memo_id
         _quantize(rows, self._codes[at], self._scales[at])
+        self._rows[memo_id] = at
         self._count += 1
 
 
@@ -321,10 +344,10 @@ def build_vector_index(
     """
     import numpy as np
 
-    total, count = conn.execute(
-        "SELECT count(*), count(*) FILTER (WHERE embedding_model = ? AND embedding IS NOT NULL"
-        " AND question_embedding IS NOT NULL) FROM memos WHERE project = ?",
-        (model_id, project),
+    (count,) = conn.execute(
+        "SELECT count(*) FROM memos WHERE project = ? AND embedding_model = ?"
+        " AND embedding IS NOT NULL AND question_embedding IS NOT NULL",
+        (project, model_id),
     ).fetchone()
     # Spare rows, so the memos this process records next are added in place
     # instead of copying the whole array.
@@ -335,14 +358,22 @@ def build_vector_index(
     block = np.empty((SCAN_ROWS, 2, dim), dtype=np.float32)
     filled = pending = 0
     size = dim * 4
+    lacking: set[int] = set()
+    # Another model's vectors are not read: only whether this model's are there.
     for memo_id, whole, question in conn.execute(
-        "SELECT id, embedding, question_embedding FROM memos"
-        " WHERE project = ? AND embedding_model = ? ORDER BY id",
-        (project, model_id),
+        "SELECT id, CASE WHEN embedding_model = ?1 THEN embedding END,"
+        " CASE WHEN embedding_model = ?1 THEN question_embedding END"
+        " FROM memos WHERE project = ?2 ORDER BY id",
+        (model_id, project),
     ):
-        if filled + pending == count or whole is None or question is None:
-            continue
-        if len(whole) != size or len(question) != size:
+        if (
+            filled + pending == count
+            or whole is None
+            or question is None
+            or len(whole) != size
+            or len(question) != size
+        ):
+            lacking.add(memo_id)
             continue
         ids[filled + pending] = memo_id
         block[pending, 0] = np.frombuffer(whole, dtype=np.float32)
@@ -353,7 +384,7 @@ def build_vector_index(
             filled, pending = filled + pending, 0
     end = filled + pending
     _quantize(block[:pending], codes[filled:end], scales[filled:end])
-    return VectorIndex(ids, codes, scales, end, version, total - end, model_id)
+    return VectorIndex(ids, codes, scales, end, version, lacking, model_id)
 
 
 class WordSearch:
@@ -435,14 +466,15 @@ class WordSearch:
         stems = {w: stem(w) for w in words}
         alternatives = sorted(set(stems.values()), key=lambda stem: (-len(stem), stem))
         pattern = re.compile(r"(?<![^\W_])(" + "|".join(map(re.escape, alternatives)) + ")")
+        # What each stem the pattern finds covers: the words whose stem it starts
+        # with (computed once, not for every memo).
+        covers = {a: frozenset(w for w in words if a.startswith(stems[w])) for a in alternatives}
         scores: dict[int, float] = {}
         for memo_id, text in store.memo_texts(conn, sorted(candidates)):
-            found = set(pattern.findall(text[:MAX_TEXT_CHARS].lower()))
-            covered = sum(
-                weight
-                for w, weight in idf.items()
-                if any(seen.startswith(stems[w]) for seen in found)
-            )
+            seen: set[str] = set()
+            for found in set(pattern.findall(text[:MAX_TEXT_CHARS].lower())):
+                seen |= covers[found]
+            covered = sum(weight for w, weight in idf.items() if w in seen)
             if not covered:
                 continue
             rank = ranks.get(memo_id, 0.0)
@@ -503,10 +535,13 @@ def _any_of(words: list[str]) -> str:
     return " OR ".join('"' + w.replace('"', '""') + '"' for w in words)
 
 
-def fuse(vector_hits: VectorHits | None, words: WordScores) -> list[Candidate]:
+def fuse(
+    vector_hits: VectorHits | None, words: WordScores, unindexed: Container[int] = ()
+) -> list[Candidate]:
     """Blend both sides into candidates above the cut-off, pinned ones first, then best first.
 
-    ``vector_hits`` is None when no model is available: words decide alone.
+    ``vector_hits`` is None when no model is available: words decide alone, as
+    they do for the memos in ``unindexed`` (those without vectors yet).
     With a model, ``matched_by`` says which signal carried the memo over the
     cut-off: its embedding alone, words (the embedding alone fell short), or
     both (the embedding sufficed and words or identifiers matched too). A
@@ -517,22 +552,24 @@ def fuse(vector_hits: VectorHits | None, words: WordScores) -> list[Candidate]:
     """
     found: list[Candidate] = []
     names = words.identifiers
-    if vector_hits is None:
-        for memo_id in words.scores.keys() | names.keys():
-            score = min(
-                1.0, words.scores.get(memo_id, 0.0) + IDENTIFIER_WEIGHT * names.get(memo_id, 0.0)
-            )
-            pinned = memo_id in words.pinned
-            if score >= WORDS_CUTOFF or pinned:
-                found.append(Candidate(memo_id, round(score, 4), "words", pinned))
-    else:
+    by_words = words.scores.keys() | names.keys()
+    if vector_hits is not None:
+        by_words = {memo_id for memo_id in by_words if memo_id in unindexed}
+    for memo_id in by_words:
+        score = min(
+            1.0, words.scores.get(memo_id, 0.0) + IDENTIFIER_WEIGHT * names.get(memo_id, 0.0)
+        )
+        pinned = memo_id in words.pinned
+        if score >= WORDS_CUTOFF or pinned:
+            found.append(Candidate(memo_id, round(score, 4), "words", pinned))
+    if vector_hits is not None:
         cosines = dict(vector_hits.hits)
         # A memo found by words only is not among the nearest vectors: its
         # cosine is at most the lowest one there.
         floor = min(cosines.values(), default=0.0)
         penalty = UNKNOWN_PENALTY * words.unknown**UNKNOWN_EXPONENT
         raw: dict[int, tuple[float, float]] = {}
-        for memo_id in cosines.keys() | words.scores.keys() | names.keys():
+        for memo_id in (cosines.keys() | words.scores.keys() | names.keys()) - by_words:
             bonus = WORDS_WEIGHT * words.scores.get(memo_id, 0.0)
             raw[memo_id] = (
                 cosines.get(memo_id, floor),

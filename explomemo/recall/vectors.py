@@ -19,7 +19,7 @@ import queue
 import sqlite3
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -41,7 +41,9 @@ if TYPE_CHECKING:
 CLOSE_SECONDS = 2.0
 #: Memos embedded at a time by a fill: a closing fill stops between batches, so
 #: a batch (two texts a memo, up to 100 ms a long text) bounds how long close waits.
-FILL_BATCH = 4
+FILL_BATCH = 2
+#: How often an idle server's vector thread looks whether another process wrote memos.
+POLL_SECONDS = 2.0
 
 logger = logging.getLogger("explomemo")
 
@@ -113,12 +115,17 @@ class _FillJob:
 
 
 class Vectors:
-    """The vectors of one database's memos: their upkeep and the in-memory indexes."""
+    """The vectors of one database's memos: their upkeep and the in-memory indexes.
+
+    A search never computes a memo's vectors: it uses the index as it is and
+    searches the memos without vectors by words. In a server
+    (:meth:`keep_filled`) the vector thread fills them, then brings the indexes
+    up to date after another process wrote; elsewhere (a command) an index
+    another process left behind is read again at the next search.
+    """
 
     def __init__(self, store: Store) -> None:
         self.store = store
-        # Rebuilt only when the database's memo version moved (any process's
-        # record, forget, import or new vectors).
         self._indexes: dict[str, VectorIndex] = {}
         self._lock = threading.Lock()
         # _pending counts the jobs of each project not finished yet.
@@ -128,6 +135,12 @@ class Vectors:
         self._thread: threading.Thread | None = None
         self._closing = False
         self._deadline = 0.0
+        # Set by keep_filled: the embedder the vector thread fills and refreshes with.
+        self._filling: Embedder | None = None
+        self._fill_queued = False
+        self._fill_running = False
+        # The memo version the vector thread last saw (moved by any writer).
+        self._seen_version = -1
 
     def close(self) -> None:
         """Stop the vector thread: vectors being computed are stored, queued ones computed
@@ -163,32 +176,53 @@ class Vectors:
         embedder: Embedder | None,
         texts: MemoTexts,
     ) -> None:
-        """After this process recorded a memo (with ``stored`` vectors, or none yet):
-        update the project's index, and compute the vectors on the vector thread
-        when the model is there and they were not stored."""
-        # Counted as pending before the index is marked current, so a recall on
-        # another thread cannot search the index without waiting for it.
-        follows = embedder is not None and stored is None and self._expect(project)
-        self._update_in_place(project, before, after, memo_id, stored, follows)
-        if follows:
-            assert embedder is not None
+        """Inside the write transaction that recorded a memo (with ``stored`` vectors, or
+        none yet): update the project's index, and compute the vectors on the vector
+        thread when the model is there and they were not stored."""
+        self._update_in_place(project, before, after, memo_id, stored)
+        if embedder is not None and stored is None and self._expect(project):
             self._jobs.put(_VectorJob(memo_id, project, texts, embedder))
 
-    def fill_later(self, embedder: Embedder) -> None:
-        """Fill the memos without vectors of ``embedder``'s model, on the vector thread."""
+    def keep_filled(self, embedder: Embedder) -> None:
+        """From now on the vector thread gives vectors of ``embedder``'s model to the memos
+        without them (now, and whenever any process wrote some), and brings the indexes
+        up to date after another process's writes."""
         with self._pending_changed:
             if self._closing:
                 return
+            self._filling = embedder
             self._start()
-        self._jobs.put(_FillJob(embedder))
+        self.fill_later()
 
-    def wait(self, project: str, timeout: float | None = None) -> bool:
+    def fill_later(self) -> None:
+        """Queue a fill on the vector thread (once: a fill queued already covers it)."""
+        with self._pending_changed:
+            if self._closing or self._filling is None or self._fill_queued:
+                return
+            self._fill_queued = True
+            self._start()
+        self._jobs.put(_FillJob(self._filling))
+
+    def wait(self, project: str, timeout: float | None = None, most: int | None = None) -> bool:
         """Wait until the vectors of ``project``'s memos recorded here are stored.
 
-        False when ``timeout`` seconds passed first.
+        False when ``timeout`` seconds passed first, or at once when more than
+        ``most`` of them are still to come.
         """
         with self._pending_changed:
+            if most is not None and self._pending.get(project, 0) > most:
+                return False
             return self._pending_changed.wait_for(lambda: not self._pending.get(project), timeout)
+
+    def settled(self, timeout: float | None = None) -> bool:
+        """Wait until no fill is queued or running and every recorded memo's vectors are
+        stored (what a server's vector thread was given is done); False when ``timeout``
+        seconds passed first."""
+        with self._pending_changed:
+            return self._pending_changed.wait_for(self._idle, timeout)
+
+    def _idle(self) -> bool:
+        return not (self._fill_queued or self._fill_running or any(self._pending.values()))
 
     def _expect(self, project: str) -> bool:
         """Count one vector job to come for ``project``; False once closing."""
@@ -207,8 +241,32 @@ class Vectors:
             )
             self._thread.start()
 
+    def _next_job(self) -> _VectorJob | _FillJob | None:
+        """The next job; while a server keeps the vectors filled, a fill whenever the
+        memo version moved without a job of ours (another process wrote)."""
+        while True:
+            try:
+                return self._jobs.get(timeout=POLL_SECONDS if self._filling else None)
+            except queue.Empty:
+                self.notice_writes()
+
+    def notice_writes(self) -> None:
+        """Queue a fill when another process wrote memos since this was last asked.
+
+        Cheap (one row read): called by each search and by an idle vector thread.
+        """
+        if self._filling is None:
+            return
+        try:
+            with self.store.errors():
+                version = self.store.memo_version()
+        except ExplomemoError:
+            return
+        if version != self._seen_version:
+            self.fill_later()
+
     def _work(self) -> None:
-        while (job := self._jobs.get()) is not None:
+        while (job := self._next_job()) is not None:
             if isinstance(job, _FillJob):
                 self._fill_step(job)
                 continue
@@ -216,10 +274,9 @@ class Vectors:
                 if not self._closing or time.monotonic() < self._deadline:
                     self._write_vectors(job)
             except Exception as exc:
-                # The memo stays without vectors; the next index build of its
-                # project embeds it (fill), so nothing is lost.
+                # The memo stays without vectors; the server's next fill gives
+                # them, so nothing is lost.
                 logger.warning("could not embed memo %d: %s", job.memo_id, _one_line(exc))
-                self.drop_index(job.project)
             finally:
                 with self._pending_changed:
                     self._pending[job.project] -= 1
@@ -227,17 +284,29 @@ class Vectors:
 
     def _fill_step(self, job: _FillJob) -> None:
         """One batch of a fill; the rest goes back in the queue, behind the memos
-        recorded meanwhile (a recall waits for those, not for the whole fill)."""
+        recorded meanwhile (a recall may wait for those, never for the whole fill).
+        Once none is left, the indexes another process's writes outdated are read again."""
+        with self._pending_changed:
+            self._fill_queued = False
+            self._fill_running = True
         try:
+            with self.store.errors():
+                version = self.store.memo_version()
             more = not self._closing and self._fill_batch(job.embedder, FILL_BATCH) > 0
+            if not more and not self._closing:
+                self._seen_version = version
+                self._refresh(job.embedder)
         except Exception as exc:
             # Any failure (onnxruntime raises its own errors) leaves the rest
-            # of the fill to the next index build of each project; the thread
-            # lives on for the memos recorded next.
+            # of the fill to the next one; the thread lives on for the memos
+            # recorded next.
             logger.warning("could not embed memos recorded without a model: %s", _one_line(exc))
-            return
+            more = False
         if more:
-            self._jobs.put(job)
+            self.fill_later()
+        with self._pending_changed:
+            self._fill_running = False
+            self._pending_changed.notify_all()
 
     def _write_vectors(self, job: _VectorJob) -> None:
         model_id = job.embedder.model_id
@@ -245,7 +314,7 @@ class Vectors:
         key = text_hash(model_id, job.texts.whole)
         vectors = MemoVectors(whole, question, model_id, key)
         with self.store.errors(), self.store.write() as conn:
-            before = self.store.memo_version()
+            before = self.store.memo_version(conn)
             self.store.cache_vectors(
                 conn, {key: whole, text_hash(model_id, job.texts.question): question}
             )
@@ -254,8 +323,9 @@ class Vectors:
                 # brings its own vectors (inline, by its own job, or by a fill).
                 return
             _store(self.store, conn, job.memo_id, vectors)
-            after = self.store.memo_version()
-        self._update_in_place(job.project, before, after, job.memo_id, vectors, False)
+            self._update_in_place(
+                job.project, before, self.store.memo_version(conn), job.memo_id, vectors
+            )
 
     def _current_texts(self, conn: sqlite3.Connection, ids: Sequence[int]) -> dict[int, MemoTexts]:
         """The texts of each memo as the database holds it now."""
@@ -269,19 +339,34 @@ class Vectors:
 
     # Fills -----------------------------------------------------------------
 
-    def fill(self, embedder: Embedder, batch: int = FILL_BATCH, project: str | None = None) -> int:
+    def fill(
+        self,
+        embedder: Embedder,
+        batch: int = FILL_BATCH,
+        project: str | None = None,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> int:
         """Give both vectors of ``embedder``'s model to every memo (of ``project``, or all)
-        without them; returns how many.
+        without them; returns how many. ``progress(done, total)`` is called after each batch.
 
-        Stops between batches once closing (what it computed is stored).
+        Each batch is committed as it is computed, so a fill stopped on the way
+        (once closing, between batches) keeps what it did.
         """
+        total = self.lacking(embedder.model_id, project)
         done = 0
         while not self._closing:
             filled = self._fill_batch(embedder, batch, project)
             if not filled:
                 break
             done += filled
+            if progress is not None:
+                progress(done, max(total, done))
         return done
+
+    def lacking(self, model_id: str, project: str | None = None) -> int:
+        """How many memos (of ``project``, or all) lack both vectors of ``model_id``."""
+        with self.store.errors(), self.store.read() as conn:
+            return len(self.store.memos_needing_embedding(conn, model_id, -1, project))
 
     def _fill_batch(self, embedder: Embedder, batch: int, project: str | None = None) -> int:
         """Give vectors to up to ``batch`` memos (of ``project``, or all) without them;
@@ -289,6 +374,7 @@ class Vectors:
         with self.store.errors(), self.store.read() as conn:
             ids = self.store.memos_needing_embedding(conn, embedder.model_id, batch, project)
             texts = self._current_texts(conn, ids)
+            projects = {m.id: m.project for m in self.store.memos(conn, ids=ids)}
         computed = self._embed(embedder, [t for pair in texts.values() for t in _pair(pair)])
         with self.store.errors(), self.store.write() as conn:
             # A memo recorded again while its text was embedded keeps the
@@ -303,7 +389,11 @@ class Vectors:
                     embedder.model_id,
                     text_hash(embedder.model_id, pair.whole),
                 )
+                before = self.store.memo_version(conn)
                 _store(self.store, conn, memo_id, vectors)
+                self._update_in_place(
+                    projects[memo_id], before, self.store.memo_version(conn), memo_id, vectors
+                )
         return len(texts)
 
     def _embed(self, embedder: Embedder, texts: Sequence[str]) -> list[bytes]:
@@ -323,31 +413,71 @@ class Vectors:
     # Indexes ---------------------------------------------------------------
 
     def index(self, embedder: Embedder, project: str, dim: int) -> VectorIndex:
-        """The project's vectors of the embedder's model, embedding its memos that lack them."""
-        from explomemo.recall.search import build_vector_index
+        """The project's vectors of the embedder's model, as far as they are computed.
 
+        Built from the database the first time; after that kept up to date in
+        place by this process's writes. When another process wrote, a server's
+        vector thread reads it again (this search uses it as it is, and
+        searches the memos it lacks by words); elsewhere it is read again now.
+        It never embeds a memo.
+        """
         with self.store.errors():
             version = self.store.memo_version()
             with self._lock:
                 index = self._indexes.get(project)
-            if index is not None and index.version == version:
-                return index
+            if index is not None and index.model_id == embedder.model_id:
+                if index.version == version:
+                    return index
+                if self._filling is not None:
+                    self.fill_later()
+                    return index
             # Two arrays of a large project must not live at once.
             self.drop_index(project)
             del index
-            with self.store.read() as conn:
-                index = build_vector_index(conn, project, embedder.model_id, dim, version)
-            if index.lacking:
-                # This project's only: the others are embedded when they are
-                # searched, or by a server's fill on the vector thread.
-                self.fill(embedder, project=project)
-                version = self.store.memo_version()
-                with self.store.read() as conn:
-                    index = build_vector_index(conn, project, embedder.model_id, dim, version)
+            index = self._build(embedder.model_id, project, dim)
         release_freed_memory()
         with self._lock:
             self._indexes[project] = index
         return index
+
+    def searched_by_words(self, index: VectorIndex, project: str) -> int:
+        """How many of ``project``'s memos a search with ``index`` finds by words only: those
+        it knows lack vectors, and those another process wrote since it was built."""
+        if index.version == self.store.memo_version():
+            return index.lacking
+        with self.store.errors(), self.store.read() as conn:
+            total = self.store.memo_count(conn, project)
+        return max(index.lacking, total - index.count)
+
+    def _build(self, model_id: str, project: str, dim: int) -> VectorIndex:
+        from explomemo.recall.search import build_vector_index
+
+        with self.store.read() as conn:
+            version = self.store.memo_version(conn)
+            return build_vector_index(conn, project, model_id, dim, version)
+
+    def _refresh(self, embedder: Embedder) -> None:
+        """Read again each index another process's writes outdated (on the vector thread).
+
+        Each is read while this process's writers wait (they would be missing
+        from it), so the new one is exact as of its version.
+        """
+        with self.store.errors():
+            version = self.store.memo_version()
+        with self._lock:
+            outdated = [
+                (p, i.dim)
+                for p, i in self._indexes.items()
+                if i.model_id == embedder.model_id and i.version != version
+            ]
+        for project, dim in outdated:
+            with self.store.errors(), self.store.lock:
+                self.drop_index(project)
+                fresh = self._build(embedder.model_id, project, dim)
+                with self._lock:
+                    self._indexes[project] = fresh
+            del fresh
+            release_freed_memory()
 
     def drop_index(self, project: str) -> None:
         """Forget the project's index (the next search builds it again)."""
@@ -361,34 +491,32 @@ class Vectors:
         after: int,
         memo_id: int,
         vectors: MemoVectors | None,
-        follows: bool,
     ) -> None:
-        """After this process's own write, bring the project's index up to date.
+        """Inside this process's write transaction (so in the order the writes land), bring
+        the project's index up to date: the memo's vectors in place, or the memo counted
+        as lacking them until they come.
 
-        Only when nothing else wrote in between (the version the index was
-        built at is the one our transaction started from); otherwise the
-        next search rebuilds it. At 100,000 memos a rebuild costs a second.
-        When the vectors follow, the index stays as it is until then (a
-        recall waits for them).
+        The index stays current only when nothing else wrote since it was
+        built (its version is the one the transaction started from); otherwise
+        it is marked outdated and read again later (see :meth:`index`). At
+        100,000 memos a rebuild costs a second.
         """
         with self._lock:
+            if self._seen_version == before:
+                self._seen_version = after
             index = self._indexes.get(project)
             if index is None:
                 return
-            if index.version == before and follows:
-                index.version = after
-            elif (
-                index.version == before
-                and vectors is not None
-                and (vectors.model_id == index.model_id)
-            ):
+            if vectors is not None and vectors.model_id == index.model_id:
                 try:
                     index.upsert(memo_id, vectors.whole, vectors.question)
-                    index.version = after
                 except ValueError:
                     del self._indexes[project]
-            else:
-                del self._indexes[project]
+                    return
+            elif index.without_vectors([memo_id]):
+                index.pending.add(memo_id)
+            if index.version == before:
+                index.version = after
 
 
 def _one_line(exc: Exception) -> str:

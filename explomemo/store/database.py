@@ -1006,6 +1006,23 @@ class Store:
             found.setdefault(memo_id, []).append(FileRow(path, sha256, xxh3, size, git_blob))
         return found
 
+    def memo_count(self, conn: sqlite3.Connection, project: str) -> int:
+        """How many memos ``project`` has."""
+        return int(
+            conn.execute("SELECT count(*) FROM memos WHERE project = ?", (project,)).fetchone()[0]
+        )
+
+    def has_vectors(self, conn: sqlite3.Connection, project: str, model: str) -> bool:
+        """Whether some memo of ``project`` has vectors of ``model``."""
+        return (
+            conn.execute(
+                "SELECT 1 FROM memos WHERE project = ? AND embedding_model = ?"
+                " AND embedding IS NOT NULL LIMIT 1",
+                (project, model),
+            ).fetchone()
+            is not None
+        )
+
     def memos_needing_embedding(
         self, conn: sqlite3.Connection, model: str, most: int = -1, project: str | None = None
     ) -> list[int]:

@@ -22,6 +22,7 @@ from explomemo.recall.sources import FixedModel
 def test_real_model_finds_paraphrases(embedder: Embedder, app: Path, db_path: Path) -> None:
     with MemoCache.open(db_path, FixedModel(embedder)) as cache:
         ids = record_all(cache, app)
+        assert cache.wait_for_vectors("svc", 60)
         for query, key in [
             ("where are JWTs checked?", "auth"),
             ("how many times do failed HTTP requests get retried?", "retry"),
@@ -144,11 +145,17 @@ def test_server_answers_while_model_warms_up(
                 },
             )
             assert recorded.structured_content["semantic_index"] is False  # type: ignore[index]
+            ask = {"query": "anything", "project": "svc", "root": str(app)}
+            words = await client.call_tool("memory_exploration_recall", ask)
+            # Answered while the model loads: by words (none match), all memos counted.
+            assert words.structured_content["semantic_index"] is False  # type: ignore[index]
+            assert words.structured_content["pending_vectors"] == 1  # type: ignore[index]
             release.set()
-            recall = await client.call_tool(
-                "memory_exploration_recall",
-                {"query": "anything", "project": "svc", "root": str(app)},
-            )
+            for _ in range(600):
+                recall = await client.call_tool("memory_exploration_recall", ask)
+                if "pending_vectors" not in recall.structured_content:  # type: ignore[operator]
+                    break
+                await asyncio.sleep(0.1)
             assert recall.structured_content["semantic_index"] is True  # type: ignore[index]
             assert [m["id"] for m in recall.structured_content["matches"]] == [1]  # type: ignore[index]
 

@@ -11,13 +11,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fake_embedder import FakeEmbedder
+from fake_embedder import FakeEmbedder, HeldEmbedder
 from helpers import MEMOS, open_cache, record_all
 
 from explomemo.memos.cache import MemoCache
 from explomemo.recall import vectors as vectors_module
 from explomemo.recall.embeddings import DEFAULT_MODEL_ID, Embedder
 from explomemo.recall.sources import FixedModel
+from explomemo.shapes import to_json
 
 
 def _axis(index: int, dim: int = 8) -> list[float]:
@@ -48,20 +49,30 @@ def _stored_vectors(db_path: Path) -> list[tuple[int, str | None, str | None]]:
         ).fetchall()
 
 
-def test_model_that_appears_later_fills_vectors(
+def test_memos_without_vectors_are_found_by_words_then_by_embedding(
     embedder: Embedder, app: Path, db_path: Path
 ) -> None:
+    question, conclusion, files = MEMOS["auth"]
     with open_cache(db_path) as before:
         assert not before.record(
-            question=MEMOS["auth"][0],
-            conclusion=MEMOS["auth"][1],
-            files=MEMOS["auth"][2],
-            project="svc",
-            root=str(app),
+            question=question, conclusion=conclusion, files=files, project="svc", root=str(app)
         ).semantic_index
-    with MemoCache.open(db_path, FixedModel(embedder)) as after:
-        result = after.recall(query="where are JWTs checked?", project="svc", root=str(app))
-        assert result.semantic_index and result.matches[0].matched_by in {"embedding", "both"}
+    model = HeldEmbedder(embedder)
+    with MemoCache.open(db_path, FixedModel(model)) as after:
+        # The recall embeds nothing of the memo: it is found by words, and says so.
+        pending = after.recall(
+            query="where is the JWT signature checked?", project="svc", root=str(app)
+        )
+        assert pending.semantic_index and pending.pending_vectors == 1
+        assert [m.matched_by for m in pending.matches] == ["words"]
+        assert not [text for text in model.embedded if "\n" in text]
+        model.gate.set()
+        assert after.fill_embeddings(model) == 1
+        found = after.recall(
+            query="where is the JWT signature checked?", project="svc", root=str(app)
+        )
+        assert found.pending_vectors == 0 and '"pending_vectors"' not in to_json(found)
+        assert [m.matched_by for m in found.matches] in (["embedding"], ["both"])
     with sqlite3.connect(db_path) as conn:
         assert conn.execute("SELECT embedding_model, length(embedding) FROM memos").fetchall() == [
             (DEFAULT_MODEL_ID, 384 * 4)
@@ -123,7 +134,9 @@ def test_indexes_follow_own_and_other_writers(app: Path, db_path: Path) -> None:
         assert found("A?") == []
 
 
-def test_record_returns_before_its_vector_and_recall_waits_for_it(app: Path, db_path: Path) -> None:
+def test_record_returns_before_its_vector_and_recall_does_not_wait_for_it(
+    app: Path, db_path: Path
+) -> None:
     model = GatedEmbedder()
     model.gate.set()
     with MemoCache.open(db_path, FixedModel(model)) as cache:
@@ -144,18 +157,15 @@ def test_record_returns_before_its_vector_and_recall_waits_for_it(app: Path, db_
         assert not cache.wait_for_vectors("svc", 0.05)
         assert cache.wait_for_vectors("other-project", 0)
 
-        answers: list[Any] = []
-        asker = threading.Thread(
-            target=lambda: answers.append(
-                cache.recall(query="pool size", project="svc", root=str(app))
-            )
-        )
-        asker.start()
-        asker.join(0.3)
-        assert asker.is_alive(), "recall answered before the recorded memo had its vector"
+        # The recall does not wait for it: the memo is found by words, and counted.
+        pending = cache.recall(query="pool size", project="svc", root=str(app))
+        assert pending.pending_vectors == 1
+        assert [(m.id, m.matched_by) for m in pending.matches] == [(recorded.id, "words")]
+        assert _stored_vectors(db_path)[-1] == (recorded.id, None, None)
         model.gate.set()
-        asker.join(30)
-        (result,) = answers
+        assert cache.wait_for_vectors("svc", 30)
+        result = cache.recall(query="pool size", project="svc", root=str(app))
+        assert result.pending_vectors == 0
         assert [(m.id, m.matched_by) for m in result.matches] == [(recorded.id, "both")]
         assert _stored_vectors(db_path)[-1][1] == "fake-model"
 
@@ -247,7 +257,7 @@ def test_close_finishes_pending_vectors(app: Path, db_path: Path) -> None:
     ]
 
 
-def test_a_failed_vector_is_filled_by_the_next_recall(
+def test_a_failed_vector_is_filled_by_the_next_server(
     app: Path, db_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     broken = FakeEmbedder(lambda text: _axis(0))
@@ -260,8 +270,12 @@ def test_a_failed_vector_is_filled_by_the_next_recall(
     working = FakeEmbedder(lambda text: _axis(0) if "pool" in text else _axis(1))
     with MemoCache.open(db_path, FixedModel(working)) as cache:
         result = cache.recall(query="pool size", project="svc", root=str(app))
-        assert result.matches[0].id == ids["db"]
+        assert result.matches[0].id == ids["db"] and result.pending_vectors == 3
+        cache.fill_when_loaded()  # as a server starts
+        assert cache.wait_for_fill(30)
         assert [m for _, m, _ in _stored_vectors(db_path)] == ["fake-model"] * 3
+        result = cache.recall(query="pool size", project="svc", root=str(app))
+        assert result.matches[0].id == ids["db"] and result.pending_vectors == 0
 
 
 def test_close_leaves_vectors_past_its_budget_to_the_next_fill(
@@ -288,8 +302,10 @@ def test_close_leaves_vectors_past_its_budget_to_the_next_fill(
     # The job being computed when the budget ran out was finished and stored;
     # the rest were left (each job takes 0.1 s, the budget 0.2 s).
     assert 1 <= stored.count("fake-model") < 20
+    # The next start finishes the rest.
     with MemoCache.open(db_path, FixedModel(FakeEmbedder(lambda text: _axis(0)))) as again:
-        assert again.recall(query="question", project="svc", root=str(app)).semantic_index
+        again.fill_when_loaded()
+        assert again.wait_for_fill(30)
     assert [model for _, model, _ in _stored_vectors(db_path)] == ["fake-model"] * 20
 
 
@@ -330,7 +346,7 @@ def test_a_failed_fill_leaves_the_vector_thread_alive(
         assert _stored_vectors(db_path)[-1][1] == "fake-model"
 
 
-def test_a_recall_embeds_only_its_own_projects_memos(app: Path, db_path: Path) -> None:
+def test_an_index_of_one_project_embeds_only_its_memos(app: Path, db_path: Path) -> None:
     model = FakeEmbedder(lambda text: _axis(0) if "pool" in text else _axis(1))
     with MemoCache.open(db_path, FixedModel(model)) as cache:
         for project in ("svc", "other"):
@@ -350,6 +366,11 @@ def test_a_recall_embeds_only_its_own_projects_memos(app: Path, db_path: Path) -
         conn.execute("DELETE FROM embedding_cache")
     model = FakeEmbedder(lambda text: _axis(0) if "pool" in text else _axis(1))
     with MemoCache.open(db_path, FixedModel(model)) as cache:
+        result = cache.recall(query="pool size", project="svc", root=str(app))
+        assert result.matches[0].matched_by == "words"
+        assert result.pending_vectors == len(MEMOS)
+        assert [text for text in model.embedded if "\n" in text] == []  # recall embeds none
+        assert cache.fill_embeddings(model, project="svc") == len(MEMOS)  # explomemo index
         result = cache.recall(query="pool size", project="svc", root=str(app))
         assert result.matches[0].matched_by == "both"
     # The two texts of each of svc's memos (memo texts hold a line break; the

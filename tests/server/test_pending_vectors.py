@@ -1,0 +1,237 @@
+"""A server answers at once while vectors are computed (issue 22): held on events, never timed.
+
+The model and the vector thread are held still (a loader whose load waits, an embedder
+whose memo texts wait); the server answers by words meanwhile, says how many memos it
+searched so (``pending_vectors``), and finds them by meaning once their vectors are stored,
+including memos that another process wrote and vectors left over by a server closed
+while it filled.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sqlite3
+import threading
+from collections.abc import Awaitable, Callable, Mapping
+from contextlib import closing
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fake_embedder import HeldEmbedder
+from helpers import MEMOS, PYTHON, _replies, cli_subprocess, open_cache, record_all
+
+from explomemo.recall.embeddings import Embedder, ModelLoader
+from explomemo.server.tools import create_server
+
+RECALL = "memory_exploration_recall"
+#: How long a test waits for the vector thread it released (a failure, not a measure).
+PATIENCE = 120
+
+
+def _recall(query: str, app: Path) -> tuple[str, dict[str, Any]]:
+    return (RECALL, {"query": query, "project": "svc", "root": str(app)})
+
+
+def _vectors_stored(db: Path) -> int:
+    with closing(sqlite3.connect(db)) as conn:
+        return int(
+            conn.execute(
+                "SELECT count(*) FROM memos WHERE embedding IS NOT NULL"
+                " AND question_embedding IS NOT NULL"
+            ).fetchone()[0]
+        )
+
+
+async def _until(
+    ask: Callable[[], Awaitable[dict[str, Any]]], done: Callable[[dict[str, Any]], bool]
+) -> dict[str, Any]:
+    """Ask again until ``done`` holds of the answer (the vector thread works meanwhile)."""
+    for _ in range(PATIENCE * 10):
+        answer = await ask()
+        if done(answer):
+            return answer
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"never came: the last answer was {answer}")
+
+
+def _asker(client: Any, query: str, app: Path) -> Callable[[], Awaitable[dict[str, Any]]]:
+    """What asks ``client`` to recall ``query`` in project svc, for the answer's JSON."""
+
+    async def ask() -> dict[str, Any]:
+        (reply,) = await _replies(client, [_recall(query, app)])
+        data: dict[str, Any] = reply.data
+        return data
+
+    return ask
+
+
+def _serve(db: Path, load: Callable[[Mapping[str, str]], Embedder | None]) -> Any:
+    from mcp import Client
+
+    return Client(create_server(db, env={}, loader=ModelLoader({}, load=load)))
+
+
+def test_first_recall_answers_by_words_while_the_fill_is_held(
+    embedder: Embedder, app: Path, db_path: Path
+) -> None:
+    with open_cache(db_path) as cache:
+        ids = record_all(cache, app)
+    held = HeldEmbedder(embedder)
+
+    async def run() -> None:
+        async with _serve(db_path, lambda env: held) as client:
+            ask = _asker(client, "where is the JWT signature checked?", app)
+
+            first = await ask()
+            assert first["semantic_index"] is True
+            assert first["pending_vectors"] == len(MEMOS)
+            assert [(m["id"], m["matched_by"]) for m in first["matches"]][:1] == [
+                (ids["auth"], "words")
+            ]
+            assert _vectors_stored(db_path) == 0
+            held.gate.set()
+            found = await _until(ask, lambda answer: "pending_vectors" not in answer)
+            assert found["matches"][0]["id"] == ids["auth"]
+            assert found["matches"][0]["matched_by"] in {"embedding", "both"}
+
+    asyncio.run(run())
+    assert _vectors_stored(db_path) == len(MEMOS)
+
+
+def test_recall_answers_by_words_while_the_model_loads(
+    embedder: Embedder, app: Path, db_path: Path
+) -> None:
+    with open_cache(db_path) as cache:
+        ids = record_all(cache, app)
+    loaded = threading.Event()
+
+    def load(env: Mapping[str, str]) -> Embedder:
+        assert loaded.wait(PATIENCE), "the test never let the model load"
+        return embedder
+
+    async def run() -> None:
+        async with _serve(db_path, load) as client:
+            ask = _asker(client, "where is the JWT signature checked?", app)
+
+            first = await ask()
+            assert first["semantic_index"] is False
+            assert first["pending_vectors"] == len(MEMOS)
+            assert first["matches"][0]["id"] == ids["auth"]
+            loaded.set()
+            found = await _until(
+                ask, lambda answer: answer["semantic_index"] and "pending_vectors" not in answer
+            )
+            assert found["matches"][0]["matched_by"] in {"embedding", "both"}
+
+    try:
+        asyncio.run(run())
+    finally:
+        loaded.set()
+
+
+def test_a_memo_another_process_wrote_is_found_by_words_then_by_meaning(
+    embedder: Embedder, app: Path, db_path: Path
+) -> None:
+    with open_cache(db_path) as cache:
+        record_all(cache, app)
+    question = "Where are background jobs scheduled?"
+    held = HeldEmbedder(embedder)
+    held.gate.set()
+
+    async def run() -> None:
+        async with _serve(db_path, lambda env: held) as client:
+            ask = _asker(client, "which module schedules background jobs?", app)
+
+            await _until(ask, lambda answer: "pending_vectors" not in answer)
+            held.gate.clear()  # the server notices the memo, and its vectors wait
+            # Another process (as the Stop hook's capture, or the CLI without a model).
+            written = cli_subprocess(
+                [
+                    "--db",
+                    str(db_path),
+                    "record",
+                    "--project",
+                    "svc",
+                    "--root",
+                    str(app),
+                    "--question",
+                    question,
+                    "--conclusion",
+                    "app/db.py runs the scheduler loop for background jobs.",
+                    "app/db.py",
+                ]
+            )
+            assert written.returncode == 0, written.stderr
+            at_once = await ask()
+            assert at_once["pending_vectors"] == 1
+            assert [(m["question"], m["matched_by"]) for m in at_once["matches"]][:1] == [
+                (question, "words")
+            ]
+            held.gate.set()
+            later = await _until(ask, lambda answer: "pending_vectors" not in answer)
+            assert later["matches"][0]["question"] == question
+            assert later["matches"][0]["matched_by"] in {"embedding", "both"}
+
+    asyncio.run(run())
+
+
+@pytest.mark.slow
+def test_a_server_closed_while_it_fills_keeps_its_vectors_and_the_next_finishes(
+    app: Path, db_path: Path, tmp_path: Path
+) -> None:
+    """Through real ``explomemo serve`` processes over stdio, on a freshly imported export."""
+    from mcp import Client, StdioServerParameters
+
+    source = tmp_path / "source.db"
+    count = 100
+    with open_cache(source) as cache:
+        for n in range(count):
+            cache.record(
+                question=f"How does part {n} of the billing service work?",
+                conclusion=f"app/db.py holds part {n}: it reconciles invoices number {n}.",
+                files=["app/db.py"],
+                project="svc",
+                root=str(app),
+            )
+    export = tmp_path / "memos.jsonl"
+    for args in (
+        ["--db", str(source), "export", "-o", str(export)],
+        ["--db", str(db_path), "import", str(export), "--root", str(app)],
+    ):
+        done = cli_subprocess(args, cwd=app)
+        assert done.returncode == 0, done.stderr
+    assert _vectors_stored(db_path) == 0
+    params = StdioServerParameters(
+        command=PYTHON,
+        args=["-m", "explomemo", "--db", str(db_path), "serve"],
+        cwd=app,
+        env={k: v for k, v in os.environ.items() if not k.startswith("EXPLOMEMO_")},
+    )
+
+    async def first_server() -> dict[str, Any]:
+        async with Client(params) as client:
+            answer = await _asker(client, "what does part 17 reconcile?", app)()
+            for _ in range(PATIENCE * 10):
+                if _vectors_stored(db_path):
+                    break
+                await asyncio.sleep(0.1)
+            return answer
+
+    answer = asyncio.run(first_server())
+    assert answer["pending_vectors"] > 0
+    assert answer["matches"]
+    kept = _vectors_stored(db_path)
+    # Closed while filling: what was stored stays, the rest is left for the next start.
+    assert 0 < kept < count
+
+    async def second_server() -> dict[str, Any]:
+        async with Client(params) as client:
+            ask = _asker(client, "what does part 17 reconcile?", app)
+
+            return await _until(ask, lambda answer: "pending_vectors" not in answer)
+
+    finished = asyncio.run(second_server())
+    assert finished["matches"][0]["matched_by"] in {"embedding", "both"}
+    assert _vectors_stored(db_path) == count
