@@ -225,6 +225,10 @@ def record_memos(
             root=str(root),
         )
         ids[memo["key"]] = result.id
+    # A recall no longer waits for vectors still being computed: every query is asked once
+    # all of them are stored, so "embeddings+words" measures embeddings.
+    if not cache.wait_for_vectors("bench", timeout=600):
+        raise SystemExit("the memos' vectors were not computed within 10 minutes")
     return cache, ids
 
 
@@ -259,6 +263,8 @@ def _ask(
     outcome = Outcome(labels["codebase"]["name"], queries, mode)
     for key, query in queries_of(labels, queries):
         result = cache.recall(query=query, project="bench", root=str(root), limit=3)
+        if result.pending_vectors:
+            raise SystemExit(f"{result.pending_vectors} memos without vectors at {query!r}")
         if all_whole:
             result = replace(result, matches=[_whole(cache, m, root) for m in result.matches])
         found = [m.id for m in result.matches]
