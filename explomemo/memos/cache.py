@@ -858,7 +858,13 @@ class MemoCache:
             with self.store.errors(), self.store.read() as conn:
                 found = self.store.memos(conn, ids=[memo_id])
                 files = self.store.files_of(conn, [memo_id]).get(memo_id, [])
-        if not found or not (any_project or found[0].project == project):
+        if not any_project and found:
+            assert where is not None
+            asking = caller(project, where.path, self.store)
+            # Another repository's memo of that name is not this project's, as for recall.
+            if found[0].project != project or asking.leaves_out(project, found[0].repository):
+                found = []
+        if not found:
             of = "" if any_project else f" in project {project!r}"
             raise NotFoundError(
                 f"no memo with id {memo_id}{of}: list the ids with explomemo list (or recall first)"

@@ -940,7 +940,7 @@ class Store:
         many memos got one. Each distinct root is asked once."""
         pending = conn.execute(
             "SELECT m.id, m.root, m.question_key FROM memos_without_repository p"
-            " JOIN memos m ON m.id = p.memo_id"
+            " JOIN memos m ON m.id = p.memo_id WHERE m.repository IS NULL"
         ).fetchall()
         identities: dict[str, str | None] = {}
         assigned = []

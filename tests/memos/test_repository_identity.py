@@ -307,3 +307,32 @@ def test_stale_without_root_asks_each_memos_recorded_root(
     monkeypatch.setattr(gitrepo, "_identities", {})  # a new process: nothing found yet
     run = invoke_cli(["--db", str(apps.db), "stale", "--project", "app", "--check"])
     assert run.code == 2 and "nothing to check" in run.err, run.output
+
+
+def test_show_gives_another_repositorys_memo_to_nobody(apps: Apps) -> None:
+    """memory_exploration_show by id is the project's memo of this repository only, and
+    what it refuses is not counted as served."""
+    there, here = call_tools(
+        apps.db,
+        [
+            ("memory_exploration_show", {"id": 1, "root": str(apps.b)}),
+            ("memory_exploration_show", {"id": 1, "root": str(apps.clone)}),
+        ],
+    )
+    assert there.is_error and "no memo with id 1 in project 'app'" in there.text
+    assert not here.is_error and here.data["conclusion"] == CONCLUSION
+    (project,) = json.loads(invoke_cli(["--db", str(apps.db), "stats", "--json"]).out)["projects"]
+    assert project["served"] == 1, project
+
+
+def test_a_memo_given_its_identity_since_migrating_is_not_given_it_twice(apps: Apps) -> None:
+    """A memo still listed as stored before identities (a capture or record replaced it
+    meanwhile, giving it its repository) keeps the key it has: replacing it still works."""
+    first = git(apps.a, "rev-list", "--max-parents=0", "HEAD")
+    with sqlite3.connect(apps.db) as conn:
+        conn.execute("INSERT INTO memos_without_repository (memo_id) VALUES (1)")
+    assert invoke_cli(["--db", str(apps.db), "list"]).code == 0  # assigns identities
+    with sqlite3.connect(apps.db) as conn:
+        (key,) = conn.execute("SELECT question_key FROM memos WHERE id = 1").fetchone()
+    assert key == f"{first}\n{QUESTION.casefold()}"
+    assert _record(apps.db, apps.a, QUESTION, "again") is True
