@@ -476,6 +476,17 @@ class MemoCache:
         later = embedder is None and (skipped or self.model.loading)
         return self._recall(query, project, where, limit, include_stale, embedder, later)
 
+    def _elsewhere(self, asking: Caller, project: str, index: VectorIndex | None) -> int:
+        """How many of the memos a search counts as searched by words only (those lacking
+        vectors, or all while there is no index) belong to another repository of the
+        project's name: they are not searched, so they are not pending for this caller."""
+        with self.store.errors(), self.store.read() as conn:
+            if index is None:
+                held = self.store.repositories_of_project(conn, project)
+            else:
+                held = self.store.repositories_of(conn, sorted(index.pending))
+        return sum(asking.leaves_out(project, repository) for repository in held.values())
+
     def _has_vectors(self, project: str, model: str) -> bool:
         with self.store.errors(), self.store.read() as conn:
             return self.store.has_vectors(conn, project, model)
@@ -519,6 +530,8 @@ class MemoCache:
             unindexed = index.without_vectors(words.scores.keys() | words.identifiers.keys())
         fused = fuse(vector_hits, words, unindexed)
         asking = caller(project, where.path, self.store)
+        if by_words:
+            by_words -= self._elsewhere(asking, project, index)
         with self.store.errors(), self.store.read() as conn:
             held = self.store.repositories_of(conn, [c.id for c in fused])
         # Before the cut: another repository's memos must not take this one's places.

@@ -915,6 +915,17 @@ class Store:
             ).fetchall()
         return [MemoRow(*row) for row in rows]
 
+    def repositories_of_project(
+        self, conn: sqlite3.Connection, project: str
+    ) -> dict[int, str | None]:
+        """The repository identity of each memo of ``project`` that has one."""
+        return dict(
+            conn.execute(
+                "SELECT id, repository FROM memos WHERE project = ? AND repository IS NOT NULL",
+                (project,),
+            )
+        )
+
     def repositories_of(
         self, conn: sqlite3.Connection, ids: Sequence[int]
     ) -> dict[int, str | None]:

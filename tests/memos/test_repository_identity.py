@@ -336,3 +336,18 @@ def test_a_memo_given_its_identity_since_migrating_is_not_given_it_twice(apps: A
         (key,) = conn.execute("SELECT question_key FROM memos WHERE id = 1").fetchone()
     assert key == f"{first}\n{QUESTION.casefold()}"
     assert _record(apps.db, apps.a, QUESTION, "again") is True
+
+
+def test_pending_vectors_count_only_this_repositorys_memos(
+    apps: Apps, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Memos of another repository of the name are not searched, so they are not memos
+    "searched by words only" either: the count is this repository's."""
+    for i in range(3):
+        _record(apps.db, apps.b, f"B question {i} about the license", "B's answer")
+    monkeypatch.delenv("EXPLOMEMO_EMBEDDINGS", raising=False)
+    run = invoke_cli(["--db", str(apps.db), "recall", "--root", str(apps.a), "--json", PROMPT])
+    assert run.code == 0, run.err
+    found = json.loads(run.out)
+    assert [m["conclusion"] for m in found["matches"]] == [CONCLUSION]
+    assert found["pending_vectors"] == 1, found
