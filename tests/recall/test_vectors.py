@@ -127,6 +127,8 @@ def test_indexes_follow_own_and_other_writers(app: Path, db_path: Path) -> None:
         assert found("B?") == [second]
         assert cache.stale(project="svc", root=str(app)).checked == 2
         third = record(other, "C third")  # another writer: the index is rebuilt
+        # Once the other writer's vectors are stored (its own thread computes them).
+        assert other.wait_for_vectors("svc", timeout=60)
         assert found("C?") == [third]
         assert cache.stale(project="svc", root=str(app)).checked == 3
         assert record(cache, "a FIRST") == first  # replaced in place: same id, new vector

@@ -164,15 +164,25 @@ def test_closed_at_many_points_while_the_model_loads(root: Path, tmp_path: Path)
         assert time.monotonic() - started < 15
 
 
+def _until_model_loaded(server: Server) -> None:
+    for _ in range(400):
+        asked = server.call("memory_exploration_recall", {"query": "anything", "project": "p"})
+        if asked["structuredContent"]["semantic_index"]:
+            return
+        time.sleep(0.25)
+    raise AssertionError("the model did not load within 100 s")
+
+
 @pytest.mark.slow
-@pytest.mark.timeout(120)
+@pytest.mark.timeout(240)
 def test_closed_while_vectors_are_computed(root: Path, tmp_path: Path) -> None:
     """With the model loaded, records queue vector jobs; without it, a fill follows the load."""
     for n, records in enumerate([1, 8, 30]):
         server = Server(tmp_path / f"loaded-{n}.db", root)
         server.initialize()
-        # A recall waits for the model: from here on each record queues a job.
-        server.call("memory_exploration_recall", {"query": "anything", "project": "p"})
+        # Once a recall used the model, each record queues a job (a recall waits for
+        # the model 50 ms at most, so it is asked until it did).
+        _until_model_loaded(server)
         for _ in range(records):
             server.record()
         code, stderr = server.close_stdin_and_wait()
