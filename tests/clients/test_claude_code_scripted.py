@@ -468,17 +468,6 @@ def test_the_next_session_gets_the_captured_memo_from_recall_and_the_prompt_hook
     assert [m for m in captured.project.memos() if m["question"] == PARAPHRASE] == []
 
 
-def _numbers(value: Any, path: str = "") -> Iterator[tuple[str, int]]:
-    if isinstance(value, dict):
-        for key, item in value.items():
-            yield from _numbers(item, f"{path}/{key}")
-    elif isinstance(value, list):
-        for item in value:
-            yield from _numbers(item, path)
-    elif isinstance(value, int) and not isinstance(value, bool):
-        yield path, value
-
-
 def test_stats_count_the_captured_memo_and_what_serving_it_spared(captured: Captured) -> None:
     the_captured_memo(captured)
     stats = json.loads(captured.project.explomemo("stats", "--project", "shop", "--json"))
