@@ -141,22 +141,11 @@ def git_files_plain(start: str) -> bool:
     and ``config``. git opens them as it starts: a FIFO among them holds it until its
     timeout. True outside a repository, where git finds nothing to open.
     """
-    entry = _find_git_entry(os.path.abspath(start))
-    if entry is None:
-        return True
-    git_dir = entry
-    if not os.path.isdir(entry):
-        pointer = _pointer(entry, "gitdir:")
-        if pointer is None:
-            return True  # not a git directory: git refuses it without waiting
-        # Resolved as the system resolves it (a ".." after a link leaves the link's
-        # target), not lexically: the files checked must be those git opens.
-        git_dir = os.path.realpath(os.path.join(os.path.dirname(entry), pointer))
-    folders = [git_dir]
-    common = _pointer(os.path.join(git_dir, "commondir"), "")
-    if common is not None:
-        folders.append(os.path.realpath(os.path.join(git_dir, common)))
-    for folder in folders:
+    found = _git_dirs(start)
+    if found is None:
+        return True  # none, or not a git directory: git refuses it without waiting
+    git_dir, common = found
+    for folder in [git_dir] if common is None else [git_dir, common]:
         for name in ("commondir", "HEAD", "config"):
             try:
                 mode = os.stat(os.path.join(folder, name)).st_mode
@@ -183,17 +172,11 @@ def head_commit(start: str) -> str | None:
     inside the git directories are looked at, each a small regular file opened
     non-blocking (see :func:`_pointer`); a branch name with ``..`` is not looked up.
     """
-    entry = _find_git_entry(os.path.abspath(start))
-    if entry is None:
+    found = _git_dirs(start)
+    if found is None:
         return None
-    git_dir = entry
-    if not os.path.isdir(entry):
-        pointer = _pointer(entry, "gitdir:")
-        if pointer is None:
-            return None
-        git_dir = os.path.realpath(os.path.join(os.path.dirname(entry), pointer))
-    common = _pointer(os.path.join(git_dir, "commondir"), "")
-    common_dir = git_dir if common is None else os.path.realpath(os.path.join(git_dir, common))
+    git_dir, common = found
+    common_dir = git_dir if common is None else common
     if os.path.lexists(os.path.join(common_dir, "shallow")):
         return None
     head = _pointer(os.path.join(git_dir, "HEAD"), "")
@@ -203,6 +186,25 @@ def head_commit(start: str) -> str | None:
             return None
         head = _pointer(os.path.join(common_dir, *branch.split("/")), "")
     return head if head is not None and _COMMIT.fullmatch(head) else None
+
+
+def _git_dirs(start: str) -> tuple[str, str | None] | None:
+    """The git directory git finds for ``start`` (a ``.git`` folder, or the one a ``.git``
+    file names) and the common directory its ``commondir`` names (None without one); None
+    outside git, or when the ``.git`` file names no git directory."""
+    entry = _find_git_entry(os.path.abspath(start))
+    if entry is None:
+        return None
+    git_dir = entry
+    if not os.path.isdir(entry):
+        pointer = _pointer(entry, "gitdir:")
+        if pointer is None:
+            return None
+        # Resolved as the system resolves it (a ".." after a link leaves the link's
+        # target), not lexically: the files looked at must be those git opens.
+        git_dir = os.path.realpath(os.path.join(os.path.dirname(entry), pointer))
+    common = _pointer(os.path.join(git_dir, "commondir"), "")
+    return git_dir, None if common is None else os.path.realpath(os.path.join(git_dir, common))
 
 
 def _find_git_entry(path: str) -> str | None:
