@@ -605,16 +605,12 @@ class MemoCache:
         """Count the fresh memos this session served whole (see :mod:`explomemo.memos.savings`)."""
         from explomemo.memos.savings import count_served
 
-        new = [m for m in served if m.id not in self._counted and m.files is not None]
+        new = [(m.id, m.files) for m in served if m.id not in self._counted and m.files is not None]
         counted = count_served(
-            self.store,
-            session=self.session,
-            surface=surface,
-            project=project,
-            served=[(m.id, m.files or []) for m in new],
+            self.store, session=self.session, surface=surface, project=project, served=new
         )
         if counted is not None:
-            self._counted.update(m.id for m in new)
+            self._counted.update(memo_id for memo_id, _ in new)
 
     def describe(
         self,
