@@ -9,10 +9,11 @@ recorded, answered from a fresh memo) and compares with the label ``record``:
 
 The ``tuning`` half chose the rule; ``--heldout`` runs the other half (spent: the rule
 changed after its one run), ``--heldout2`` the second held-out set (heldout2.jsonl,
-labelled without seeing the rule), once, after the rule is fixed (see README.md).
+labelled without seeing the rule; spent since), ``--heldout3`` the third (heldout3.jsonl,
+likewise), once, after the rule is fixed (see README.md).
 Recall is also given apart for the real turns and the written ones.
 
-    .venv/bin/python benchmarks/capture/run.py [--heldout | --heldout2] [--verbose]
+    .venv/bin/python benchmarks/capture/run.py [--heldout | --heldout2 | --heldout3] [--verbose]
 """
 
 from __future__ import annotations
@@ -29,6 +30,13 @@ from _common import code_line  # noqa: E402
 
 from explomemo.clients.capture import TurnFacts, should_capture  # noqa: E402
 
+#: Each set's file of labels, by its name (the flag that runs it, and its ``split``).
+LABELS = {
+    "tuning": "turns.jsonl",
+    "heldout": "turns.jsonl",
+    "heldout2": "heldout2.jsonl",
+    "heldout3": "heldout3.jsonl",
+}
 #: The goals of issue 24.
 PRECISION_GOAL = 0.95
 RECALL_GOAL = 0.8
@@ -46,14 +54,18 @@ def facts(turn: dict[str, object]) -> TurnFacts:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--heldout", action="store_true", help="Run the held-out half.")
-    parser.add_argument(
+    sets = parser.add_mutually_exclusive_group()
+    sets.add_argument("--heldout", action="store_true", help="Run the held-out half.")
+    sets.add_argument(
         "--heldout2", action="store_true", help="Run the second held-out set (heldout2.jsonl)."
+    )
+    sets.add_argument(
+        "--heldout3", action="store_true", help="Run the third held-out set (heldout3.jsonl)."
     )
     parser.add_argument("--verbose", action="store_true", help="List every wrong call.")
     args = parser.parse_args()
-    split = "heldout2" if args.heldout2 else "heldout" if args.heldout else "tuning"
-    labels = "heldout2.jsonl" if args.heldout2 else "turns.jsonl"
+    split = next((name for name in LABELS if getattr(args, name, False)), "tuning")
+    labels = LABELS[split]
     rows = [json.loads(line) for line in (HERE / labels).read_text().splitlines()]
     rows = [row for row in rows if row["split"] == split]
     found = {"tp": [], "fp": [], "fn": [], "tn": []}

@@ -6,7 +6,8 @@ facts about the turn (:class:`TurnFacts`), so the labelled turns of
 when:
 
 * its prompt asks about the code (:func:`asks`: a question, or a request to
-  explain, find, show how, walk through, tell about) and stands on its own
+  explain, find, show how, walk through, tell about; not a task, advice, an opinion,
+  an issue or pull request, a slash command) and stands on its own
   (:func:`stands_alone`: not "why?", "and the other one?", "what about the CLI?",
   nor "this"/"these"/"those" in a short prompt with nothing they could point to);
 * it read at least one file inside the root with the Read tool;
@@ -88,31 +89,46 @@ _NOT_ABOUT_THE_CODE = re.compile(
     r"|what needs to change|needs to change|double[- ]check|did (?:we|i|you)"
     r"|(?:is|are) now|show me the"
     # advice and comparisons
-    r"|is there a (?:good )?reason|would we handle|compare|gaps?"
+    r"|is there (?:a|any) (?:good )?reason|would we handle|compare|gaps?"
     # work done earlier in the session
     r"|we did|prior things|still (?:working|works?)"
     # a run seen somewhere: local debugging, reports
-    r"|on my machine|we got a report)\b"
+    r"|on my machine|we got a report"
+    # what is worth doing, easier or better: advice, not how the code is
+    r"|worth|easy to|easier|straightforward|better to|^should|should (?:we|i|there|it|this)"
+    r"|wouldn't|would it (?:be|make)|how (?:can|could|would|should) we"
+    # an opinion or an impression to discuss
+    r"|^i (?:think|feel|have the impression|wonder))\b"
+    # an issue, a pull request or a review comment: work outside the code
+    r"|/(?:issues|pull|pulls)/\d|#discussion_r"
 )
+#: A slash command (a skill, a workflow) runs what it says, not the question in its arguments.
+_COMMAND = re.compile(r"<command-name>/(?!explain\b)")
 #: Imperatives that ask for a change or an action.
 _TASKS = frozenset(
     "fix add implement refactor write create update change remove delete make rename run"
     " commit push merge review plan examine analyze analyse look go continue do build test"
     " install move convert port clean improve optimize optimise let's lets rewrite"
-    " generate bump revert undo redo try use replace edit modify draft prepare".split()
+    " generate bump revert undo redo try use replace edit modify draft prepare sweep".split()
 )
-#: A polite opening before the verb that says what is asked ("can you fix …" is a task).
-_POLITE = re.compile(r"^(?:(?:can|could|would|will) (?:you|u) (?:please )?|please |pls )")
+#: A polite opening before the verb that says what is asked ("can you fix …", "can we
+#: sweep …" are tasks).
+_POLITE = re.compile(
+    r"^(?:(?:can|could|would|will|shall) (?:you|u|we) (?:please )?(?:also )?|please |pls )"
+)
 #: "Have a look at …": an imperative, though its first word opens questions too.
-_LOOK = re.compile(r"^(?:please )?(?:have|take) a (?:look|peek)\b")
+_LOOK = re.compile(r"(?:have|take) a (?:look|peek)\b")
 #: Openings of a reply to what came before.
 _FOLLOW_UPS = frozenset(
     "and but so also then ok okay yes yeah yep no nope wait hmm doesn't don't isn't"
     " aren't wasn't same else".split()
 )
 _FOLLOW_UP_PHRASES = re.compile(
-    r"^(?:what about|how about|and what|why not|what else|(?:can|could) you also)\b"
+    r"^(?:what about|how about|and what|why not|what else|before we continue)\b"
+    r"|^(?:can|could) (?:you|we) also\b"
 )
+#: Openings that point back at what was said before ("it was supposed to…").
+_BACK_REFERENCES = frozenset({"it", "that", "they"})
 _DEICTIC = frozenset({"this", "these", "those"})
 #: Something a "this" can point at inside the prompt: code, a file, a quoted name.
 _REFERENT = re.compile(r"```|`[^`]+`|@\S|\S+/\S+|\b\w+\.\w{1,5}\b")
@@ -126,7 +142,7 @@ def asks(prompt: str) -> bool:
     """Whether the prompt asks how the code is: a question, or a request to explain or find."""
     text = _CODE_FENCE.sub(" ", prompt).strip()
     lowered = " ".join(text.lower().split())
-    if _NOT_ABOUT_THE_CODE.search(lowered):
+    if _NOT_ABOUT_THE_CODE.search(lowered) or _COMMAND.search(lowered):
         return False
     words = _words(text)
     if not words:
@@ -134,7 +150,7 @@ def asks(prompt: str) -> bool:
     first = words[0]
     asked = _POLITE.match(lowered)
     verb = _words(lowered[asked.end() :])[:1] if asked else [first]
-    if (verb and verb[0] in _TASKS) or _LOOK.match(lowered):
+    if (verb and verb[0] in _TASKS) or _LOOK.match(lowered, asked.end() if asked else 0):
         return False
     if "?" in text or "\uff1f" in text or _INNER_QUESTION.search(text):
         return True
@@ -155,7 +171,9 @@ def stands_alone(prompt: str) -> bool:
     if _counted(words) < MIN_WORDS:
         return False
     lowered = " ".join(prompt.lower().split())
-    if words[0] in _FOLLOW_UPS or _FOLLOW_UP_PHRASES.match(lowered):
+    if words[0] in _FOLLOW_UPS or words[0] in _BACK_REFERENCES:
+        return False
+    if _FOLLOW_UP_PHRASES.match(lowered):
         return False
     if _counted(words) < SHORT_PROMPT_WORDS and _DEICTIC.intersection(words):
         return _REFERENT.search(prompt) is not None

@@ -26,6 +26,8 @@ READ_ONLY = TurnFacts(reads=2, edits=False, recorded=False, answered_from_fresh_
         "Comment le cache décide-t-il qu'un mémo est périmé ?",
         "キャッシュはどこで無効化されますか\uff1f",
         "give me an overview of the store layer",
+        "two commits got one checkpoint id, can you check how it can happen? it shouldn't be",
+        "where is the simpler CalculateAttribution used?",
     ],
 )
 def test_questions_about_the_code_are_captured(prompt: str) -> None:
@@ -44,6 +46,16 @@ def test_questions_about_the_code_are_captured(prompt: str) -> None:
         "what's the best way to split this module?",
         "did we fix the lock timeout?",
         "have a look at ticket 108, we will work on that here",
+        "can you take a look at https://github.com/o/r/issues/70",
+        "What's the clearest way to support this? https://github.com/o/r/issues/7572",
+        "How can we support another shell with the least setup?",
+        "can you check if it's worth tracking the id logic in the docs?",
+        "Is it easier to condense when a session ends or when it starts?",
+        "I think the id matters less in the list. Also what description are we using?",
+        "can we sweep for any remaining usages that don't use the new type?",
+        "is there any reason we don't parse the summary?",
+        "<command-message>debugging</command-message>\n<command-name>/debugging</command-name>\n"
+        "<command-args>why are the stop hooks slow?</command-args>",
         "181",
         "Traceback (most recent call last):\n  File 'x.py', line 3\nValueError",
     ],
@@ -56,7 +68,8 @@ def test_tasks_reviews_and_advice_are_not_questions_about_the_code(prompt: str) 
 @pytest.mark.parametrize(
     "prompt",
     ["why?", "and the other one?", "what about in the CLI?", "ok, but where is it set?",
-     "how does this work with retries?", "yes, that one"],
+     "how does this work with retries?", "yes, that one", "it was supposed to, yeah?",
+     "that is the part we changed, right?", "can we also check the comments for fixes?"],
 )  # fmt: skip
 def test_follow_ups_do_not_stand_alone(prompt: str) -> None:
     assert not stands_alone(prompt)
