@@ -888,10 +888,13 @@ def test_one_bad_line_is_named_among_odd_line_breaks(
 
 
 def test_odd_line_breaks_in_an_older_export_are_read(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Export and import under hostile and careless use: an export breaking a rule record
     enforces is refused whole, naming the line and the field, and nothing is written."""
+    # The memos' root is the working directory: one outside any git repository, so that no
+    # root_in_repo is written back whatever folder the suite runs from.
+    monkeypatch.chdir(tmp_path)
     export = tmp_path / "old.jsonl"
     export.write_text("".join(_raw(_line(i)) + "\n" for i in (1, 2, 3)), encoding="utf-8")
     db = tmp_path / "m.db"
