@@ -298,6 +298,13 @@ class Store:
             store._check_identity(busy_timeout_ms)
             store._identity = store._file_identity()
             missing = store.missing_migrations()
+            if missing == shipped_migrations():
+                # No migration at all: a file being created (by a server starting at
+                # the same moment, say) or an empty one. Nothing was recorded there.
+                raise StoreError(
+                    f"database {db_path} has no memos yet: it holds no explomemo schema"
+                    " (being created, or an empty file)"
+                )
             if missing:
                 raise StoreError(
                     f"database {db_path} lacks schema migrations of this explomemo"

@@ -725,3 +725,15 @@ def test_a_hook_whose_output_cannot_be_written_exits_0(one_memo: tuple[Path, Pat
     assert run.code == 0 and len(run.err.splitlines()) == 1, run.err
     assert "explomemo hook session-start:" in run.err and "standard output" in run.err
     assert "Traceback" not in run.err
+
+
+@pytest.mark.parametrize("event", ["session-start", "prompt"])
+def test_a_database_being_created_says_it_has_no_memos_yet(tmp_path: Path, event: str) -> None:
+    """A hook that opens the file a starting server is creating (no schema committed
+    yet) says that nothing is recorded there, not that the user should upgrade it."""
+    db = tmp_path / "x.db"
+    sqlite3.connect(db).close()  # the file exists, no table yet
+    answer, err = hook(event, {"cwd": str(tmp_path), "prompt": "where is auth"}, db)
+    assert answer is None and err.count("\n") == 1
+    assert "has no memos yet" in err and "explomemo list" not in err
+    assert db.stat().st_size == 0  # a reader created and migrated nothing
