@@ -5,9 +5,11 @@ facts about the turn (:class:`TurnFacts`), so the labelled turns of
 ``benchmarks/capture/`` measure exactly what the hook runs. A turn is captured
 when:
 
-* its prompt asks about the code (:func:`asks`: a question, or a request to
-  explain, find, show how, walk through, tell about; not a task, advice, an opinion,
-  an issue or pull request, a slash command) and stands on its own
+* what the user typed (:func:`typed`: without an IDE's or an app's blocks before it)
+  asks about the code (:func:`asks`: a question, or a request to explain, find, show how,
+  walk through, tell about; not a task anywhere in it, a check, advice, speculation, an
+  opinion, debugging of a run, an issue or pull request, a slash command, a role prompt)
+  and stands on its own
   (:func:`stands_alone`: not "why?", "and the other one?", "what about the CLI?",
   nor "this"/"these"/"those" in a short prompt with nothing they could point to);
 * it read at least one file inside the root with the Read tool;
@@ -77,7 +79,7 @@ _REQUESTS = re.compile(
     r"^(?:(?:can|could|would) you (?:please )?|please |pls )?"
     r"(?:explain|describe|summari[sz]e how|tell me|show me (?:how|where|what|which|why)"
     r"|walk me through|help me understand|find (?:out )?(?:where|how|what|which|who|when)"
-    r"|check (?:how|why|where|what|whether|if)|give (?:me )?an overview|q:|question:"
+    r"|check (?:how|why|where|what)|give (?:me )?an overview|q:|question:"
     r"|/explain\b|(?:do|give|write) me a summary"
     r"|i (?:want|need|would like|'d like) to (?:understand|know))",
 )
@@ -97,13 +99,28 @@ _NOT_ABOUT_THE_CODE = re.compile(
     # what is worth doing, easier or better: advice, not how the code is
     r"|worth|easy to|easier|straightforward|better to|^should|should (?:we|i|there|it|this)"
     r"|wouldn't|would it (?:be|make)|how (?:can|could|would|should) we"
-    # an opinion or an impression to discuss
-    r"|^i (?:think|feel|have the impression|wonder))\b"
+    # an opinion or an impression to discuss, the assistant's included
+    r"|^i (?:think|feel|have|wonder|suspect|heard|agree|guess|believe|don't|dont)"
+    r"|(?:^|[.?!] )i think|i (?:suspect|heard|agree)|do you think|thoughts on"
+    r"|your (?:opinion|thoughts)"
+    r"|are you able|^would"
+    # a run the user sees go wrong: local debugging
+    r"|i (?:can ?not|can't|cannot|do not|don't|dont) (?:see|get|connect|find|run)"
+    r"|(?:do|can|did) i not)\b"
     # an issue, a pull request or a review comment: work outside the code
     r"|/(?:issues|pull|pulls)/\d|#discussion_r"
 )
 #: A slash command (a skill, a workflow) runs what it says, not the question in its arguments.
 _COMMAND = re.compile(r"<command-name>/(?!explain\b)")
+#: A block an IDE, an app or a client puts before what the user typed
+#: (``<ide_opened_file>…</ide_opened_file>``, ``<system_instruction>…``); not a command's.
+_PREAMBLE = re.compile(r"\s*<(?!command-)([\w-]+)[^>]*>.*?</\1>", re.DOTALL)
+#: What opens a prompt no person typed as a question: a tag left after the preambles, an
+#: agent's role ("You are a … analyst"), a numbered list of requests.
+_NOT_TYPED = re.compile(r"^(?:<(?!command-message>)[\w-]+|you are (?:a|an|the)\b|\d+[.)] )")
+#: "Can you check …" asks for a check (a review, a verification) unless it asks how the code
+#: is ("check how …").
+_CHECK = re.compile(r"check (?!how\b|why\b|where\b|what\b|when\b|which\b)")
 #: Imperatives that ask for a change or an action.
 _TASKS = frozenset(
     "fix add implement refactor write create update change remove delete make rename run"
@@ -116,12 +133,17 @@ _TASKS = frozenset(
 _POLITE = re.compile(
     r"^(?:(?:can|could|would|will|shall) (?:you|u|we) (?:please )?(?:also )?|please |pls )"
 )
+#: A sentence asking for work, anywhere in the prompt ("… did not work. Can we test …?").
+_ASKS_FOR_WORK = re.compile(
+    r"(?:^|[.?!:;] |\n)(?:(?:can|could|would|will|shall) (?:you|u|we) (?:please )?(?:also )?"
+    r"|please |pls |let's |lets )(\w+)"
+)
 #: "Have a look at …": an imperative, though its first word opens questions too.
 _LOOK = re.compile(r"(?:have|take) a (?:look|peek)\b")
 #: Openings of a reply to what came before.
 _FOLLOW_UPS = frozenset(
     "and but so also then ok okay yes yeah yep no nope wait hmm doesn't don't isn't"
-    " aren't wasn't same else".split()
+    " aren't wasn't same else seems not alright practically thoughts".split()
 )
 _FOLLOW_UP_PHRASES = re.compile(
     r"^(?:what about|how about|and what|why not|what else|before we continue)\b"
@@ -144,13 +166,20 @@ def asks(prompt: str) -> bool:
     lowered = " ".join(text.lower().split())
     if _NOT_ABOUT_THE_CODE.search(lowered) or _COMMAND.search(lowered):
         return False
+    if _NOT_TYPED.match(lowered):
+        return False
     words = _words(text)
     if not words:
         return False
     first = words[0]
     asked = _POLITE.match(lowered)
     verb = _words(lowered[asked.end() :])[:1] if asked else [first]
-    if (verb and verb[0] in _TASKS) or _LOOK.match(lowered, asked.end() if asked else 0):
+    after = asked.end() if asked else 0
+    if (verb and verb[0] in _TASKS) or _LOOK.match(lowered, after):
+        return False
+    if _CHECK.match(lowered, after) or (asked and lowered.startswith("find out if", after)):
+        return False
+    if any(found.group(1) in _TASKS for found in _ASKS_FOR_WORK.finditer(lowered)):
         return False
     if "?" in text or "\uff1f" in text or _INNER_QUESTION.search(text):
         return True
@@ -180,13 +209,22 @@ def stands_alone(prompt: str) -> bool:
     return True
 
 
+def typed(prompt: str) -> str:
+    """What the user typed: the prompt without the blocks an IDE or an app put before it."""
+    end = 0
+    while found := _PREAMBLE.match(prompt, end):
+        end = found.end()
+    return prompt[end:].strip()
+
+
 def should_capture(prompt: str, turn: TurnFacts) -> bool:
     """The rule: whether the Stop hook records this turn itself (see the module's text)."""
     if PRIVATE in prompt.lower():
         return False
     if turn.reads < 1 or turn.edits or turn.recorded or turn.answered_from_fresh_memo:
         return False
-    return asks(prompt) and stands_alone(prompt)
+    text = typed(prompt)
+    return asks(text) and stands_alone(text)
 
 
 def capture_enabled(env: Mapping[str, str]) -> bool:

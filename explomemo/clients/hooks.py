@@ -136,7 +136,7 @@ def _stream(stream: Any) -> BinaryIO:
     without it) reads nothing and writes nowhere."""
     found = getattr(stream, "buffer", None)
     if found is None:
-        return open(os.devnull, "r+b")  # noqa: SIM115: for the life of the process
+        return open(os.devnull, "r+b")  # open for the life of the process
     return found  # type: ignore[no-any-return]
 
 
@@ -490,7 +490,7 @@ def _record_turn(turn: Turn, answer: str, root: str, db: Path | None, project: s
     hook says where it waits)."""
     from explomemo.changes.contents import enabled
     from explomemo.changes.gitrepo import repository_identity
-    from explomemo.clients.capture import capture_of, read_results
+    from explomemo.clients.capture import capture_of, read_results, typed
     from explomemo.errors import StoreError
     from explomemo.files import resolve_root
     from explomemo.store import pending
@@ -500,7 +500,7 @@ def _record_turn(turn: Turn, answer: str, root: str, db: Path | None, project: s
     found = capture_of(
         project=resolve_project(project, where.path),
         root=where,
-        question=turn.prompt,
+        question=typed(turn.prompt),
         conclusion=answer,
         reads=read_results(turn.reads),
         recorded_at=now_iso(),

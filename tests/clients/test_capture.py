@@ -201,6 +201,21 @@ def test_a_read_only_question_is_recorded_fresh_on_exactly_the_files_read(
     assert again.files[0].sha256 == crlf["sha256"]
 
 
+def test_the_question_is_what_the_user_typed_without_the_ides_preamble(
+    tmp_path: Path, db_path: Path, shop: Repo
+) -> None:
+    """Claude Code in an IDE puts the opened file or the selection before the prompt: the
+    rule judges what follows, and the memo's question is that, as the user typed it."""
+    preamble = (
+        "<ide_opened_file>The user opened the file src/auth.py in the IDE. This may or may"
+        " not be related to the current task.</ide_opened_file>\n"
+    )
+    path = write_transcript(tmp_path / "t.jsonl", question_turn(shop, preamble + QUESTION))
+    assert stop(db_path, path, shop.path) == (None, "")
+    (memo,) = memos(db_path)
+    assert memo["question"] == QUESTION
+
+
 @pytest.mark.parametrize("prompt_id", [None, "not-in-the-transcript"])
 def test_without_the_turns_prompt_id_the_last_turn_is_the_turn(
     tmp_path: Path, db_path: Path, shop: Repo, prompt_id: str | None

@@ -28,6 +28,9 @@ READ_ONLY = TurnFacts(reads=2, edits=False, recorded=False, answered_from_fresh_
         "give me an overview of the store layer",
         "two commits got one checkpoint id, can you check how it can happen? it shouldn't be",
         "where is the simpler CalculateAttribution used?",
+        "<ide_selection>The user selected lines 1 to 9 of a.py</ide_selection>\nwhat does"
+        " the selected loop return?",
+        "can you check how the loader resolves paths?",
     ],
 )
 def test_questions_about_the_code_are_captured(prompt: str) -> None:
@@ -54,6 +57,20 @@ def test_questions_about_the_code_are_captured(prompt: str) -> None:
         "I think the id matters less in the list. Also what description are we using?",
         "can we sweep for any remaining usages that don't use the new type?",
         "is there any reason we don't parse the summary?",
+        "what do you think of the placement of the items in level 2?",
+        "thoughts on the game that we built here?",
+        "Are you able to identify areas where the graphics could be improved?",
+        "Would moving the server next to the database speed up the queries?",
+        "Why do I not see any activity on this page?",
+        "why can I not connect to the server at localhost?",
+        "1. How do we log these delays? 2. Where should the timer go?",
+        "You are an analyst who evaluates code changes. What changed in this diff?",
+        "Can you check the readme.md is all the tools are documented?",
+        "can you check if the docs are current?",
+        "The process did not work. Can we test using the other CLI instead?",
+        "the api returns one tool only, I suspect its gmail. when do we return the content?",
+        "<ide_opened_file>The user opened notes.md</ide_opened_file>\n"
+        "can you also add the other host's information?",
         "<command-message>debugging</command-message>\n<command-name>/debugging</command-name>\n"
         "<command-args>why are the stop hooks slow?</command-args>",
         "181",
@@ -69,7 +86,8 @@ def test_tasks_reviews_and_advice_are_not_questions_about_the_code(prompt: str) 
     "prompt",
     ["why?", "and the other one?", "what about in the CLI?", "ok, but where is it set?",
      "how does this work with retries?", "yes, that one", "it was supposed to, yeah?",
-     "that is the part we changed, right?", "can we also check the comments for fixes?"],
+     "that is the part we changed, right?", "can we also check the comments for fixes?",
+     "Seems we lost the disclaimer at the bottom of the replies?", "Not sure if they fixed it?"],
 )  # fmt: skip
 def test_follow_ups_do_not_stand_alone(prompt: str) -> None:
     assert not stands_alone(prompt)
