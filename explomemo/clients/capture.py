@@ -19,7 +19,7 @@ when:
   whole): that memo exists already;
 * its prompt holds no ``<private>``.
 
-The memo (:func:`capture_of`): the prompt as question, the turn's final text as
+The memo (:func:`capture_of`): what the user typed as question, the turn's final text as
 conclusion, the files read as its files, each hashed as the agent read it
 (:func:`read_file_row`), cut to the limits of a record with the cut said.
 """
@@ -40,6 +40,8 @@ from explomemo.store.pending import Capture, CapturedFile
 CAPTURE_SWITCH = "EXPLOMEMO_CAPTURE"
 #: What marks a prompt that must never be recorded.
 PRIVATE = "<private>"
+#: Longer prompts are pasted logs or files, not a question: the rule reads none of them.
+MAX_PROMPT = 20_000
 #: Words a prompt needs at least to stand on its own ("why?" does not).
 MIN_WORDS = 3
 #: Below this many words, "this", "these" or "those" must point at something in the prompt.
@@ -81,7 +83,7 @@ _REQUESTS = re.compile(
     r"|walk me through|help me understand|find (?:out )?(?:where|how|what|which|who|when)"
     r"|check (?:how|why|where|what)|give (?:me )?an overview|q:|question:"
     r"|/explain\b|(?:do|give|write) me a summary"
-    r"|i (?:want|need|would like|'d like) to (?:understand|know))",
+    r"|i(?: want| need| would like|'d like) to (?:understand|know))",
 )
 #: A question or request inside a longer prompt ("I'll do it. Q: …").
 _INNER_QUESTION = re.compile(r"(?:^|\n|\. )(?:q|question):", re.IGNORECASE)
@@ -100,10 +102,9 @@ _NOT_ABOUT_THE_CODE = re.compile(
     r"|worth|easy to|easier|straightforward|better to|^should|should (?:we|i|there|it|this)"
     r"|wouldn't|would it (?:be|make)|how (?:can|could|would|should) we"
     # an opinion or an impression to discuss, the assistant's included
-    r"|^i (?:think|feel|have|wonder|suspect|heard|agree|guess|believe|don't|dont)"
-    r"|(?:^|[.?!] )i think|i (?:suspect|heard|agree)|do you think|thoughts on"
-    r"|your (?:opinion|thoughts)"
-    r"|are you able|^would"
+    r"|^i (?:feel|have|wonder|guess|believe|don't|dont)|(?:^|[.?!] )i think"
+    r"|i (?:suspect|heard|agree)|do you think|thoughts on|your (?:opinion|thoughts)"
+    r"|are you able|^would (?!you\b)"
     # a run the user sees go wrong: local debugging
     r"|i (?:can ?not|can't|cannot|do not|don't|dont) (?:see|get|connect|find|run)"
     r"|(?:do|can|did) i not)\b"
@@ -113,8 +114,11 @@ _NOT_ABOUT_THE_CODE = re.compile(
 #: A slash command (a skill, a workflow) runs what it says, not the question in its arguments.
 _COMMAND = re.compile(r"<command-name>/(?!explain\b)")
 #: A block an IDE, an app or a client puts before what the user typed
-#: (``<ide_opened_file>…</ide_opened_file>``, ``<system_instruction>…``); not a command's.
-_PREAMBLE = re.compile(r"\s*<(?!command-)([\w-]+)[^>]*>.*?</\1>", re.DOTALL)
+#: (``<ide_opened_file>…</ide_opened_file>``, ``<system_instruction>…``): a tag whose name
+#: joins words with ``_`` or ``-``, as a person's HTML or pasted XML (``<b>``, ``<db>``)
+#: seldom does; not a command's. Possessive: one way to read a tag, so a long one costs
+#: its length once.
+_PREAMBLE = re.compile(r"\s*+<(?!command-)(?=[\w-]*[_-])([\w-]++)(?:\s[^>]*+)?>.*?</\1>", re.DOTALL)
 #: What opens a prompt no person typed as a question: a tag left after the preambles, an
 #: agent's role ("You are a … analyst"), a numbered list of requests.
 _NOT_TYPED = re.compile(r"^(?:<(?!command-message>)[\w-]+|you are (?:a|an|the)\b|\d+[.)] )")
@@ -133,11 +137,14 @@ _TASKS = frozenset(
 _POLITE = re.compile(
     r"^(?:(?:can|could|would|will|shall) (?:you|u|we) (?:please )?(?:also )?|please |pls )"
 )
-#: A sentence asking for work, anywhere in the prompt ("… did not work. Can we test …?").
+#: A sentence asking for work, anywhere in the prompt ("… did not work. Can we test …?"),
+#: found in the prompt with its line breaks kept.
 _ASKS_FOR_WORK = re.compile(
-    r"(?:^|[.?!:;] |\n)(?:(?:can|could|would|will|shall) (?:you|u|we) (?:please )?(?:also )?"
-    r"|please |pls |let's |lets )(\w+)"
+    r"(?:^|[.?!:;] |\n ?)(?:(?:can|could|would|will|shall) (?:you|u|we) (?:please )?"
+    r"(?:also )?|please |pls |let's |lets )(\w+)"
 )
+#: White space but line breaks.
+_SPACES = re.compile(r"[^\S\n]+")
 #: "Have a look at …": an imperative, though its first word opens questions too.
 _LOOK = re.compile(r"(?:have|take) a (?:look|peek)\b")
 #: Openings of a reply to what came before.
@@ -153,7 +160,7 @@ _FOLLOW_UP_PHRASES = re.compile(
 _BACK_REFERENCES = frozenset({"it", "that", "they"})
 _DEICTIC = frozenset({"this", "these", "those"})
 #: Something a "this" can point at inside the prompt: code, a file, a quoted name.
-_REFERENT = re.compile(r"```|`[^`]+`|@\S|\S+/\S+|\b\w+\.\w{1,5}\b")
+_REFERENT = re.compile(r"```|`[^`]+`|@\S|\S/\S|\b\w+\.\w{1,5}\b")
 
 
 def _words(text: str) -> list[str]:
@@ -179,7 +186,8 @@ def asks(prompt: str) -> bool:
         return False
     if _CHECK.match(lowered, after) or (asked and lowered.startswith("find out if", after)):
         return False
-    if any(found.group(1) in _TASKS for found in _ASKS_FOR_WORK.finditer(lowered)):
+    sentences = _SPACES.sub(" ", text.lower())
+    if any(found.group(1) in _TASKS for found in _ASKS_FOR_WORK.finditer(sentences)):
         return False
     if "?" in text or "\uff1f" in text or _INNER_QUESTION.search(text):
         return True
@@ -222,6 +230,8 @@ def should_capture(prompt: str, turn: TurnFacts) -> bool:
     if PRIVATE in prompt.lower():
         return False
     if turn.reads < 1 or turn.edits or turn.recorded or turn.answered_from_fresh_memo:
+        return False
+    if len(prompt) > MAX_PROMPT:
         return False
     text = typed(prompt)
     return asks(text) and stands_alone(text)

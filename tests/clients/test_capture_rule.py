@@ -6,7 +6,15 @@ from __future__ import annotations
 
 import pytest
 
-from explomemo.clients.capture import TurnFacts, asks, cut, should_capture, stands_alone
+from explomemo.clients.capture import (
+    MAX_PROMPT,
+    TurnFacts,
+    asks,
+    cut,
+    should_capture,
+    stands_alone,
+    typed,
+)
 
 READ_ONLY = TurnFacts(reads=2, edits=False, recorded=False, answered_from_fresh_memo=False)
 
@@ -31,6 +39,10 @@ READ_ONLY = TurnFacts(reads=2, edits=False, recorded=False, answered_from_fresh_
         "<ide_selection>The user selected lines 1 to 9 of a.py</ide_selection>\nwhat does"
         " the selected loop return?",
         "can you check how the loader resolves paths?",
+        "Would you explain how the cache decides a memo is stale?",
+        "I'd like to understand how the retry limit is applied",
+        "<command-message>explain</command-message>\n<command-name>/explain</command-name>\n"
+        "<command-args>how does the parser handle a BOM?</command-args>",
     ],
 )
 def test_questions_about_the_code_are_captured(prompt: str) -> None:
@@ -71,6 +83,7 @@ def test_questions_about_the_code_are_captured(prompt: str) -> None:
         "the api returns one tool only, I suspect its gmail. when do we return the content?",
         "<ide_opened_file>The user opened notes.md</ide_opened_file>\n"
         "can you also add the other host's information?",
+        "Where is the retry limit set\nCan we make it 5",
         "<command-message>debugging</command-message>\n<command-name>/debugging</command-name>\n"
         "<command-args>why are the stop hooks slow?</command-args>",
         "181",
@@ -126,3 +139,23 @@ def test_a_cut_text_fits_and_says_so() -> None:
     assert len(found) == 2_000
     assert found == text.strip()[:1_947] + "\n[… cut by explomemo: 1,947 of 4,999 characters kept]"
     assert cut("  short  ", 2_000) == "short"
+
+
+@pytest.mark.parametrize(
+    "prompt",
+    [
+        "<b>Where</b> is the parser defined and who calls it?",
+        "<config><db>x</db></config>\nwhy does the loader ignore the db key?",
+        "<abc>pasted</ab> where is it?",
+    ],
+)
+def test_only_an_ides_or_an_apps_blocks_are_taken_off_what_the_user_typed(prompt: str) -> None:
+    """A tag a person typed or pasted (HTML, XML) stays in the question."""
+    assert typed(prompt) == prompt
+    assert typed("<system-reminder>x</system-reminder>\n" + prompt) == prompt
+
+
+def test_a_prompt_longer_than_a_question_is_not_read() -> None:
+    pasted = "where is the retry limit set? " + "log line\n" * (MAX_PROMPT // 9)
+    assert len(pasted) > MAX_PROMPT and asks(pasted) and stands_alone(pasted)
+    assert not should_capture(pasted, READ_ONLY)
