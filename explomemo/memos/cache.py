@@ -480,12 +480,17 @@ class MemoCache:
         """How many of the memos a search counts as searched by words only (those lacking
         vectors, or all while there is no index) belong to another repository of the
         project's name: they are not searched, so they are not pending for this caller."""
+        # The few memos of other repositories, not the repository of every memo pending:
+        # while vectors are computed after a burst, thousands are.
         with self.store.errors(), self.store.read() as conn:
-            if index is None:
-                held = self.store.repositories_of_project(conn, project)
-            else:
-                held = self.store.repositories_of(conn, sorted(index.pending))
-        return sum(asking.leaves_out(project, repository) for repository in held.values())
+            if project != asking.project or not self.store.has_repositories(conn, project):
+                return 0  # nothing to compare: git is not run (see Caller)
+        here = asking.identity()
+        if here is None:
+            return 0
+        with self.store.errors(), self.store.read() as conn:
+            others = self.store.memos_of_other_repositories(conn, project, here)
+        return len(others if index is None else others & index.pending)
 
     def _has_vectors(self, project: str, model: str) -> bool:
         with self.store.errors(), self.store.read() as conn:

@@ -922,16 +922,27 @@ class Store:
             ).fetchall()
         return [MemoRow(*row) for row in rows]
 
-    def repositories_of_project(
-        self, conn: sqlite3.Connection, project: str
-    ) -> dict[int, str | None]:
-        """The repository identity of each memo of ``project`` that has one."""
-        return dict(
-            conn.execute(
-                "SELECT id, repository FROM memos WHERE project = ? AND repository IS NOT NULL",
-                (project,),
+    def memos_of_other_repositories(
+        self, conn: sqlite3.Connection, project: str, repository: str
+    ) -> set[int]:
+        """The ids of the memos of ``project`` recorded in a repository other than
+        ``repository`` (a known identity)."""
+        return {
+            int(row[0])
+            for row in conn.execute(
+                # Two ranges of the memos_by_repository index, where != would read it all.
+                "SELECT id FROM memos WHERE project = ? AND repository < ?"
+                " UNION ALL SELECT id FROM memos WHERE project = ? AND repository > ?",
+                (project, repository, project, repository),
             )
-        )
+        }
+
+    def has_repositories(self, conn: sqlite3.Connection, project: str) -> bool:
+        """Whether some memo of ``project`` has a repository identity."""
+        found = conn.execute(
+            "SELECT 1 FROM memos WHERE project = ? AND repository IS NOT NULL LIMIT 1", (project,)
+        ).fetchone()
+        return found is not None
 
     def repositories_of(
         self, conn: sqlite3.Connection, ids: Sequence[int]

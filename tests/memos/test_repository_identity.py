@@ -351,3 +351,17 @@ def test_pending_vectors_count_only_this_repositorys_memos(
     found = json.loads(run.out)
     assert [m["conclusion"] for m in found["matches"]] == [CONCLUSION]
     assert found["pending_vectors"] == 1, found
+
+
+def test_pending_vectors_with_an_index_count_only_this_repositorys_memos(apps: Apps) -> None:
+    """The same count once a vector index exists: of the memos it lacks vectors for (all
+    recorded without a model here), another repository's are not counted."""
+    from fake_embedder import FakeEmbedder
+
+    from explomemo import FixedModel, MemoCache
+
+    for i in range(3):
+        _record(apps.db, apps.b, f"B question {i} about the license", "B's answer")
+    with MemoCache.open(apps.db, FixedModel(FakeEmbedder(lambda text: [1.0, 0.0]))) as cache:
+        found = cache.recall(query=PROMPT, root=str(apps.a))
+    assert found.semantic_index and found.pending_vectors == 1, found
