@@ -4,6 +4,7 @@ question about the code, hashed as the agent read it; and records nothing otherw
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import sqlite3
@@ -12,10 +13,12 @@ import subprocess
 import sys
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import pytest
 from helpers import Repo, invoke_cli, open_cache
 
+from explomemo.cli.main import main
 from explomemo.store.pending import pending_path
 
 PROMPT_ID = "d7b862e4-c8ff-4ec2-81ec-7587d377dd18"
@@ -117,8 +120,13 @@ def stop(
     last: str | None = ANSWER,
     active: bool = False,
     prompt_id: str | None = PROMPT_ID,
+    process: bool = False,
 ) -> tuple[Any, str]:
-    """Run ``explomemo hook stop`` as Claude Code does: (its answer or None, its stderr)."""
+    """Run ``explomemo hook stop`` as Claude Code does: (its answer or None, its stderr).
+
+    In this process by default, with the environment the hook would get (so mutation
+    testing, which traces only this process, sees which tests call the capture code);
+    with ``process``, as a real child process, as Claude Code starts it."""
     payload: dict[str, Any] = {
         "session_id": "s",
         "transcript_path": str(transcript),
@@ -133,8 +141,19 @@ def stop(
     environment = {k: v for k, v in os.environ.items() if not k.startswith("EXPLOMEMO_")}
     environment.pop("CLAUDE_PROJECT_DIR", None)
     environment.update(env or {}, EXPLOMEMO_EMBEDDINGS="off")
+    argv = ["--db", str(db), "hook", "stop", *extra]
+    if not process:
+        stdin, out, err = io.BytesIO(json.dumps(payload).encode()), io.BytesIO(), io.BytesIO()
+        streams = {"stdin": _Binary(stdin), "stdout": _Binary(out), "stderr": _Binary(err)}
+        with (
+            mock.patch.dict(os.environ, environment, clear=True),
+            mock.patch.multiple(sys, **streams),
+        ):
+            assert main(argv) == 0
+        text = out.getvalue().decode()
+        return (json.loads(text) if text else None), err.getvalue().decode()
     done = subprocess.run(
-        [sys.executable, "-m", "explomemo", "--db", str(db), "hook", "stop", *extra],
+        [sys.executable, "-m", "explomemo", *argv],
         input=json.dumps(payload),
         capture_output=True,
         text=True,
@@ -144,6 +163,13 @@ def stop(
     )
     assert done.returncode == 0, done.stderr
     return (json.loads(done.stdout) if done.stdout else None), done.stderr
+
+
+class _Binary:
+    """A standard stream as the hook reads it: its bytes under ``buffer``."""
+
+    def __init__(self, buffer: io.BytesIO) -> None:
+        self.buffer = buffer
 
 
 def memos(db: Path) -> list[dict[str, Any]]:
@@ -185,7 +211,7 @@ def test_a_read_only_question_is_recorded_fresh_on_exactly_the_files_read(
 ) -> None:
     assert not db_path.exists()  # a missing database is created, as record creates it
     path = write_transcript(tmp_path / "t.jsonl", question_turn(shop))
-    assert stop(db_path, path, shop.path) == (None, "")
+    assert stop(db_path, path, shop.path, process=True) == (None, "")
     (memo,) = memos(db_path)
     assert memo["origin"] == "transcript" and memo["question"] == QUESTION
     assert memo["project"] == "shop" and memo["files"] == 3
