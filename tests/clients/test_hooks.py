@@ -9,7 +9,7 @@ import os
 import sqlite3
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -460,19 +460,20 @@ def _shown(db: Path, root: Path, prompt: str) -> str:
 Memo = tuple[str, str, str | None]
 
 
-def _jobs(tmp_path: Path, db: Path, memos: list[Memo]) -> Path:
-    """A folder named jobs holding a.py (whose words no prompt below uses), and ``memos``
-    recorded on that file."""
+def _jobs(tmp_path: Path, db: Path, memos: list[Memo], files: Sequence[str] = ("a.py",)) -> Path:
+    """A folder named jobs holding ``files`` (whose words no prompt below uses, unless
+    said), and ``memos`` recorded on them."""
     root = tmp_path / "jobs"
-    root.mkdir()
-    (root / "a.py").write_text("A = 1\n")
+    for name in files:
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text("A = 1\n")
     with open_cache(db) as cache:
-        for question, conclusion, name in memos:
+        for question, conclusion, project in memos:
             cache.record(
                 question=question,
                 conclusion=conclusion,
-                files=["a.py"],
-                project=name,
+                files=list(files),
+                project=project,
                 root=str(root),
             )
     return root
@@ -524,6 +525,27 @@ def _logging(count: int) -> list[Memo]:
             "What does it do?",
             id="question-without-content-words",
         ),
+        # The memo holding only "billing" ranks first by BM25 (the other words are in half
+        # the memos, so BM25 gives them nearly nothing) but covers too little of the
+        # prompt: it is passed over, and the memo after it still comes.
+        pytest.param(
+            [
+                ("What is billing?", "Invoices.", None),
+                ("How does the queue worker retry with backoff?", "a.py doubles it.", None),
+                *[
+                    ("How does the queue worker retry with backoff?", "Once.", f"other{i}")
+                    for i in range(3)
+                ],
+                *[
+                    (f"How is the logger configured, case {i}?", "In a.py.", "other")
+                    for i in range(3)
+                ],
+            ],
+            "how does the queue worker retry with backoff for billing?",
+            "How does the queue worker retry with backoff?",
+            "What is billing?",
+            id="first-candidate-does-not-answer",
+        ),
     ],
 )
 def test_of_two_memos_sharing_words_with_a_prompt_only_the_one_answering_it_comes(
@@ -551,6 +573,19 @@ def test_a_prompt_word_no_memo_holds_weighs_most(tmp_path: Path, db_path: Path) 
     )
     assert f"] {answer}" in _shown(db_path, root, "how does the queue worker retry?")
     assert _shown(db_path, root, "how does the billing queue worker retry?") == ""
+
+
+def test_the_paths_of_a_memo_are_words_it_holds(tmp_path: Path, db_path: Path) -> None:
+    """The words "lexer" and "tokens" are only in the memo's file paths, each path a word apart
+    from the next: the memo holds every word of the prompt and answers it."""
+    question = "Where is the grammar?"
+    root = _jobs(
+        tmp_path,
+        db_path,
+        [(question, "It is split in two.", None)],
+        files=("a.py", "lexer/x.py", "tokens/y.py"),
+    )
+    assert f"] {question}" in _shown(db_path, root, "where is the grammar of the lexer tokens?")
 
 
 def test_the_memo_that_answers_best_comes_first(project: Repo, db_path: Path) -> None:
