@@ -605,21 +605,43 @@ def test_the_memo_that_answers_best_comes_first(project: Repo, db_path: Path) ->
     assert text.index("[memo 4, ") < text.index("[memo 1, ")
 
 
+#: Twenty words that no stop word, task word or stem of another makes one.
+NATO = (
+    "alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike"
+    " november oscar papa quebec romeo sierra tango"
+).split()
+
+
+def _cutoff_share() -> int:
+    """How many of NATO's words hold exactly CUTOFF of their weight when all weigh the same."""
+    held = round(prompts.CUTOFF * len(NATO))
+    assert held / len(NATO) == prompts.CUTOFF
+    return held
+
+
 def test_a_memo_scoring_exactly_the_cutoff_comes(tmp_path: Path, db_path: Path) -> None:
     """Twenty prompt words, each held by one memo, weigh the same; the memo holding
     CUTOFF of them (9 of 20) scores the cut-off exactly, and a memo scoring it comes."""
-    words = (
-        "alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike"
-        " november oscar papa quebec romeo sierra tango"
-    ).split()
-    held = round(prompts.CUTOFF * len(words))
-    assert held / len(words) == prompts.CUTOFF
-    question = " ".join(words[:held]) + "?"
-    memos: list[Memo] = [
-        (question, "Nothing else.", None),
-        (" ".join(words[held:]), "No.", "other"),
-    ]
-    assert f"] {question}" in _shown(db_path, _jobs(tmp_path, db_path, memos), " ".join(words))
+    held = _cutoff_share()
+    question = " ".join(NATO[:held]) + "?"
+    memos: list[Memo] = [(question, "Nothing else.", None), (" ".join(NATO[held:]), "No.", "other")]
+    assert f"] {question}" in _shown(db_path, _jobs(tmp_path, db_path, memos), " ".join(NATO))
+
+
+def test_an_identifier_lifts_only_a_memo_its_words_leave_under_the_cutoff(
+    tmp_path: Path, db_path: Path
+) -> None:
+    """The memo holding ``load_config`` scores the cut-off exactly by words (the prompt
+    covers 9 of the 20 words of its question): it keeps that score, below the memo of
+    plain words that covers the question whole and half the prompt, and comes after it."""
+    held = _cutoff_share()
+    named = " ".join(NATO) + "?"
+    plain = "How do amber basil cedar daisy elm fern ginger hazel load config?"
+    memos: list[Memo] = [(named, "load_config() reads it.", None), (plain, "No.", None)]
+    prompt = " ".join(NATO[:held]) + " amber basil cedar daisy elm fern ginger hazel load_config"
+    text = _shown(db_path, _jobs(tmp_path, db_path, memos), prompt)
+    assert f"] {named}" in text and f"] {plain}" in text
+    assert text.index(plain) < text.index(named)
 
 
 def test_a_word_index_row_whose_memo_is_gone_is_skipped(project: Repo, db_path: Path) -> None:
