@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers import open_cache
 
 from explomemo.clients import hooks
 from explomemo.recall import prompts
@@ -50,6 +51,17 @@ def test_a_real_hook_process_given_too_much_drains_it_and_exits_0(tmp_path: Path
     assert done.stderr.count(b"\n") == 1 and b"more than" in done.stderr
 
 
+def _memo(tmp_path: Path, question: str) -> Path:
+    """A database with one memo of project p asking ``question``, on tmp_path/a.py."""
+    db = tmp_path / "memos.db"
+    (tmp_path / "a.py").write_text("A = 1\n")
+    with open_cache(db) as cache:
+        cache.record(
+            question=question, conclusion="c", files=["a.py"], root=str(tmp_path), project="p"
+        )
+    return db
+
+
 def test_the_prompt_hook_matches_the_start_of_a_long_prompt_only(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -63,18 +75,7 @@ def test_the_prompt_hook_matches_the_start_of_a_long_prompt_only(
         return real(text)
 
     monkeypatch.setattr(prompts, "content_stems", recording)
-    from explomemo.memos.cache import MemoCache
-
-    db = tmp_path / "memos.db"
-    (tmp_path / "a.py").write_text("A = 1\n")
-    with MemoCache.open(db) as cache:
-        cache.record(
-            question="How is the frobnicator wired?",
-            conclusion="c",
-            files=["a.py"],
-            root=str(tmp_path),
-            project="p",
-        )
+    db = _memo(tmp_path, "How is the frobnicator wired?")
     prompt = "how is the frobnicator wired? " * 50_000
     data = json.dumps({"cwd": str(tmp_path), "prompt": prompt}).encode()
     code, out, err = run("prompt", data, db)
@@ -126,3 +127,23 @@ def test_an_endless_input_ends_the_hook(tmp_path: Path) -> None:
         )
     assert done.returncode == 0 and done.stdout == b""
     assert b"more than" in done.stderr
+
+
+def test_a_prompt_of_exactly_match_chars_is_matched_whole(tmp_path: Path) -> None:
+    db = _memo(tmp_path, "What is a frobnicator?")
+    prompt = "what is a frobnicator?".rjust(prompts.MATCH_CHARS)
+    data = json.dumps({"cwd": str(tmp_path), "prompt": prompt}).encode()
+    code, out, err = run("prompt", data, db)
+    assert (code, err) == (0, b"")
+    assert b"] What is a frobnicator?" in out
+
+
+def test_a_word_ending_where_the_match_ends_is_kept(tmp_path: Path) -> None:
+    """The cut falls at a space, just after "frobnicator": that word is whole, so it is
+    matched (only a word the cut splits is dropped)."""
+    db = _memo(tmp_path, "What is a frobnicator?")
+    prompt = "what is a frobnicator".rjust(prompts.MATCH_CHARS) + " in the log below"
+    data = json.dumps({"cwd": str(tmp_path), "prompt": prompt}).encode()
+    code, out, err = run("prompt", data, db)
+    assert (code, err) == (0, b"")
+    assert b"] What is a frobnicator?" in out

@@ -9,7 +9,7 @@ import os
 import sqlite3
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +22,7 @@ from helpers import (
 
 from explomemo.check import validity
 from explomemo.clients.hooks import BUSY_TIMEOUT_MS, INDEX_BYTES, PROMPT_BYTES, run_hook
+from explomemo.recall import prompts
 
 
 class FailingStdin(io.BytesIO):
@@ -437,8 +438,6 @@ def test_task_words_are_not_what_a_prompt_is_about(project: Repo, db_path: Path)
     """Kills the prompt hook counting task words (fix, add, test, ...) as content words:
     no memo holds them, so their rarity would outweigh what the prompt is about and
     the memo that answers it would not come."""
-    from explomemo.recall import prompts
-
     assert prompts.content_stems("please fix and test the failing parser") == {"parser": "parser"}
     payload = {
         "cwd": str(project.path),
@@ -448,6 +447,219 @@ def test_task_words_are_not_what_a_prompt_is_about(project: Repo, db_path: Path)
     assert err == "" and answer is not None, "the task words outweighed the prompt's subject"
     text = context(answer, "UserPromptSubmit")
     assert "] How is the retry policy of the HTTP client decided?" in text
+
+
+def _shown(db: Path, root: Path, prompt: str) -> str:
+    """What the prompt hook adds for ``prompt`` in ``root`` ("" for nothing), with no error."""
+    answer, err = hook("prompt", {"cwd": str(root), "prompt": prompt}, db)
+    assert err == ""
+    return "" if answer is None else context(answer, "UserPromptSubmit")
+
+
+#: A memo: (question, conclusion, project; None: its folder's, "jobs").
+Memo = tuple[str, str, str | None]
+
+
+def _jobs(tmp_path: Path, db: Path, memos: list[Memo], files: Sequence[str] = ("a.py",)) -> Path:
+    """A folder named jobs holding ``files`` (whose words no prompt below uses, unless
+    said), and ``memos`` recorded on them."""
+    root = tmp_path / "jobs"
+    for name in files:
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text("A = 1\n")
+    with open_cache(db) as cache:
+        for question, conclusion, project in memos:
+            cache.record(
+                question=question,
+                conclusion=conclusion,
+                files=list(files),
+                project=project,
+                root=str(root),
+            )
+    return root
+
+
+def _logging(count: int) -> list[Memo]:
+    """``count`` memos of another project about what the queue worker logs on retry."""
+    return [
+        (f"What does the queue worker log, case {i}?", "Each retry.", "other") for i in range(count)
+    ]
+
+
+@pytest.mark.parametrize(
+    ("memos", "prompt", "answers", "does_not"),
+    [
+        # Words are weighed by how few memos hold them: "queue" and "worker" are in all
+        # five memos, "retry" in four; the memo without "retry" does not answer.
+        pytest.param(
+            [
+                ("How does the queue worker retry?", "a.py: three times, then dropped.", None),
+                ("Where is the queue worker?", "a.py starts it at boot.", None),
+                *_logging(3),
+            ],
+            "how does the queue worker retry?",
+            "How does the queue worker retry?",
+            "Where is the queue worker?",
+            id="words-every-memo-holds",
+        ),
+        # Two-letter words are content: "db" and "ui" tell the two memos apart.
+        pytest.param(
+            [
+                ("How is the DB schema migrated?", "a.py runs the steps in order.", None),
+                ("How is the UI schema migrated?", "a.py keeps the layout versions.", None),
+            ],
+            "how is the db schema migrated?",
+            "How is the DB schema migrated?",
+            "How is the UI schema migrated?",
+            id="two-letter-words",
+        ),
+        # A question of stop words only asks nothing a prompt could cover: its memo does
+        # not come by words, even though its conclusion holds every word of the prompt.
+        pytest.param(
+            [
+                ("What does it do?", "The retry backoff doubles each time.", None),
+                ("Where is the retry backoff?", "a.py doubles it each time.", None),
+            ],
+            "what is the retry backoff?",
+            "Where is the retry backoff?",
+            "What does it do?",
+            id="question-without-content-words",
+        ),
+        # The memo holding only "billing" ranks first by BM25 (the other words are in half
+        # the memos, so BM25 gives them nearly nothing) but covers too little of the
+        # prompt: it is passed over, and the memo after it still comes.
+        pytest.param(
+            [
+                ("What is billing?", "Invoices.", None),
+                ("How does the queue worker retry with backoff?", "a.py doubles it.", None),
+                *[
+                    ("How does the queue worker retry with backoff?", "Once.", f"other{i}")
+                    for i in range(3)
+                ],
+                *[
+                    (f"How is the logger configured, case {i}?", "In a.py.", "other")
+                    for i in range(3)
+                ],
+            ],
+            "how does the queue worker retry with backoff for billing?",
+            "How does the queue worker retry with backoff?",
+            "What is billing?",
+            id="first-candidate-does-not-answer",
+        ),
+    ],
+)
+def test_of_two_memos_sharing_words_with_a_prompt_only_the_one_answering_it_comes(
+    tmp_path: Path, db_path: Path, memos: list[Memo], prompt: str, answers: str, does_not: str
+) -> None:
+    text = _shown(db_path, _jobs(tmp_path, db_path, memos), prompt)
+    assert f"] {answers}" in text
+    assert does_not not in text
+
+
+def test_a_prompt_word_no_memo_holds_weighs_most(tmp_path: Path, db_path: Path) -> None:
+    """No memo holds "billing", the rarest word of the prompt: the memo about the queue
+    worker's retries (words three or four of the seven memos hold) does not answer a
+    prompt about the billing queue worker, while it answers the same prompt without it."""
+    answer = "How does the queue worker retry?"
+    root = _jobs(
+        tmp_path,
+        db_path,
+        [
+            (answer, "a.py: three times, then dropped.", None),
+            *_logging(2),
+            ("Who starts the queue worker?", "The scheduler.", "other"),
+            *[(f"How is the logger configured, case {i}?", "In a.py.", "other") for i in range(3)],
+        ],
+    )
+    assert f"] {answer}" in _shown(db_path, root, "how does the queue worker retry?")
+    assert _shown(db_path, root, "how does the billing queue worker retry?") == ""
+
+
+def test_the_paths_of_a_memo_are_words_it_holds(tmp_path: Path, db_path: Path) -> None:
+    """The words "lexer" and "tokens" are only in the memo's file paths, each path a word apart
+    from the next: the memo holds every word of the prompt and answers it."""
+    question = "Where is the grammar?"
+    root = _jobs(
+        tmp_path,
+        db_path,
+        [(question, "It is split in two.", None)],
+        files=("a.py", "lexer/x.py", "tokens/y.py"),
+    )
+    assert f"] {question}" in _shown(db_path, root, "where is the grammar of the lexer tokens?")
+
+
+def test_the_memo_that_answers_best_comes_first(project: Repo, db_path: Path) -> None:
+    """Memo 4 asks the prompt's question word for word; memo 1, recorded before it, lacks
+    "uploads": both answer, memo 4 first."""
+    question = "How is the retry policy of the HTTP client decided for uploads?"
+    with open_cache(db_path) as cache:
+        cache.record(
+            question=question,
+            conclusion="src/retry.py: uploads retry 5 times.",
+            files=["src/retry.py"],
+            root=str(project.path),
+        )
+    text = _shown(db_path, project.path, question)
+    assert f"[memo 4, fresh, 1 file unchanged] {question}" in text
+    assert "[memo 1, " in text
+    assert text.index("[memo 4, ") < text.index("[memo 1, ")
+
+
+#: Twenty words that no stop word, task word or stem of another makes one.
+NATO = (
+    "alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike"
+    " november oscar papa quebec romeo sierra tango"
+).split()
+
+
+def _cutoff_share() -> int:
+    """How many of NATO's words hold exactly CUTOFF of their weight when all weigh the same."""
+    held = round(prompts.CUTOFF * len(NATO))
+    assert held / len(NATO) == prompts.CUTOFF
+    return held
+
+
+def test_a_memo_scoring_exactly_the_cutoff_comes(tmp_path: Path, db_path: Path) -> None:
+    """Twenty prompt words, each held by one memo, weigh the same; the memo holding
+    CUTOFF of them (9 of 20) scores the cut-off exactly, and a memo scoring it comes."""
+    held = _cutoff_share()
+    question = " ".join(NATO[:held]) + "?"
+    memos: list[Memo] = [(question, "Nothing else.", None), (" ".join(NATO[held:]), "No.", "other")]
+    assert f"] {question}" in _shown(db_path, _jobs(tmp_path, db_path, memos), " ".join(NATO))
+
+
+def test_an_identifier_lifts_only_a_memo_its_words_leave_under_the_cutoff(
+    tmp_path: Path, db_path: Path
+) -> None:
+    """The memo holding ``load_config`` scores the cut-off exactly by words (the prompt
+    covers 9 of the 20 words of its question): it keeps that score, below the memo of
+    plain words that covers the question whole and half the prompt, and comes after it."""
+    held = _cutoff_share()
+    named = " ".join(NATO) + "?"
+    plain = "How do amber basil cedar daisy elm fern ginger hazel load config?"
+    memos: list[Memo] = [(named, "load_config() reads it.", None), (plain, "No.", None)]
+    prompt = " ".join(NATO[:held]) + " amber basil cedar daisy elm fern ginger hazel load_config"
+    text = _shown(db_path, _jobs(tmp_path, db_path, memos), prompt)
+    assert f"] {named}" in text and f"] {plain}" in text
+    assert text.index(plain) < text.index(named)
+
+
+def test_a_word_index_row_whose_memo_is_gone_is_skipped(project: Repo, db_path: Path) -> None:
+    """A database another program edited can hold a word-index row whose memo row was
+    deleted; when it ranks first, the memos after it still come."""
+    with open_cache(db_path) as cache:
+        cache.record(
+            question="JWT tokens validated: JWT tokens?",
+            conclusion="JWT tokens validated.",
+            files=["src/tokens.py"],
+            root=str(project.path),
+        )
+    with sqlite3.connect(db_path) as conn:
+        conn.execute("DELETE FROM memos WHERE id = 4")
+    conn.close()
+    text = _shown(db_path, project.path, "where are JWT tokens validated?")
+    assert "[memo 2, fresh, 3 files unchanged] Where are JWT tokens validated?" in text
+    assert "[memo 4" not in text
 
 
 def test_prompt_context_stays_within_its_budget(tmp_path: Path, db_path: Path) -> None:
