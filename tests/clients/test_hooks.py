@@ -662,6 +662,19 @@ def test_a_word_index_row_whose_memo_is_gone_is_skipped(project: Repo, db_path: 
     assert "[memo 4" not in text
 
 
+def test_a_memo_of_another_project_that_cannot_be_read_leaves_the_match_alone(
+    project: Repo, tmp_path: Path, db_path: Path
+) -> None:
+    """A database another program edited can hold text that is not UTF-8; the hook reads
+    only the memos it matched, so one of another project does not stop its answer."""
+    _jobs(tmp_path, db_path, [("How are invoices numbered?", "a.py: A counts them.", "other")])
+    with sqlite3.connect(db_path) as conn:
+        conn.execute("UPDATE memos SET conclusion = CAST(X'C328' AS TEXT) WHERE project = 'other'")
+    conn.close()
+    text = _shown(db_path, project.path, "where are JWT tokens validated?")
+    assert "[memo 2, fresh, 3 files unchanged] Where are JWT tokens validated?" in text
+
+
 def test_prompt_context_stays_within_its_budget(tmp_path: Path, db_path: Path) -> None:
     repo = Repo(tmp_path / "verbose")
     repo.write("a.py", "A = 1\n")
