@@ -135,7 +135,9 @@ def test_with_claude_on_path_setup_runs_add_json_in_the_project_folder(
 
 
 @pytest.mark.parametrize(
-    ("stderr", "stdout"), [("  not logged\n  in  ", ""), ("", "not logged in")]
+    ("stderr", "stdout"),
+    [("  not logged\n  in  ", ""), ("", "not logged in")],
+    ids=["stderr", "stdout"],
 )
 def test_a_failing_claude_command_is_one_error_line_with_what_it_said(
     shop: Repo,
@@ -226,6 +228,17 @@ def test_a_server_claude_has_for_the_folder_is_removed_then_added_keeping_the_us
         '{"projects": {"SHOP": {"mcpServers": {"explomemo": "not an object"}}}}',
         '{"projects": {"/elsewhere": {"mcpServers": {"explomemo": {}}}}}',
     ],
+    ids=[
+        "absent",
+        "empty",
+        "array",
+        "invalid",
+        "projects-array",
+        "entry-string",
+        "no-servers",
+        "server-string",
+        "other-folder",
+    ],
 )
 def test_without_a_server_registered_for_the_folder_claude_only_adds(
     shop: Repo,
@@ -294,6 +307,7 @@ def test_without_claude_the_server_goes_into_mcp_json_with_a_note(
             "enabledMcpjsonServers in {path} is not a list",
         ),
     ],
+    ids=["mcp-servers", "hooks", "hooks-stop", "enabled-servers"],
 )
 def test_a_misshapen_value_in_claudes_files_is_refused_naming_the_file(
     shop: Repo, db_path: Path, rel: str, text: str, refusal: str

@@ -128,6 +128,7 @@ def test_cursor_gets_the_server_and_a_note(shop: Repo, db_path: Path) -> None:
             " back; fix it, then run setup again; it was left as it is",
         ),
     ],
+    ids=["mcp-servers", "array", "invalid", "not-finite"],
 )
 def test_a_cursor_file_setup_cannot_merge_into_is_refused_saying_why(
     shop: Repo, db_path: Path, text: str, refusal: str
@@ -185,6 +186,7 @@ def test_a_lone_surrogate_escape_is_written_back_as_the_same_escape(
         ('{"keep": 1, "mcpServers": {}}', 2),
         ("", 2),
     ],
+    ids=["four", "three", "tabs", "none", "one-line", "empty"],
 )
 def test_a_json_file_is_written_with_the_space_indentation_it_has(
     shop: Repo, db_path: Path, before: str, indent: int
@@ -238,7 +240,9 @@ def test_codex_mcp_servers_that_is_not_a_table_is_refused(shop: Repo, db_path: P
 # The dry run ------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("last", ["# three   ", "# three X", "# three"])
+@pytest.mark.parametrize(
+    "last", ["# three   ", "# three X", "# three"], ids=["spaces", "x", "plain"]
+)
 def test_the_dry_run_prints_exactly_the_diff_setup_then_makes(
     shop: Repo, db_path: Path, last: str
 ) -> None:
