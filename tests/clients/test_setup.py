@@ -29,16 +29,6 @@ EXISTING_SETTINGS = """{
 """
 
 
-@pytest.fixture
-def shop(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Repo:
-    """A repository named shop, the current directory being one of its subfolders; no claude."""
-    repo = Repo(tmp_path / "shop")
-    (repo.path / "pkg").mkdir()
-    monkeypatch.chdir(repo.path / "pkg")
-    monkeypatch.setenv("PATH", "/usr/bin:/bin")
-    return repo
-
-
 def setup(db: Path, *args: str) -> tuple[int, str, str]:
     result = invoke_cli(["--db", str(db), "setup", *args])
     return result.exit_code, result.stdout, result.stderr
