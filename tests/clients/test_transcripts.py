@@ -446,3 +446,24 @@ def test_the_final_text_is_the_text_of_the_last_assistant_message(
     entries: list[dict[str, Any]], final: str
 ) -> None:
     assert read_turn([_user("q?", "p1"), *entries]).final_text == final
+
+
+def test_the_last_turn_is_read_without_reading_the_earlier_turns(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The file is read backwards only until the turn's prompt: behind 2 MB of earlier
+    turns, a short last turn costs one chunk of reading, not the whole tail."""
+    entries = _two_turns(2)
+    earlier = [_user("x" * 100_000, f"e{n}") for n in range(20)]
+    path = _lines(tmp_path, [*earlier, *entries])
+    read: list[int] = []
+    real_pread = os.pread
+
+    def pread(fd: int, size: int, offset: int) -> bytes:
+        data = real_pread(fd, size, offset)
+        read.append(len(data))
+        return data
+
+    monkeypatch.setattr(os, "pread", pread)
+    assert tail_entries(str(path), "p2", last_turn_only=True) == entries[4:]
+    assert sum(read) <= transcripts.CHUNK_BYTES < path.stat().st_size
