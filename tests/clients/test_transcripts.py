@@ -152,6 +152,8 @@ def test_the_turn_of_an_earlier_prompt_id_is_read_from_that_prompt(tmp_path: Pat
     path = _lines(tmp_path, entries)
     assert tail_entries(str(path), "p1", last_turn_only=True) == entries[1:]
     assert last_turn(entries, "p1") == entries[1:]
+    path = _lines(tmp_path, entries[1:])  # the session's first prompt on the file's first line
+    assert tail_entries(str(path), "p1", last_turn_only=True) == entries[1:]
 
 
 def test_a_last_line_not_yet_ended_by_its_newline_is_read(tmp_path: Path) -> None:
