@@ -267,7 +267,15 @@ def test_a_turn_says_what_it_read_edited_and_what_each_read_returned() -> None:
     malformed block or message) neither count as reads nor stop the reading."""
     read_only = read_turn(
         [
-            _user([{"type": "text", "text": "where is X?"}, "odd", {"type": "image"}], "p1"),
+            _user(
+                [
+                    {"type": "text", "text": "where is X?"},
+                    "odd",
+                    {"type": "image"},
+                    {"type": "text", "text": "(in the server)"},
+                ],
+                "p1",
+            ),
             {"type": "user", "message": "not a message"},
             _read_call("t1", "/repo/a.py"),
             _user(
@@ -283,7 +291,7 @@ def test_a_turn_says_what_it_read_edited_and_what_each_read_returned() -> None:
         ]
     )
     assert read_only == Turn(
-        prompt="where is X?",
+        prompt="where is X?\n(in the server)",
         read=["/repo/a.py"],
         reads=[("/repo/a.py", {"file": {"filePath": "/repo/a.py"}})],
         edited=False,
@@ -443,6 +451,7 @@ def test_the_stop_hooks_feedback_is_the_meta_entries_that_carry_it() -> None:
             "the last",
         ),
     ],
+    ids=["one-message-in-entries", "no-message-ids", "two-messages"],
 )
 def test_the_final_text_is_the_text_of_the_last_assistant_message(
     entries: list[dict[str, Any]], final: str
