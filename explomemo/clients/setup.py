@@ -309,7 +309,7 @@ def _json_object(path: Path, text: str | None) -> dict[str, Any]:
 
 
 def _indent(text: str | None) -> int:
-    for line in (text or "").splitlines()[1:]:
+    for line in (text or "").split("\n")[1:]:  # JSON lines: U+2028 may sit in a string
         stripped = line.lstrip(" ")
         if stripped and len(stripped) < len(line):
             return len(line) - len(stripped)

@@ -202,12 +202,16 @@ def test_a_json_file_is_written_with_the_space_indentation_it_has(
     assert path.read_text() == json.dumps(data, indent=indent) + "\n"
 
 
-def test_a_line_break_inside_a_json_string_gives_no_indentation(shop: Repo, db_path: Path) -> None:
-    """U+2028 inside a string ends a line for str.splitlines, not for JSON: the X after it
-    starts no indented line, so the file, on one line, gets two spaces."""
+@pytest.mark.parametrize("inside", ["X", "   b"], ids=["letter", "spaces"])
+def test_a_line_break_inside_a_json_string_gives_no_indentation(
+    shop: Repo, db_path: Path, inside: str
+) -> None:
+    """U+2028 inside a string ends a line for str.splitlines, not for JSON: what follows it
+    (a letter, or spaces that look like an indent) starts no line, so the file, on one line,
+    gets two spaces."""
     path = shop.path / ".cursor" / "mcp.json"
     path.parent.mkdir()
-    before = '{"keep": "a\u2028X", "mcpServers": {}}\n'
+    before = '{"keep": "a\u2028' + inside + '", "mcpServers": {}}\n'
     path.write_text(before, encoding="utf-8")
     assert run_setup(db_path, "cursor")[0] == 0
     data = json.loads(before)
