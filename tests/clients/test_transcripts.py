@@ -244,6 +244,36 @@ def test_a_transcript_that_is_no_regular_file_is_refused_at_once(tmp_path: Path)
         tail_entries(str(missing))
 
 
+def test_a_terminal_given_as_transcript_is_refused_without_becoming_the_controlling_one() -> None:
+    """A session leader with no terminal (a hook started detached) handed a terminal's
+    path refuses it, and the open (``O_NOCTTY``) did not make it the session's terminal.
+    The leader is a forked child, so the code under test is this process's."""
+    master, slave = os.openpty()
+    name = os.ttyname(slave)
+    os.close(slave)
+    # Read here too, so that a tool mapping tests to the code they run (mutmut) sees it.
+    with pytest.raises(TranscriptError, match=rf"^transcript {name} is not a regular file$"):
+        tail_entries(name)
+    child = os.fork()
+    if child == 0:  # pragma: no cover - runs in the child, which only exits
+        code = 3
+        try:
+            os.setsid()
+            try:
+                tail_entries(name)
+            except TranscriptError:
+                code = 2
+            try:
+                os.close(os.open("/dev/tty", os.O_RDONLY | os.O_NOCTTY))
+            except OSError:  # ENXIO: the session still has no terminal
+                code -= 2
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(child, 0)
+    os.close(master)
+    assert os.waitstatus_to_exitcode(status) == 0
+
+
 def _assistant(content: Any, ident: str | None = None, **extra: Any) -> dict[str, Any]:
     message: dict[str, Any] = {"role": "assistant", "content": content}
     if ident is not None:
