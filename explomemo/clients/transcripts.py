@@ -63,15 +63,16 @@ def tail_entries(
             start = max(first, start - (CHUNK_BYTES if last_turn_only else TAIL_BYTES))
             data = os.pread(fd, info.st_size - start - len(data), start) + data
             lines = data.split(b"\n")
-            whole = lines[1:] if start else lines  # the first may be cut
+            whole = lines[1:] if _cut_at(fd, start) else lines
             if last_turn_only:
                 found = _prompt_line(whole, len(whole) - checked, prompt_id)
                 if found is not None:
                     return list(_parsed(whole[found:]))
                 checked = len(whole)
+        cut = _cut_at(fd, first)
     finally:
         os.close(fd)
-    lines = data.split(b"\n")[1 if first else 0 :]
+    lines = data.split(b"\n")[1 if cut else 0 :]
     if last_turn_only and prompt_id is not None:
         # A prompt id the tail lacks: the last turn is the turn.
         found = _prompt_line(lines, len(lines), None)
@@ -80,9 +81,20 @@ def tail_entries(
     return list(_parsed(lines))
 
 
+def _cut_at(fd: int, offset: int) -> bool:
+    """Whether reading from ``offset`` starts inside a line (not at the file's start, nor
+    right after a line break)."""
+    return offset > 0 and os.pread(fd, 1, offset - 1) != b"\n"
+
+
 def _prompt_line(lines: list[bytes], end: int, prompt_id: str | None) -> int | None:
-    """The index of the last line before ``end`` that is the turn's prompt, if any."""
-    wanted = prompt_id.encode() if prompt_id is not None else b""
+    """The index of the last line before ``end`` that is the turn's prompt, if any.
+
+    Lines that cannot be it are skipped unparsed: those without the bytes ``user`` and
+    the prompt id's. Claude Code writes its JSON with both as plain UTF-8 (the prompt id
+    is a UUID), never as ``\\u`` escapes.
+    """
+    wanted = prompt_id.encode(errors="surrogatepass") if prompt_id is not None else b""
     for index in range(end - 1, -1, -1):
         line = lines[index]
         if b"user" not in line or wanted not in line:

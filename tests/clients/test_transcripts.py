@@ -215,6 +215,24 @@ def test_only_the_tail_is_read_its_cut_first_line_skipped(
     assert tail_entries(str(path), "p9", last_turn_only=True) == entries[4:]
 
 
+@pytest.mark.parametrize("chunk", [transcripts.CHUNK_BYTES, 100])
+def test_a_tail_starting_at_a_line_start_keeps_that_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, chunk: int
+) -> None:
+    """The tail (made small here) starts exactly where a line starts: that line is whole,
+    so it is read, though it is the tail's first; whole chunks read backwards alike."""
+    monkeypatch.setattr(transcripts, "CHUNK_BYTES", chunk)
+    entries = _two_turns(2)
+    path = _lines(tmp_path, entries)
+    first = len(json.dumps(entries[0])) + 1
+    monkeypatch.setattr(transcripts, "TAIL_BYTES", path.stat().st_size - first)
+    assert tail_entries(str(path)) == entries[1:]
+    assert tail_entries(str(path), "p1", last_turn_only=True) == entries[1:]
+    assert read_turn(tail_entries(str(path), "p1", last_turn_only=True)).prompt == (
+        "how is the retry policy decided?"
+    )
+
+
 def test_a_transcript_that_is_no_regular_file_is_refused_at_once(tmp_path: Path) -> None:
     """A FIFO is opened without waiting for a writer, then refused; a missing file and a
     folder are refused too, each message naming the path and the fault."""
@@ -507,4 +525,5 @@ def test_the_last_turn_is_read_without_reading_the_earlier_turns(
 
     monkeypatch.setattr(os, "pread", pread)
     assert tail_entries(str(path), "p2", last_turn_only=True) == entries[4:]
-    assert sum(read) <= transcripts.CHUNK_BYTES < path.stat().st_size
+    # One chunk, and the byte before it (whether the chunk starts a line).
+    assert sum(read) <= transcripts.CHUNK_BYTES + 1 < path.stat().st_size
