@@ -215,6 +215,14 @@ def test_only_the_tail_is_read_its_cut_first_line_skipped(
     assert tail_entries(str(path), "p9", last_turn_only=True) == entries[4:]
 
 
+def test_a_prompt_id_no_line_can_hold_gives_the_last_turn(tmp_path: Path) -> None:
+    """A hook input's prompt id holding a lone surrogate (valid JSON) matches no line: the
+    last turn is the turn, as for any prompt id the tail lacks."""
+    entries = _two_turns(2)
+    path = _lines(tmp_path, entries)
+    assert tail_entries(str(path), "\ud800", last_turn_only=True) == entries[4:]
+
+
 @pytest.mark.parametrize("chunk", [transcripts.CHUNK_BYTES, 100])
 def test_a_tail_starting_at_a_line_start_keeps_that_line(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, chunk: int
