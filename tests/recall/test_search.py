@@ -61,6 +61,27 @@ def test_words_make_a_memo_stand_out() -> None:
     assert found[0].matched_by == "both"
 
 
+def test_of_memos_all_alike_none_stands_out_until_words_lift_one_a_little() -> None:
+    alike = {memo_id: 0.5 for memo_id in range(search.SPREAD_MIN_MEMOS)}
+    assert fuse(hits(alike), WordScores({})) == []
+    # A bonus of 0.05 on one memo of 20: 0.95 x 0.05 above the mean, 4.4 deviations.
+    found = fuse(hits(alike), WordScores({7: 0.2}))
+    assert (found[0].id, found[0].matched_by) == (7, "both")
+    assert sorted(c.id for c in found) == sorted(alike)
+
+
+def test_a_best_memo_exactly_spread_z_deviations_above_the_mean_stands_out(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Half the memos at 0.25, half at 0.75: mean 0.5, deviation 0.25, both exact in binary,
+    # so the best is exactly one deviation above the mean.
+    monkeypatch.setattr(search, "SPREAD_Z", 1.0)
+    half = search.SPREAD_MIN_MEMOS // 2
+    scores = {memo_id: 0.25 if memo_id < half else 0.75 for memo_id in range(2 * half)}
+    found = fuse(hits(scores), WordScores({}))
+    assert sorted(c.id for c in found) == sorted(scores)
+
+
 def test_a_pinned_memo_comes_back_when_nothing_stands_out() -> None:
     scores = evenly(search.SPREAD_MIN_MEMOS)
     found = fuse(hits(scores), WordScores({}, pinned=frozenset({3})))
