@@ -153,15 +153,18 @@ def test_rows_added_and_replaced_in_place(
 
 def test_a_vector_of_zeros_or_not_finite_scores_zero() -> None:
     index = VectorIndex.empty(3, 1, "m")
-    rows = [[0, 0, 0], [np.nan, 1, 0], [np.inf, 0, 0], [1e-45, 0, 0], [0.6, 0.8, 0]]
+    # The last: the smallest largest component whose scale (it / 127) is a normal number.
+    least = 127 * float(np.finfo(np.float32).tiny)
+    rows = [[0, 0, 0], [np.nan, 1, 0], [np.inf, 0, 0], [1e-45, 0, 0], [0.6, 0.8, 0], [least, 0, 0]]
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # no "invalid value encountered in cast"
         for memo_id, row in enumerate(rows, start=1):
             vector = np.array(row, dtype=np.float32).tobytes()
             index.upsert(memo_id, vector, vector)
-        found = dict(index.top(np.array([0.6, 0.8, 0], dtype=np.float32), 5).hits)
+        found = dict(index.top(np.array([0.6, 0.8, 0], dtype=np.float32), 6).hits)
     assert found[5] == pytest.approx(1.0, abs=TOLERANCE)
     assert [found[i] for i in (1, 2, 3, 4)] == [0.0, 0.0, 0.0, 0.0]
+    assert found[6] == pytest.approx(0.6 * least, rel=1e-3, abs=0)
 
 
 def test_a_memo_without_both_vectors_of_the_model_and_dimension_is_searched_by_words(
@@ -256,7 +259,7 @@ def test_top_is_the_n_best_of_many_memos(n: int) -> None:
 def test_the_index_holds_its_vectors_in_less_than_half_the_memory_of_float32(
     way: str, tmp_path: Path
 ) -> None:
-    count, dim = 1_000, 384
+    count, dim = 2_100, 384  # past 2,048 memos, the spare rows are a share of them
     rng = np.random.default_rng(7)
     vectors = [row.tobytes() for row in rng.standard_normal((count, dim)).astype(np.float32)]
     store = Store.open(tmp_path / "memos.db")
