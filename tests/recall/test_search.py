@@ -165,6 +165,16 @@ def test_recall_answers_nothing_when_the_query_is_as_near_to_every_memo(
         assert one.matches and one.matches[0].id == ids[5]
 
 
+def test_the_query_words_are_its_content_words_of_two_letters_or_more() -> None:
+    # "ui" and "db" name things; a single letter ("x") would be covered by any memo holding
+    # a word that starts with it; stop words and repeats count for nothing.
+    assert search.query_words("How is the UI of the DB x wired? Wired, x.") == [
+        "ui",
+        "db",
+        "wired",
+    ]
+
+
 # Words alone: the cut-off ----------------------------------------------------
 
 
