@@ -13,12 +13,14 @@ from helpers import (
     RELATED,
     WORD_MEMOS,
     invoke_cli,
+    save_bare_memo,
 )
 
 from explomemo.memos.cache import MemoCache
 from explomemo.recall import search
 from explomemo.recall.search import VectorHits, WordScores, fuse
 from explomemo.recall.sources import FixedModel
+from explomemo.store.database import Store
 
 
 def hits(scores: dict[int, float]) -> VectorHits:
@@ -173,6 +175,33 @@ def test_the_query_words_are_its_content_words_of_two_letters_or_more() -> None:
         "db",
         "wired",
     ]
+
+
+def test_word_counts_are_kept_until_the_memos_grew_by_more_than_a_tenth(tmp_path: Path) -> None:
+    store = Store.open(tmp_path / "memos.db")
+    words = search.WordSearch()
+
+    def add(count: int, subject: str) -> None:
+        with store.write() as conn:
+            for _ in range(count):
+                key = f"where is {subject} set up? {store.memo_count(conn, 'p')}"
+                save_bare_memo(store, conn, key)
+
+    def found() -> int:
+        with store.read() as conn:
+            return len(words.scores(store, conn, "p", "zeta").scores)
+
+    add(45, "zeta")
+    add(55, "omega")
+    assert search.COMMON_FLOOR == 50
+    assert found() == 45  # held by 45 memos of 100: a rare word, it picks them
+    add(10, "zeta")
+    # 110 memos, no more than a tenth more: zeta still counts 45, and picks its 55 memos.
+    assert found() == 55
+    add(1, "omega")
+    # 111: counted again, 55 memos hold zeta, more than COMMON_FLOOR: it picks none.
+    assert found() == 0
+    store.close()
 
 
 # Words alone: the cut-off ----------------------------------------------------

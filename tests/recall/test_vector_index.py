@@ -11,6 +11,7 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 from fake_embedder import FakeEmbedder
+from helpers import save_bare_memo
 
 from explomemo.recall import search
 from explomemo.recall.embeddings import Embedder
@@ -76,18 +77,7 @@ def _save(
     wanted_id: int | None = None,
 ) -> int:
     """A memo of project "p" with these two vectors (None: the column left empty)."""
-    memo_id = store.save_memo(
-        conn,
-        memo_id=None,
-        project="p",
-        question=question,
-        question_key=question,
-        conclusion="c",
-        root="/",
-        recorded_at="2026-01-01T00:00:00Z",
-        files=[],
-        wanted_id=wanted_id,
-    )
+    memo_id = save_bare_memo(store, conn, question, wanted_id)
     store.set_embedding(conn, memo_id, whole or b"", question_vector or b"", model, f"h{memo_id}")
     if whole is None or question_vector is None:
         # As a database from before question vectors (migration 0003) holds them.
