@@ -84,6 +84,32 @@ def test_a_best_memo_exactly_spread_z_deviations_above_the_mean_stands_out(
     assert sorted(c.id for c in found) == sorted(scores)
 
 
+def test_fused_scores_at_the_cut_offs_are_kept_capped_at_1_and_rounded() -> None:
+    at_cutoff, at_match = search.FUSED_CUTOFF, search.WORDS_MATCH
+    found = fuse(
+        hits({1: 0.9, 2: at_cutoff, 3: 0.5, 4: 0.41234567}),
+        WordScores({1: 1.0, 3: at_match}, identifiers={1: 1.0}),
+    )
+    assert [(c.id, c.score, c.matched_by) for c in found] == [
+        (1, 1.0, "both"),
+        (3, round(0.5 + search.WORDS_WEIGHT * at_match, 4), "both"),
+        (4, 0.4123, "embedding"),
+        (2, at_cutoff, "embedding"),
+    ]
+
+
+def test_word_scores_at_the_cut_off_are_kept_capped_at_1_and_rounded() -> None:
+    words = WordScores(
+        {1: search.WORDS_CUTOFF, 2: 0.9, 3: 0.2, 4: 0.31234567}, identifiers={2: 1.0}
+    )
+    found = fuse(None, words)
+    assert [(c.id, c.score, c.matched_by) for c in found] == [
+        (2, 1.0, "words"),
+        (4, 0.3123, "words"),
+        (1, search.WORDS_CUTOFF, "words"),
+    ]
+
+
 def test_a_pinned_memo_comes_back_when_nothing_stands_out() -> None:
     scores = evenly(search.SPREAD_MIN_MEMOS)
     found = fuse(hits(scores), WordScores({}, pinned=frozenset({3})))
