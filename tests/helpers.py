@@ -38,6 +38,7 @@ from explomemo.memos.exchange import (
 )
 from explomemo.recall.sources import FixedModel
 from explomemo.shapes import ExportedMemo
+from explomemo.store.database import Store
 
 PYTHON = sys.executable
 
@@ -176,6 +177,25 @@ class Repo:
 def open_cache(db: Path, **options: Any) -> MemoCache:
     """The one cache opener: a MemoCache over ``db`` with embeddings off (word search only)."""
     return MemoCache.open(db, FixedModel(None), **options)
+
+
+def save_bare_memo(
+    store: Store, conn: sqlite3.Connection, question: str, wanted_id: int | None = None
+) -> int:
+    """A memo of project "p" with only a question (conclusion "c", no files), written
+    straight to the store; returns its id."""
+    return store.save_memo(
+        conn,
+        memo_id=None,
+        project="p",
+        question=question,
+        question_key=question,
+        conclusion="c",
+        root="/",
+        recorded_at="2026-01-01T00:00:00Z",
+        files=[],
+        wanted_id=wanted_id,
+    )
 
 
 def sha256_bytes(path: Path) -> str:

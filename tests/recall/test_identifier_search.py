@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 from fake_embedder import FakeEmbedder
-from helpers import open_cache
+from helpers import open_cache, save_bare_memo
 
 from explomemo.changes.snapshots import SnapshotWriter
 from explomemo.identifiers import memo_identifiers
@@ -436,3 +436,31 @@ def test_a_replace_drops_the_old_identifiers_at_once_and_finds_the_new_ones(
     cache.forget(memo_id=2, project="p")
     assert _pending(db_path) == []
     cache.close()
+
+
+def test_each_named_identifier_scores_its_holders_by_its_rarity(tmp_path: Path) -> None:
+    """An identifier no memo holds changes nothing for the others named with it; one memo
+    holding it scores 1 and is pinned, each of two 1/2, each of CANDIDATES 1/CANDIDATES;
+    one held by more memos picks none."""
+    store = Store.open(tmp_path / "memos.db")
+    words = search.WordSearch()
+    with store.write() as conn:
+        unique = save_bare_memo(store, conn, "Where is parse_bar called?")
+        pair = {save_bare_memo(store, conn, f"Who calls load_baz? {n}") for n in range(2)}
+        many = {
+            save_bare_memo(store, conn, f"Where is shared_name read? {n}")
+            for n in range(search.CANDIDATES)
+        }
+    query = "what do aaa_missing, load_baz, parse_bar and shared_name do?"
+
+    def scored() -> tuple[dict[int, float], frozenset[int]]:
+        with store.read() as conn:
+            found = words.scores(store, conn, "p", query)
+        return found.identifiers, found.pinned
+
+    rarities = {unique: 1.0} | dict.fromkeys(pair, 0.5)
+    assert scored() == (rarities | dict.fromkeys(many, 1 / search.CANDIDATES), {unique})
+    with store.write() as conn:
+        save_bare_memo(store, conn, "Where is shared_name read? once more")
+    assert scored() == (rarities, {unique})
+    store.close()

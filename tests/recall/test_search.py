@@ -13,12 +13,14 @@ from helpers import (
     RELATED,
     WORD_MEMOS,
     invoke_cli,
+    save_bare_memo,
 )
 
 from explomemo.memos.cache import MemoCache
 from explomemo.recall import search
 from explomemo.recall.search import VectorHits, WordScores, fuse
 from explomemo.recall.sources import FixedModel
+from explomemo.store.database import Store
 
 
 def hits(scores: dict[int, float]) -> VectorHits:
@@ -59,6 +61,53 @@ def test_words_make_a_memo_stand_out() -> None:
     found = fuse(hits(scores), WordScores({7: 1.0}))
     assert found[0].id == 7
     assert found[0].matched_by == "both"
+
+
+def test_of_memos_all_alike_none_stands_out_until_words_lift_one_a_little() -> None:
+    alike = {memo_id: 0.5 for memo_id in range(search.SPREAD_MIN_MEMOS)}
+    assert fuse(hits(alike), WordScores({})) == []
+    # A bonus of 0.05 on one memo of 20: 0.95 x 0.05 above the mean, 4.4 deviations.
+    found = fuse(hits(alike), WordScores({7: 0.2}))
+    assert (found[0].id, found[0].matched_by) == (7, "both")
+    assert sorted(c.id for c in found) == sorted(alike)
+
+
+def test_a_best_memo_exactly_spread_z_deviations_above_the_mean_stands_out(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Half the memos at 0.25, half at 0.75: mean 0.5, deviation 0.25, both exact in binary,
+    # so the best is exactly one deviation above the mean.
+    monkeypatch.setattr(search, "SPREAD_Z", 1.0)
+    half = search.SPREAD_MIN_MEMOS // 2
+    scores = {memo_id: 0.25 if memo_id < half else 0.75 for memo_id in range(2 * half)}
+    found = fuse(hits(scores), WordScores({}))
+    assert sorted(c.id for c in found) == sorted(scores)
+
+
+def test_fused_scores_at_the_cut_offs_are_kept_capped_at_1_and_rounded() -> None:
+    at_cutoff, at_match = search.FUSED_CUTOFF, search.WORDS_MATCH
+    found = fuse(
+        hits({1: 0.9, 2: at_cutoff, 3: 0.5, 4: 0.41234567}),
+        WordScores({1: 1.0, 3: at_match}, identifiers={1: 1.0}),
+    )
+    assert [(c.id, c.score, c.matched_by) for c in found] == [
+        (1, 1.0, "both"),
+        (3, round(0.5 + search.WORDS_WEIGHT * at_match, 4), "both"),
+        (4, 0.4123, "embedding"),
+        (2, at_cutoff, "embedding"),
+    ]
+
+
+def test_word_scores_at_the_cut_off_are_kept_capped_at_1_and_rounded() -> None:
+    words = WordScores(
+        {1: search.WORDS_CUTOFF, 2: 0.9, 3: 0.2, 4: 0.31234567}, identifiers={2: 1.0}
+    )
+    found = fuse(None, words)
+    assert [(c.id, c.score, c.matched_by) for c in found] == [
+        (2, 1.0, "words"),
+        (4, 0.3123, "words"),
+        (1, search.WORDS_CUTOFF, "words"),
+    ]
 
 
 def test_a_pinned_memo_comes_back_when_nothing_stands_out() -> None:
@@ -142,6 +191,43 @@ def test_recall_answers_nothing_when_the_query_is_as_near_to_every_memo(
         assert near_all.matches == []
         one = cache.recall(query="quuxite 5 tuning", project="svc", root=str(root))
         assert one.matches and one.matches[0].id == ids[5]
+
+
+def test_the_query_words_are_its_content_words_of_two_letters_or_more() -> None:
+    # "ui" and "db" name things; a single letter ("x") would be covered by any memo holding
+    # a word that starts with it; stop words and repeats count for nothing.
+    assert search.query_words("How is the UI of the DB x wired? Wired, x.") == [
+        "ui",
+        "db",
+        "wired",
+    ]
+
+
+def test_word_counts_are_kept_until_the_memos_grew_by_more_than_a_tenth(tmp_path: Path) -> None:
+    store = Store.open(tmp_path / "memos.db")
+    words = search.WordSearch()
+
+    def add(count: int, subject: str) -> None:
+        with store.write() as conn:
+            for _ in range(count):
+                key = f"where is {subject} set up? {store.memo_count(conn, 'p')}"
+                save_bare_memo(store, conn, key)
+
+    def found() -> int:
+        with store.read() as conn:
+            return len(words.scores(store, conn, "p", "zeta").scores)
+
+    add(45, "zeta")
+    add(55, "omega")
+    assert search.COMMON_FLOOR == 50
+    assert found() == 45  # held by 45 memos of 100: a rare word, it picks them
+    add(10, "zeta")
+    # 110 memos, no more than a tenth more: zeta still counts 45, and picks its 55 memos.
+    assert found() == 55
+    add(1, "omega")
+    # 111: counted again, 55 memos hold zeta, more than COMMON_FLOOR: it picks none.
+    assert found() == 0
+    store.close()
 
 
 # Words alone: the cut-off ----------------------------------------------------
