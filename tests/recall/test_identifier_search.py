@@ -464,3 +464,38 @@ def test_each_named_identifier_scores_its_holders_by_its_rarity(tmp_path: Path) 
         save_bare_memo(store, conn, "Where is shared_name read? once more")
     assert scored() == (rarities, {unique})
     store.close()
+
+
+def test_once_no_identifiers_are_pending_a_search_never_indexes_them_again(
+    tmp_path: Path,
+) -> None:
+    """A memo left pending after the first search (its writer stopped first) is found by
+    its text: the search neither looks for pending memos nor indexes them again."""
+    db_path = tmp_path / "memos.db"
+    store = Store.open(db_path)
+    words = search.WordSearch()
+    with store.write() as conn:
+        save_bare_memo(store, conn, "Where is parse_bar called?")
+    words.index_identifiers(store)
+    with store.write() as conn:
+        late = store.save_memo(
+            conn,
+            memo_id=None,
+            project="p",
+            question="Who calls load_baz?",
+            question_key="Who calls load_baz?",
+            conclusion="c",
+            root="/",
+            recorded_at="2026-01-01T00:00:00Z",
+            files=[],
+            index_identifiers=False,
+        )
+    words.index_identifiers(store)
+    assert _pending(db_path) == [late]
+    with store.read() as conn:
+        assert words.scores(store, conn, "p", "who calls load_baz?").pinned == {late}
+    # A process that has not searched yet indexes it.
+    search.WordSearch().index_identifiers(store)
+    assert _pending(db_path) == []
+    assert "load_baz" in _indexed(db_path, late)
+    store.close()

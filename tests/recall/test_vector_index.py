@@ -273,3 +273,20 @@ def test_the_index_holds_its_vectors_in_less_than_half_the_memory_of_float32(
     assert index.count == count
     # int8 is a quarter of float32; rows of spare capacity make it at most 3/8.
     assert held < count * 2 * dim * 4 / 2
+
+
+def test_a_memo_scores_the_same_whether_its_index_was_read_or_added_to(tmp_path: Path) -> None:
+    """Reading the store and adding a record in place quantize alike, to the bit: the second
+    component's code sits at a half step in float32 (5.5), and a half step below it in
+    float64, so a build computing in another precision than upsert gives another code."""
+    vector = np.array([1.0, 0.04330708459019661], dtype=np.float32).tobytes()
+    store = Store.open(tmp_path / "memos.db")
+    with store.write() as conn:
+        memo_id = _save(store, conn, "q", vector, vector)
+    with store.read() as conn:
+        built = build_vector_index(conn, "p", "m", 2, 1)
+    store.close()
+    added = VectorIndex.empty(2, 1, "m")
+    added.upsert(memo_id, vector, vector)
+    query = np.array([0.0, 1.0], dtype=np.float32)
+    assert built.cosines(query).tobytes() == added.cosines(query).tobytes()
