@@ -30,8 +30,19 @@ from helpers import (
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from explomemo.changes.diffs import ANSWER_DIFF_CHARS, FILE_DIFF_CHARS, unified_diff
+from explomemo.changes.diffs import (
+    AGENT_LIMITS,
+    ANSWER_DIFF_CHARS,
+    FILE_DIFF_CHARS,
+    NO_LIMITS,
+    ChangeFinder,
+    Limits,
+    unified_diff,
+)
+from explomemo.files import Root
 from explomemo.memos.cache import MemoCache
+from explomemo.shapes import CheckedFile, FileStateName
+from explomemo.store.database import FileRow
 
 TOKENS_DIFF = (
     "--- a/src/tokens.py\n"
@@ -847,12 +858,8 @@ def test_small_random_edits_are_diffed_as_git_diffs_them(
     assert _our_hunks(old, new) == _git_hunks(tmp_path, old, new)
 
 
-def test_a_path_holding_the_recorded_content_in_the_index_but_edited_since_is_no_move(
-    tmp_path: Path,
-) -> None:
-    """Kills ``_holds`` trusting the size alone: git's index says ``new.py`` holds the
-    missing file's content, but its working copy was edited at the same size since; a
-    move is reported only to a file whose bytes are the recorded ones now."""
+def _moved_in_the_index(tmp_path: Path) -> tuple[Repo, Path, int]:
+    """A memo on the committed ``old.py``, since moved by ``git mv`` to ``new.py``."""
     repo = Repo(tmp_path / "repo")
     repo.write("old.py", "VALUE = 1\n")
     repo.commit("A")
@@ -862,10 +869,212 @@ def test_a_path_holding_the_recorded_content_in_the_index_but_edited_since_is_no
             question="q", conclusion="c", files=["old.py"], project="p", root=str(repo.path)
         ).id
     git(repo.path, "mv", "old.py", "new.py")
-    with open_cache(db) as cache:
-        (moved,) = cache.show(memo).files
-    assert (moved.state, moved.moved_to) == ("missing", "new.py")
-    repo.write("new.py", "VALUE = 2\n")  # the same size, not staged
+    return repo, db, memo
+
+
+def _only_file(db: Path, memo: int) -> CheckedFile:
+    """The one file of ``memo``, missing, as show describes it."""
     with open_cache(db) as cache:
         (missing,) = cache.show(memo).files
+    assert missing.state == "missing"
+    return missing
+
+
+def test_a_path_holding_the_recorded_content_in_the_index_but_edited_since_is_no_move(
+    tmp_path: Path,
+) -> None:
+    """Kills ``_holds`` trusting the size alone: git's index says ``new.py`` holds the
+    missing file's content, but its working copy was edited at the same size since; a
+    move is reported only to a file whose bytes are the recorded ones now."""
+    repo, db, memo = _moved_in_the_index(tmp_path)
+    assert _only_file(db, memo).moved_to == "new.py"
+    repo.write("new.py", "VALUE = 2\n")  # the same size, not staged
+    assert _only_file(db, memo).moved_to is None
+
+
+# One answer's room: check_within and the budget --------------------------------
+
+ANSWER_NOTE = "more lines cut (an answer's diffs are at their limit): read the file for the rest\n"
+FILE_NOTE = (
+    f"more lines cut (a file's diff shows {FILE_DIFF_CHARS:,} characters at most):"
+    " read the file for the rest\n"
+)
+
+
+def _finder_and_rows(
+    tmp_path: Path, contents: dict[str, tuple[bytes, bytes]], limits: Limits = AGENT_LIMITS
+) -> tuple[ChangeFinder, Root, list[tuple[FileRow, FileStateName]]]:
+    """A finder over files of ``tmp_path`` holding each new content now, its recorded
+    (old) content held as this process's pending snapshot."""
+    held = {sha(old): old for old, _ in contents.values()}
+    finder = ChangeFinder(None, limits, lambda wanted: {s: held[s] for s in wanted})
+    rows: list[tuple[FileRow, FileStateName]] = []
+    for name, (old, new) in contents.items():
+        (tmp_path / name).write_bytes(new)
+        row = FileRow(name, sha(old), xxhash.xxh3_128_hexdigest(old), len(old))
+        rows.append((row, "changed" if old != new else "unchanged"))
+    return finder, Root(str(tmp_path), os.path.realpath(tmp_path)), rows
+
+
+def _every_line_changed(name: str, count: int) -> tuple[bytes, bytes]:
+    old = "".join(f"line {n:04d} of {name}\n" for n in range(count))
+    return old.encode(), old.upper().encode()
+
+
+class _Room:
+    """An ``excess``: how far the diffs described are over ``room`` characters; a call
+    past the tenth fails the test (the cutting must end)."""
+
+    def __init__(self, room: int) -> None:
+        self.room, self.calls = room, 0
+
+    def __call__(self, files: list[CheckedFile]) -> int:
+        self.calls += 1
+        assert self.calls <= 10, "check_within does not stop cutting"
+        return sum(len(f.diff or "") for f in files) - self.room
+
+
+def test_diffs_are_cut_to_the_room_left_in_an_answer(tmp_path: Path) -> None:
+    """A recall's first match over its room gets its diffs cut until it fits: at the
+    answer's budget, to the room's last whole line, one character over as much as many."""
+    contents = {name: _every_line_changed(name, 100) for name in ("a.txt", "b.txt")}
+    whole = {name: unified_diff(name, old, new).text for name, (old, new) in contents.items()}
+    spent = sum(map(len, whole.values()))
+    for room in (spent - 1, spent - 2_000):
+        finder, root, rows = _finder_and_rows(tmp_path, contents)
+        first, second = finder.check_within(root, rows, _Room(room))
+        assert (first.diff, first.diff_source) == (whole["a.txt"], "snapshot")
+        assert second.diff is not None and second.diff.endswith(ANSWER_NOTE)
+        kept = second.diff[: second.diff.rindex("... ")]
+        assert kept.endswith("\n") and whole["b.txt"].startswith(kept)
+        # Within the room, and short of it by less than the next line and the note.
+        assert room - 2 * len(ANSWER_NOTE) < len(first.diff) + len(second.diff) <= room
+        assert (second.diff_source, second.added, second.removed) == ("snapshot", 100, 100)
+
+
+def test_diffs_that_fit_the_room_or_have_no_limit_are_left_whole(tmp_path: Path) -> None:
+    contents = {name: _every_line_changed(name, 100) for name in ("a.txt", "b.txt")}
+    whole = [unified_diff(name, old, new).text for name, (old, new) in contents.items()]
+    # To the last character of the room: nothing is cut.
+    finder, root, rows = _finder_and_rows(tmp_path, contents)
+    fits = _Room(sum(map(len, whole)))
+    assert [f.diff for f in finder.check_within(root, rows, fits)] == whole
+    # ``explomemo diff``'s limits (none): never cut, however far over a room.
+    finder, root, rows = _finder_and_rows(tmp_path, contents, NO_LIMITS)
+    assert [f.diff for f in finder.check_within(root, rows, _Room(10))] == whole
+
+
+def test_a_room_too_small_for_any_diff_leaves_the_counts(tmp_path: Path) -> None:
+    """Over the room even without diffs (a long conclusion): every diff goes, the counts
+    stay, and the cutting ends; with no diff to cut it ends at once."""
+    contents = {name: _every_line_changed(name, 100) for name in ("a.txt", "b.txt")}
+    finder, root, rows = _finder_and_rows(tmp_path, contents)
+    checked = finder.check_within(root, rows, _Room(-1_000))
+    assert [(f.diff, f.diff_source, f.added, f.removed) for f in checked] == [
+        (None, "budget", 100, 100)
+    ] * 2
+    finder, root, rows = _finder_and_rows(tmp_path, {"same.txt": (b"same\n", b"same\n")})
+    room = _Room(-1_000)
+    assert [f.state for f in finder.check_within(root, rows, room)] == ["unchanged"]
+    assert room.calls == 1
+
+
+def test_a_diff_cut_at_the_file_limit_when_the_budget_equals_it_leaves_the_rest(
+    tmp_path: Path,
+) -> None:
+    """With exactly a file's limit of the answer's budget left, a long diff is cut at the
+    file's limit (and says so); the characters its cut leaves stay for a small diff."""
+
+    def exact(name: str) -> tuple[bytes, bytes]:
+        head = len(unified_diff(name, b"a\n", b"\n").text)
+        return b"a\n", b"b" * (FILE_DIFF_CHARS - head) + b"\n"
+
+    contents = {name: exact(name) for name in ("f0.txt", "f1.txt", "f2.txt")}
+    contents["long.txt"] = (
+        # Lines of 206 characters: the cut at 6,000 leaves 56 unused.
+        b"".join(b"%04d %s\n" % (n, b"x" * 200) for n in range(100)),
+        b"".join(b"%04d %s\n" % (n, b"y" * 200) for n in range(100)),
+    )
+    contents["small.txt"] = (b"a\n", b"b\n")
+    finder, root, rows = _finder_and_rows(tmp_path, contents)
+    checked = finder.check(root, rows)
+    assert [len(f.diff or "") for f in checked[:3]] == [FILE_DIFF_CHARS] * 3
+    long, small = checked[3:]
+    assert long.diff is not None and long.diff.endswith(FILE_NOTE), long.diff[-200:]
+    assert small.diff == unified_diff("small.txt", b"a\n", b"b\n").text
+    assert sum(len(f.diff or "") for f in checked) <= ANSWER_DIFF_CHARS
+
+
+# Moves ----------------------------------------------------------------------------
+
+
+def test_an_old_memo_finds_a_moved_file_by_its_content_in_git_history(
+    repo: Repo, db_path: Path
+) -> None:
+    """A memo recorded before blob ids, without snapshots: git history gives the moved
+    file's blob id (one search with the changed file's), and the index its new path."""
+    build(repo)
+    db_path.parent.mkdir()
+    recorded = {name: (repo.path / name).read_bytes() for name in ("src/tokens.py", "src/old.py")}
+    _old_database(db_path, repo.path, recorded)
+    change(repo)
+    files = show(db_path, 1)
+    assert (files["src/old.py"]["state"], files["src/old.py"]["moved_to"]) == (
+        "missing",
+        "src/new.py",
+    )
+    assert (files["src/tokens.py"]["diff"], files["src/tokens.py"]["diff_source"]) == (
+        TOKENS_DIFF,
+        "git",
+    )
+
+
+def test_a_snapshot_gives_the_blob_id_of_a_row_recorded_without_one(
+    repo: Repo, db_path: Path
+) -> None:
+    """A file never committed, recorded with a snapshot but no blob id (as a row whose
+    snapshot job had not run), is found moved once staged under a new name; the blob id
+    the snapshot gives is kept."""
+    repo.write("kept.py", "KEPT = 1\n")
+    repo.commit("A")
+    repo.write("notes.txt", "alpha\nbeta\n")
+    with open_cache(db_path) as cache:
+        memo = cache.record(
+            question="q", conclusion="c", files=["notes.txt"], project="p", root=str(repo.path)
+        ).id
+        cache.wait_for_snapshots()
+    with closing(sqlite3.connect(db_path)) as conn, conn:
+        conn.execute("UPDATE memo_files SET git_blob = NULL")
+    (repo.path / "notes.txt").rename(repo.path / "moved.txt")
+    git(repo.path, "add", "moved.txt")
+    with open_cache(db_path) as cache:
+        (moved,) = cache.show(memo).files
+    assert (moved.state, moved.moved_to) == ("missing", "moved.txt")
+    with closing(sqlite3.connect(db_path)) as conn:
+        assert conn.execute("SELECT git_blob FROM memo_files").fetchall() == [
+            (_blob_id(b"alpha\nbeta\n"),)
+        ]
+
+
+def test_a_path_the_index_names_but_deleted_since_is_no_move(tmp_path: Path) -> None:
+    repo, db, memo = _moved_in_the_index(tmp_path)
+    (repo.path / "new.py").unlink()  # still in git's index, gone from the working tree
+    assert _only_file(db, memo).moved_to is None
+
+
+def test_a_large_file_at_a_path_the_index_names_is_read_only_to_the_recorded_size(
+    tmp_path: Path,
+) -> None:
+    """git's index says ``new.py`` holds the missing file's content, but 8 MiB were
+    appended to it since: no move, and the check reads one byte past the recorded size."""
+    from explomemo.check import hashing
+
+    repo, db, memo = _moved_in_the_index(tmp_path)
+    with (repo.path / "new.py").open("ab") as grown:
+        grown.write(b"#" * (8 << 20))
+    with open_cache(db) as cache:
+        hashing.COUNTERS.reset()
+        (missing,) = cache.show(memo).files
+        read = hashing.COUNTERS.bytes
     assert (missing.state, missing.moved_to) == ("missing", None)
+    assert read == len("VALUE = 1\n") + 1
