@@ -134,15 +134,13 @@ _TASKS = frozenset(
 )
 #: A polite opening before the verb that says what is asked ("can you fix …", "can we
 #: sweep …" are tasks).
-_POLITE = re.compile(
-    r"^(?:(?:can|could|would|will|shall) (?:you|u|we) (?:please )?(?:also )?|please |pls )"
+_POLITE_OPENING = (
+    r"(?:(?:can|could|would|will|shall) (?:you|u|we) (?:please )?(?:also )?|please |pls )"
 )
+_POLITE = re.compile(rf"^{_POLITE_OPENING}")
 #: A sentence asking for work, anywhere in the prompt ("… did not work. Can we test …?"),
 #: found in the prompt with its line breaks kept.
-_ASKS_FOR_WORK = re.compile(
-    r"(?:^|[.?!:;] |\n ?)(?:(?:can|could|would|will|shall) (?:you|u|we) (?:please )?"
-    r"(?:also )?|please |pls |let's |lets )(\w+)"
-)
+_ASKS_FOR_WORK = re.compile(rf"(?:^|[.?!:;] |\n ?)(?:{_POLITE_OPENING}|let's |lets )(\w+)")
 #: White space but line breaks.
 _SPACES = re.compile(r"[^\S\n]+")
 #: "Have a look at …": an imperative, though its first word opens questions too.

@@ -58,18 +58,18 @@ def tail_entries(
         if not stat.S_ISREG(info.st_mode):
             raise TranscriptError(f"transcript {path} is not a regular file")
         first = max(0, info.st_size - TAIL_BYTES)
-        start, data, checked = info.st_size, b"", 0
+        start, data, checked, cut = info.st_size, b"", 0, False
         while start > first:
             start = max(first, start - (CHUNK_BYTES if last_turn_only else TAIL_BYTES))
             data = os.pread(fd, info.st_size - start - len(data), start) + data
             lines = data.split(b"\n")
-            whole = lines[1:] if _cut_at(fd, start) else lines
+            cut = _cut_at(fd, start)
+            whole = lines[1:] if cut else lines
             if last_turn_only:
                 found = _prompt_line(whole, len(whole) - checked, prompt_id)
                 if found is not None:
                     return list(_parsed(whole[found:]))
                 checked = len(whole)
-        cut = _cut_at(fd, first)
     finally:
         os.close(fd)
     lines = data.split(b"\n")[1 if cut else 0 :]
