@@ -78,6 +78,11 @@ LEFT_OUT = [
 #: survivor runs every test that calls its function, so they would make most
 #: of a run's time. The clean run and mutmut's measure still run them.
 SLOW_LIMIT = 2.0
+#: mutmut stops a mutant after twice this many times the CPU time of its tests:
+#: 4 times here (mutmut's default, 30, is minutes per mutant that loops for
+#: ever); --timeouts gives 16 times, for mutants a loaded machine timed out.
+TIMEOUT_MULTIPLIER = 2.0
+SLOW_TIMEOUT_MULTIPLIER = 8.0
 #: The statuses a run with --again tests once more: every one that is not caught.
 CAUGHT = {"killed", "caught by type check", "timeout"}
 EQUIVALENT = re.compile(r"`(explomemo\.[^`\s]+__mutmut_\d+)`")
@@ -125,6 +130,13 @@ def main() -> int:
         " catch, with the tests as they are now (the source must be unchanged)",
     )
     parser.add_argument(
+        "--timeouts",
+        action="store_true",
+        help="with --again, also test again the mutants that timed out, with"
+        f" {SLOW_TIMEOUT_MULTIPLIER / TIMEOUT_MULTIPLIER:g} times the time (a loaded machine"
+        " can time out a mutant that survives)",
+    )
+    parser.add_argument(
         "--all-tests",
         action="store_true",
         help="also run the tests marked slow: concurrency, crash, bad databases, races (slower)",
@@ -152,7 +164,7 @@ def main() -> int:
         selection = [*args.tests, *([] if args.all_tests else LEFT_OUT), *args.pytest_arg]
         os.environ["MUTATION_SLOW_LIMIT"] = str(args.slow_limit)
         if args.again:
-            code = run_again(targets, args.workers, args.nice, args.without)
+            code = run_again(targets, args.workers, args.nice, args.without, args.timeouts)
         else:
             code = run_mutmut(targets, args.workers, args.nice, selection, args.without)
         took = time.monotonic() - started
@@ -263,9 +275,7 @@ def run_mutmut(
         "pytest_add_cli_args_test_selection =\n"
         + "".join(f"    {a}\n" for a in selection)
         + "use_git_change_detection = false\n"
-        # A mutant that loops for ever is stopped after 4 times the CPU time of
-        # its tests (mutmut's default, 30 times, is minutes per such mutant).
-        + "timeout_multiplier = 2.0\n"
+        + f"timeout_multiplier = {TIMEOUT_MULTIPLIER}\n"
     )
     shutil.copy2(HERE / "mutmut_fixups.py", WORK / "mutmut_fixups.py")
     # It must exist before mutmut starts: Python remembers a path of
@@ -274,8 +284,12 @@ def run_mutmut(
     return _mutmut(["run", "--max-children", str(workers), *_names(targets)], niceness, modules)
 
 
-def run_again(targets: list[Target], workers: int, niceness: int, without: list[str]) -> int:
+def run_again(
+    targets: list[Target], workers: int, niceness: int, without: list[str], timeouts: bool = False
+) -> int:
     """Test again the mutants the last run did not catch, with the tests as they are now.
+
+    With ``timeouts``, those that timed out too, with more time each.
 
     Adding tests cannot save a caught mutant, so its verdict stands; nor can
     they kill one listed as equivalent, which is not run again. The rest
@@ -298,7 +312,18 @@ def run_again(targets: list[Target], workers: int, niceness: int, without: list[
     shutil.rmtree(WORK / "mutants" / "tests")
     for folder in (WORK, WORK / "mutants"):
         shutil.copy2(HERE / "mutmut_fixups.py", folder / "mutmut_fixups.py")
-    left = [name for name, status in _verdicts(targets) if status not in CAUGHT]
+    caught = CAUGHT - {"timeout"} if timeouts else CAUGHT
+    multiplier = SLOW_TIMEOUT_MULTIPLIER if timeouts else TIMEOUT_MULTIPLIER
+    settings = WORK / "setup.cfg"
+    settings.write_text(
+        re.sub(
+            r"^timeout_multiplier = .*$",
+            f"timeout_multiplier = {multiplier}",
+            settings.read_text(),
+            flags=re.MULTILINE,
+        )
+    )
+    left = [name for name, status in _verdicts(targets) if status not in caught]
     # No test can kill a mutant listed as equivalent: each would cost a run of every
     # test that calls its function.
     equivalent = equivalent_mutants()
