@@ -4,7 +4,8 @@ the one rule for links keeps a write inside its folder.
 The writer's refusals through ``explomemo setup`` (FIFOs, folders, links out of the
 project) are tested with setup, in tests/clients/test_setup.py, and through ``export -o``
 in tests/memos/test_exchange.py (child processes); here the writer is called in process:
-links planted at the staging name, failed writes, an owner that cannot be kept."""
+links planted at the staging name, into /proc and in loops, failed writes, an owner
+that cannot be kept."""
 
 from __future__ import annotations
 
@@ -230,3 +231,84 @@ def test_a_file_of_another_user_is_replaced_keeping_its_mode_when_its_owner_cann
     assert stat.S_IMODE(after.st_mode) == 0o640
     assert (after.st_uid, after.st_gid) == (os.geteuid(), os.getegid())
     _only(tmp_path, "config.json")
+
+
+@pytest.mark.parametrize("trailing", [" ", "X"])
+def test_a_project_named_as_a_sibling_with_a_character_more_holds_only_its_own_files(
+    tmp_path: Path, trailing: str
+) -> None:
+    """Kills ``leads_out`` stripping more than the slash from the folder's path (spaces,
+    other characters): the project ``shop `` or ``shopX`` does not hold ``shop``'s
+    files, and holds its own."""
+    sibling, project = tmp_path / "shop", tmp_path / f"shop{trailing}"
+    sibling.mkdir()
+    project.mkdir()
+    (sibling / "config.json").write_text("the sibling's own\n")
+    link = project / "config.json"
+    link.symlink_to(sibling / "config.json")
+    with pytest.raises(SetupError, match="is a symbolic link that leads out of"):
+        replace_file(link, b"{}", CONFIG_FILE, within=project)
+    assert (sibling / "config.json").read_text() == "the sibling's own\n"
+    own = project / "own.json"
+    own.write_text("old\n")
+    assert replace_file(own, b"new\n", CONFIG_FILE, within=project) == own
+    assert own.read_text() == "new\n"
+
+
+def test_a_new_file_behind_a_folder_link_leading_out_is_refused(tmp_path: Path) -> None:
+    """Kills ``writable_target`` losing the naming of the refusal of a file that does not
+    exist yet: a folder of the project linked out of it is refused with the family's
+    error (not an AttributeError), and nothing is made where it leads."""
+    project, outside = tmp_path / "project", tmp_path / "outside"
+    project.mkdir()
+    outside.mkdir()
+    (project / ".cursor").symlink_to(outside)
+    target = project / ".cursor" / "mcp.json"
+    _refused(target, project, f"{target} is a symbolic link that leads out of {project}")
+    assert os.listdir(outside) == []
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs /proc")
+@pytest.mark.parametrize("relative", [False, True])
+def test_a_link_to_a_process_open_file_is_refused_though_it_leads_to_a_file_inside(
+    tmp_path: Path, relative: bool
+) -> None:
+    """Kills ``_through_proc`` (and ``writable_target``'s call of it) missing a way into
+    /proc: a link to ``/proc/self/fd/N`` (what /dev/stdout is), where N is a log file of
+    the project, must not have the log replaced. The link is absolute, or relative
+    through a link to the folder ``/proc/self/fd``; the message names the link."""
+    log = tmp_path / "log"
+    log.write_text("the shell's log\n")
+    link = tmp_path / "stdout"
+    with log.open("ab") as held:
+        if relative:
+            (tmp_path / "fd").symlink_to("/proc/self/fd")
+            link.symlink_to(f"fd/{held.fileno()}")
+        else:
+            link.symlink_to(f"/proc/self/fd/{held.fileno()}")
+        _refused(link, tmp_path, f"{link} leads to a process's open file through /proc")
+    assert log.read_text() == "the shell's log\n" and link.is_symlink()
+    _only(tmp_path, "log", "stdout", *(["fd"] if relative else []))
+
+
+@pytest.mark.skipif(not os.path.isfile("/proc/version"), reason="needs /proc")
+def test_a_file_right_in_proc_is_refused_as_a_proc_path_before_any_write(
+    tmp_path: Path,
+) -> None:
+    """Kills ``_through_proc`` losing the test for a file whose folder is ``/proc`` itself:
+    ``-o /proc/version`` (its folder, ``/proc``, is the one it must stay in) is refused
+    as a path into /proc, not by a failed attempt to make a staging file there."""
+    proc = Path("/proc")
+    _refused(proc / "version", proc, "/proc/version leads to a process's open file through /proc")
+
+
+def test_a_loop_of_links_is_refused_with_the_systems_reason(tmp_path: Path) -> None:
+    """Kills ``_through_proc`` calling a path into /proc every path whose links it stops
+    following, and ``writable_target``'s refusal of a file it cannot look at losing its
+    message: a loop of links is refused as too many levels of links, naming the file."""
+    first, second = tmp_path / "first.json", tmp_path / "second.json"
+    first.symlink_to(second)
+    second.symlink_to(first)
+    assert "/proc" not in _refused(first, tmp_path, str(first), os.strerror(errno.ELOOP))
+    assert first.is_symlink() and second.is_symlink()
+    _only(tmp_path, "first.json", "second.json")
