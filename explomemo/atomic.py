@@ -32,6 +32,9 @@ from pathlib import Path
 from explomemo.errors import ExplomemoError
 from explomemo.files import file_kind
 
+#: As many symbolic links as Linux follows in one path (MAXSYMLINKS).
+MOST_LINKS = 40
+
 
 @dataclass(frozen=True)
 class Naming:
@@ -75,7 +78,10 @@ def replace_file(target: Path, data: bytes, naming: Naming, *, within: Path) -> 
             os.close(fd)
         os.replace(staging, final)
     except OSError as exc:
-        staging.unlink(missing_ok=True)
+        # The folder may refuse the clean-up for the reason it refused the
+        # write; the write's reason is the one to report.
+        with contextlib.suppress(OSError):
+            staging.unlink()
         raise naming.error(
             f"cannot write {naming.what} {target} ({exc.strerror}): it was left as it was;"
             f" free space or raise the file size limit, or {naming.instead}"
@@ -148,7 +154,8 @@ def _refuse_a_link_out(target: Path, naming: Naming, within: Path) -> None:
 def _through_proc(path: str) -> bool:
     """Whether ``path`` or a symbolic link on its way leads into /proc."""
     current = os.path.abspath(path)
-    for _ in range(40):
+    # Each turn follows one link; the last turn looks where the last link led.
+    for _ in range(MOST_LINKS + 1):
         folder = os.path.realpath(os.path.dirname(current))
         if folder == "/proc" or folder.startswith("/proc/"):
             return True

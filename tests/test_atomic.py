@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import errno
+import itertools
 import os
 import resource
 import secrets
@@ -180,6 +181,31 @@ def test_a_staging_file_removed_by_another_process_is_a_refusal_not_a_crash(
     _only(tmp_path, "config.json")
 
 
+def test_a_staging_file_that_cannot_be_removed_after_a_failed_rename_is_a_refusal(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A folder that turned read-only between the write and the rename fails the rename
+    and then the clean-up of the staging file: the write is refused with the rename's
+    reason and the family's error, never the clean-up's OSError."""
+    target = tmp_path / "config.json"
+    target.write_text('{"old": true}\n')
+    real_unlink = os.unlink
+
+    def read_only_replace(source: object, destination: object) -> None:
+        raise OSError(errno.EROFS, os.strerror(errno.EROFS))
+
+    def read_only_unlink(path: object, *args: object, **kwargs: object) -> None:
+        if str(path).endswith(".tmp"):
+            raise OSError(errno.EROFS, os.strerror(errno.EROFS))
+        real_unlink(path, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "replace", read_only_replace)
+    monkeypatch.setattr(os, "unlink", read_only_unlink)
+    _refused(target, tmp_path, str(target), os.strerror(errno.EROFS), "it was left as it was")
+    monkeypatch.undo()
+    assert target.read_text() == '{"old": true}\n'
+
+
 class _CapHeader(ctypes.Structure):
     _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
 
@@ -312,3 +338,19 @@ def test_a_loop_of_links_is_refused_with_the_systems_reason(tmp_path: Path) -> N
     assert "/proc" not in _refused(first, tmp_path, str(first), os.strerror(errno.ELOOP))
     assert first.is_symlink() and second.is_symlink()
     _only(tmp_path, "first.json", "second.json")
+
+
+@pytest.mark.skipif(not os.path.isfile("/proc/version"), reason="needs /proc")
+def test_a_path_through_as_many_links_as_the_system_follows_into_proc_is_refused(
+    tmp_path: Path,
+) -> None:
+    """A chain of 40 links (as many as Linux follows in one path) ending in /proc is
+    refused as a path into /proc, before anything is opened: the check follows the
+    chain as far as the system does."""
+    links = [tmp_path / f"link{n:02}" for n in range(40)]
+    for here, there in itertools.pairwise(links):
+        here.symlink_to(there.name)
+    links[-1].symlink_to("/proc/version")
+    assert Path(os.path.realpath(links[0])) == Path("/proc/version")
+    _refused(links[0], Path("/proc"), f"{links[0]} leads to a process's open file through /proc")
+    _only(tmp_path, *(link.name for link in links))
