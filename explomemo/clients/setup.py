@@ -308,11 +308,14 @@ def _json_object(path: Path, text: str | None) -> dict[str, Any]:
     return data
 
 
-def _indent(text: str | None) -> int:
+def _indent(text: str | None) -> int | str:
+    """The indentation of a JSON file's first indented line: a count of spaces, or the
+    tabs themselves; 2 when none is indented."""
     for line in (text or "").split("\n")[1:]:  # JSON lines: U+2028 may sit in a string
-        stripped = line.lstrip(" ")
+        stripped = line.lstrip(" \t")
         if stripped and len(stripped) < len(line):
-            return len(line) - len(stripped)
+            leading = line[: len(line) - len(stripped)]
+            return leading if "\t" in leading else len(leading)
     return 2
 
 

@@ -181,18 +181,19 @@ def test_a_lone_surrogate_escape_is_written_back_as_the_same_escape(
     [
         (json.dumps({"keep": {"nested": {"deep": 1}}, "mcpServers": {}}, indent=4), 4),
         (json.dumps({"keep": {"nested": [1, 2]}, "mcpServers": {}}, indent=3), 3),
-        ('{\n\t"keep": 1,\n\t"mcpServers": {}\n}\n', 2),
+        ('{\n\t"keep": 1,\n\t"mcpServers": {}\n}\n', "\t"),
+        ('{\n\t\t"keep": 1,\n\t\t"mcpServers": {}\n}\n', "\t\t"),
         ('{\n"keep": 1,\n"mcpServers": {}\n}\n', 2),
         ('{"keep": 1, "mcpServers": {}}', 2),
         ("", 2),
     ],
-    ids=["four", "three", "tabs", "none", "one-line", "empty"],
+    ids=["four", "three", "tab", "two-tabs", "none", "one-line", "empty"],
 )
-def test_a_json_file_is_written_with_the_space_indentation_it_has(
-    shop: Repo, db_path: Path, before: str, indent: int
+def test_a_json_file_is_written_with_the_indentation_it_has(
+    shop: Repo, db_path: Path, before: str, indent: int | str
 ) -> None:
-    """The first indented line after the first gives the indentation (spaces only; a file
-    indented otherwise, or not at all, gets two)."""
+    """The first indented line after the first gives the indentation (spaces or tabs; a
+    file not indented gets two spaces)."""
     path = shop.path / ".cursor" / "mcp.json"
     path.parent.mkdir()
     path.write_text(before)
