@@ -10,10 +10,12 @@ recorded, answered from a fresh memo) and compares with the label ``record``:
 The ``tuning`` half chose the rule; ``--heldout`` runs the other half (spent: the rule
 changed after its one run), ``--heldout2`` the second held-out set (heldout2.jsonl,
 labelled without seeing the rule; spent since), ``--heldout3`` the third (heldout3.jsonl,
-likewise), once, after the rule is fixed (see README.md).
+likewise; spent since), ``--heldout4`` the fourth (heldout4.jsonl, likewise), once, after
+the rule is fixed (see README.md).
 Recall is also given apart for the real turns and the written ones.
 
-    .venv/bin/python benchmarks/capture/run.py [--heldout | --heldout2 | --heldout3] [--verbose]
+    .venv/bin/python benchmarks/capture/run.py [--heldout | --heldout2 | ... | --heldout4]
+        [--verbose]
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ LABELS = {
     "heldout": "turns.jsonl",
     "heldout2": "heldout2.jsonl",
     "heldout3": "heldout3.jsonl",
+    "heldout4": "heldout4.jsonl",
 }
 #: The goals of issue 24.
 PRECISION_GOAL = 0.95
@@ -61,6 +64,9 @@ def main() -> int:
     )
     sets.add_argument(
         "--heldout3", action="store_true", help="Run the third held-out set (heldout3.jsonl)."
+    )
+    sets.add_argument(
+        "--heldout4", action="store_true", help="Run the fourth held-out set (heldout4.jsonl)."
     )
     parser.add_argument("--verbose", action="store_true", help="List every wrong call.")
     args = parser.parse_args()
