@@ -110,6 +110,43 @@ def test_word_scores_at_the_cut_off_are_kept_capped_at_1_and_rounded() -> None:
     ]
 
 
+def test_an_embedding_short_of_the_cut_off_lifted_over_it_by_words_matched_by_words() -> None:
+    low = search.FUSED_CUTOFF - 0.07
+    found = fuse(hits({1: low}), WordScores({1: 0.5}))
+    assert [(c.id, c.score, c.matched_by) for c in found] == [
+        (1, round(low + search.WORDS_WEIGHT * 0.5, 4), "words")
+    ]
+
+
+def test_memos_beyond_the_nearest_vectors_are_fused_at_the_lowest_cosine_there() -> None:
+    """A memo found by words or by an identifier only, not among the nearest vectors,
+    scores the lowest of their cosines plus its bonus; with no vector hit at all, 0."""
+    found = fuse(hits({1: 0.30}), WordScores({2: 0.8}, identifiers={3: 0.5}))
+    assert [(c.id, c.score, c.matched_by) for c in found] == [
+        (3, round(0.30 + search.IDENTIFIER_WEIGHT * 0.5, 4), "both"),
+        (2, round(0.30 + search.WORDS_WEIGHT * 0.8, 4), "both"),
+        (1, 0.30, "embedding"),
+    ]
+    found = fuse(VectorHits(hits=[]), WordScores({2: 0.8}))
+    assert [(c.id, c.score, c.matched_by) for c in found] == [
+        (2, round(search.WORDS_WEIGHT * 0.8, 4), "words")
+    ]
+
+
+@pytest.mark.parametrize("model", [False, True])
+def test_a_memo_found_by_an_identifier_alone_scores_by_its_rarity(model: bool) -> None:
+    """Without a model (or without vectors yet), a memo holding a named identifier and
+    none of the query's words scores IDENTIFIER_WEIGHT x its rarity: the only holder is
+    pinned, one of two falls under the cut-off."""
+    assert search.IDENTIFIER_WEIGHT * 0.5 < search.WORDS_CUTOFF
+    words = WordScores({}, identifiers={1: 1.0, 2: 0.5}, pinned=frozenset({1}))
+    vector_hits = hits({10: search.FUSED_CUTOFF - 0.1}) if model else None
+    found = fuse(vector_hits, words, unindexed={1, 2})
+    assert [(c.id, c.score, c.matched_by, c.pinned) for c in found] == [
+        (1, search.IDENTIFIER_WEIGHT, "words", True)
+    ]
+
+
 def test_a_pinned_memo_comes_back_when_nothing_stands_out() -> None:
     scores = evenly(search.SPREAD_MIN_MEMOS)
     found = fuse(hits(scores), WordScores({}, pinned=frozenset({3})))
