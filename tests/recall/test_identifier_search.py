@@ -466,6 +466,64 @@ def test_each_named_identifier_scores_its_holders_by_its_rarity(tmp_path: Path) 
     store.close()
 
 
+def test_a_memo_scores_by_the_rarest_identifier_it_holds_whatever_their_order(
+    tmp_path: Path,
+) -> None:
+    """Each of two memos holds one identifier alone and one with two other memos; the
+    rare one sorts first for one memo, last for the other."""
+    store = Store.open(tmp_path / "memos.db")
+    with store.write() as conn:
+        first = save_bare_memo(store, conn, "Where are aaa_solo and zzz_group read?")
+        last = save_bare_memo(store, conn, "Where are aaa_group and zzz_solo read?")
+        others = [
+            save_bare_memo(store, conn, f"Where is {name} read? {n}")
+            for name in ("aaa_group", "zzz_group")
+            for n in range(2)
+        ]
+    query = "what do aaa_solo, aaa_group, zzz_solo and zzz_group do?"
+    with store.read() as conn:
+        found = search.WordSearch().scores(store, conn, "p", query)
+    assert found.identifiers == {first: 1.0, last: 1.0} | dict.fromkeys(others, 1 / 3)
+    assert found.pinned == {first, last}
+    store.close()
+
+
+def test_a_first_search_indexes_every_pending_memo_however_many_batches(
+    tmp_path: Path,
+) -> None:
+    """More memos pending than one batch and than a search reads from their texts: the
+    first search indexes them all, so the one after the first batch is found by its
+    identifier too."""
+    db_path = tmp_path / "memos.db"
+    store = Store.open(db_path)
+    count = store_module._BATCH + store_module.PENDING_IDENTIFIERS_READ + 1
+    with store.write() as conn:
+        ids = [
+            store.save_memo(
+                conn,
+                memo_id=None,
+                project="p",
+                question=f"Who calls load_baz_{n}?",
+                question_key=f"Who calls load_baz_{n}?",
+                conclusion="c",
+                root="/",
+                recorded_at="2026-01-01T00:00:00Z",
+                files=[],
+                index_identifiers=False,
+            )
+            for n in range(count)
+        ]
+    assert _pending(db_path) == ids
+    words = search.WordSearch()
+    words.index_identifiers(store)
+    assert _pending(db_path) == []
+    after_first_batch = store_module._BATCH
+    with store.read() as conn:
+        found = words.scores(store, conn, "p", f"who calls load_baz_{after_first_batch}?")
+    assert found.pinned == {ids[after_first_batch]}
+    store.close()
+
+
 def test_once_no_identifiers_are_pending_a_search_never_indexes_them_again(
     tmp_path: Path,
 ) -> None:
