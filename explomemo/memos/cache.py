@@ -52,7 +52,7 @@ if TYPE_CHECKING:
     from explomemo.check.validity import Expected, Progress, Seen, Validator
     from explomemo.recall.embeddings import Embedder
     from explomemo.recall.search import VectorHits, VectorIndex, WordSearch
-    from explomemo.recall.vectors import MemoVectors, Vectors
+    from explomemo.recall.vectors import MemoVectors, Searched, Vectors
 
 #: The most a recall waits for a model still loading, or for the vectors of memos this
 #: process just recorded, before it searches the memos without vectors by words.
@@ -512,11 +512,13 @@ class MemoCache:
 
         vector_hits: VectorHits | None = None
         index: VectorIndex | None = None
+        searched: Searched | None = None
         if embedder is not None:
             self.vectors.notice_writes()
             asked = query_vector(embedder, query)
             index = self.vectors.index(embedder, project, len(asked))
-            vector_hits = index.top(asked, CANDIDATES)
+            searched = self.vectors.search(index, asked, CANDIDATES)
+            vector_hits = searched.hits
         self._words.get().index_identifiers(self.store)
         with self.store.errors(), self.store.read() as conn:
             words = self._words.get().scores(
@@ -526,8 +528,8 @@ class MemoCache:
                 query,
                 also=(i for i, _ in (vector_hits.hits if vector_hits else ())),
             )
-            if index is not None:
-                by_words = self.vectors.searched_by_words(index, project)
+            if searched is not None:
+                by_words = self.vectors.searched_by_words(searched, project)
             else:
                 by_words = self.store.memo_count(conn, project) if later else 0
         unindexed: set[int] = set()

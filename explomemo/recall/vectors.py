@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     import numpy.typing as npt
 
     from explomemo.recall.embeddings import Embedder
-    from explomemo.recall.search import VectorIndex
+    from explomemo.recall.search import VectorHits, VectorIndex
 
 #: How long ``close`` goes on computing queued vectors before it leaves the
 #: rest to the next fill (the memos are stored; only their vectors wait).
@@ -95,6 +95,17 @@ class MemoVectors:
     question: bytes
     model_id: str
     text_hash: str
+
+
+@dataclass(frozen=True)
+class Searched:
+    """A search of an index: its hits, and the index's version, memos without vectors and
+    memos with vectors as they were when it was searched."""
+
+    hits: VectorHits
+    version: int
+    lacking: int
+    count: int
 
 
 @dataclass(frozen=True)
@@ -440,14 +451,25 @@ class Vectors:
             self._indexes[project] = index
         return index
 
-    def searched_by_words(self, index: VectorIndex, project: str) -> int:
-        """How many of ``project``'s memos a search with ``index`` finds by words only: those
-        it knows lack vectors, and those another process wrote since it was built."""
-        if index.version == self.store.memo_version():
-            return index.lacking
+    def search(self, index: VectorIndex, query: npt.NDArray[np.float32], n: int) -> Searched:
+        """``index.top(query, n)``, with what the index held when it was searched.
+
+        The vector thread may put vectors into the index at any moment: the memos
+        it gave vectors to after this moment were still searched by words.
+        """
+        with self._lock:
+            seen = (index.version, index.lacking, index.count)
+        return Searched(index.top(query, n), *seen)
+
+    def searched_by_words(self, searched: Searched, project: str) -> int:
+        """How many of ``project``'s memos a search found by words only: those the index
+        lacked vectors of when it was searched, and those another process wrote since it
+        was built."""
+        if searched.version == self.store.memo_version():
+            return searched.lacking
         with self.store.errors(), self.store.read() as conn:
             total = self.store.memo_count(conn, project)
-        return max(index.lacking, total - index.count)
+        return max(searched.lacking, total - searched.count)
 
     def _build(self, model_id: str, project: str, dim: int) -> VectorIndex:
         from explomemo.recall.search import build_vector_index

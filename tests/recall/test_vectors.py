@@ -17,6 +17,7 @@ from helpers import MEMOS, open_cache, record_all
 from explomemo.memos.cache import MemoCache
 from explomemo.recall import vectors as vectors_module
 from explomemo.recall.embeddings import DEFAULT_MODEL_ID, Embedder
+from explomemo.recall.search import VectorIndex
 from explomemo.recall.sources import FixedModel
 from explomemo.shapes import to_json
 
@@ -385,3 +386,36 @@ def test_an_index_of_one_project_embeds_only_its_memos(app: Path, db_path: Path)
             "SELECT project, count(*) FROM memos WHERE question_embedding IS NULL GROUP BY project"
         ).fetchall()
     assert lacking == [("other", len(MEMOS))]
+
+
+def test_vectors_stored_during_a_search_leave_its_memos_counted_as_searched_by_words(
+    embedder: Embedder, app: Path, db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The vector thread puts vectors into the index a search has just used: that search
+    still searched those memos by words, and its answer says so (it once said none, while
+    the memo, held by no word of the query, was not found)."""
+    question, conclusion, files = MEMOS["auth"]
+    with open_cache(db_path) as before:
+        before.record(
+            question=question, conclusion=conclusion, files=files, project="svc", root=str(app)
+        )
+    model = HeldEmbedder(embedder)
+    model.gate.set()
+    with MemoCache.open(db_path, FixedModel(model)) as cache:
+        searched = VectorIndex.top
+
+        def top_then_vectors_arrive(index: VectorIndex, query: Any, n: int) -> Any:
+            hits = searched(index, query, n)
+            if not cache.vectors.lacking(model.model_id):
+                return hits
+            assert cache.fill_embeddings(model) == 1
+            return hits
+
+        monkeypatch.setattr(VectorIndex, "top", top_then_vectors_arrive)
+        ask = {"query": "where is the JWT signature checked?", "project": "svc", "root": str(app)}
+        during = cache.recall(**ask)
+        assert during.pending_vectors == 1
+        assert [m.matched_by for m in during.matches] == ["words"]
+        after = cache.recall(**ask)
+        assert after.pending_vectors == 0
+        assert [m.matched_by for m in after.matches] in (["embedding"], ["both"])
