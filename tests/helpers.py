@@ -36,6 +36,7 @@ from explomemo.memos.cache import MemoCache
 from explomemo.memos.exchange import (
     read_export,
 )
+from explomemo.recall.search import WordScores, WordSearch
 from explomemo.recall.sources import FixedModel
 from explomemo.shapes import ExportedMemo
 from explomemo.store.database import Store
@@ -180,22 +181,48 @@ def open_cache(db: Path, **options: Any) -> MemoCache:
 
 
 def save_bare_memo(
-    store: Store, conn: sqlite3.Connection, question: str, wanted_id: int | None = None
+    store: Store,
+    conn: sqlite3.Connection,
+    question: str,
+    wanted_id: int | None = None,
+    conclusion: str = "c",
 ) -> int:
-    """A memo of project "p" with only a question (conclusion "c", no files), written
-    straight to the store; returns its id."""
+    """A memo of project "p" with only a question (conclusion "c" unless told, no files),
+    written straight to the store; returns its id."""
     return store.save_memo(
         conn,
         memo_id=None,
         project="p",
         question=question,
         question_key=question,
-        conclusion="c",
+        conclusion=conclusion,
         root="/",
         recorded_at="2026-01-01T00:00:00Z",
         files=[],
         wanted_id=wanted_id,
     )
+
+
+def word_scores(
+    db: Path, memos: Sequence[str | tuple[str, str]], query: str, also: Sequence[int] = ()
+) -> tuple[list[int], WordScores]:
+    """The ids of ``memos`` (questions, or (question, conclusion)) written by
+    :func:`save_bare_memo` to a new database ``db``, and a new word search's scores of
+    ``query`` with the memos at the positions ``also`` as candidates found by vector."""
+    store = Store.open(db)
+    try:
+        with store.write() as conn:
+            ids = [
+                save_bare_memo(store, conn, m)
+                if isinstance(m, str)
+                else save_bare_memo(store, conn, m[0], conclusion=m[1])
+                for m in memos
+            ]
+        with store.read() as conn:
+            found = WordSearch().scores(store, conn, "p", query, also=[ids[i] for i in also])
+    finally:
+        store.close()
+    return ids, found
 
 
 def sha256_bytes(path: Path) -> str:

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 from fake_embedder import FakeEmbedder
-from helpers import open_cache, save_bare_memo
+from helpers import open_cache, save_bare_memo, word_scores
 
 from explomemo.changes.snapshots import SnapshotWriter
 from explomemo.identifiers import memo_identifiers
@@ -557,3 +557,17 @@ def test_once_no_identifiers_are_pending_a_search_never_indexes_them_again(
     assert _pending(db_path) == []
     assert "load_baz" in _indexed(db_path, late)
     store.close()
+
+
+def test_a_query_of_an_identifier_and_stop_words_alone_pins_the_memo_holding_it(
+    tmp_path: Path,
+) -> None:
+    """ "What does do_it do?" has no content word ("do" and "it" are stop words): the
+    memo that alone holds do_it is still found by it, pinned."""
+    query = "What does do_it do?"
+    memos = ["Where is do_it called?", "Where is omega set up?"]
+    (unique, _), found = word_scores(tmp_path / "memos.db", memos, query)
+    assert search.query_words(query) == []
+    assert search.fuse(None, found) == [
+        search.Candidate(unique, search.IDENTIFIER_WEIGHT, "words", pinned=True)
+    ]

@@ -4,6 +4,7 @@ the cut-off of words alone."""
 from __future__ import annotations
 
 import json
+import math
 import re
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from helpers import (
     WORD_MEMOS,
     invoke_cli,
     save_bare_memo,
+    word_scores,
 )
 
 from explomemo.memos.cache import MemoCache
@@ -311,3 +313,59 @@ def test_words_alone_return_nothing_for_an_unrelated_query_sharing_one_word(
             results.append([m["id"] for m in json.loads(run.out)["matches"]])
         found = (results[0], results[1])
     assert found == ([], [ids[1]])
+
+
+# Words alone: the word score ---------------------------------------------------
+
+
+def test_a_word_held_by_exactly_common_floor_memos_still_picks_them(tmp_path: Path) -> None:
+    floor = search.COMMON_FLOOR
+    memos = [f"where is {w} set up? {n}" for w in ("zeta", "omega") for n in range(floor)]
+    _, found = word_scores(tmp_path / "memos.db", memos, "zeta")
+    # 50 memos of 100: no more than COMMON_FLOOR (nor COMMON_SHARE of 100), so not common.
+    assert len(found.scores) == floor
+
+
+def test_a_query_sharing_no_word_or_name_with_any_memo_scores_nothing(tmp_path: Path) -> None:
+    _, found = word_scores(tmp_path / "memos.db", ["where is omega set up?"], "zeta quuxite")
+    assert found == WordScores({}, unknown=1.0, identifiers={}, pinned=frozenset())
+
+
+def test_a_memo_found_by_vector_with_only_common_words_scores_its_share_of_their_idf(
+    tmp_path: Path,
+) -> None:
+    """Words held by too many memos pick no candidates, so BM25 ranks none; a memo the
+    vectors found (``also``) still scores its coverage: the share of the query's IDF
+    (BM25's, ln(1 + (N - n + 0.5) / (n + 0.5))) its words hold, and nothing for BM25."""
+    memos = (
+        [f"where is alpha set up? {n}" for n in range(30)]
+        + [f"where are alpha and beta? {n}" for n in range(51)]
+        + [f"where is gamma set up? {n}" for n in range(19)]
+    )
+    ids, found = word_scores(tmp_path / "memos.db", memos, "alpha beta", also=[0, 30, 81])
+    total, held = 100, {"alpha": 81, "beta": 51}
+    assert all(n > search.COMMON_FLOOR for n in held.values())
+    idf = {w: math.log(1 + (total - n + 0.5) / (n + 0.5)) for w, n in held.items()}
+    share = idf["alpha"] / (idf["alpha"] + idf["beta"])
+    assert found.scores == {
+        ids[0]: pytest.approx(search.COVERAGE_WEIGHT * share, rel=1e-9),
+        ids[30]: pytest.approx(search.COVERAGE_WEIGHT, rel=1e-9),
+    }
+
+
+def test_bm25_lifts_the_memo_that_holds_the_words_where_they_weigh_more(tmp_path: Path) -> None:
+    """Of two memos covering the query's words, the one holding them in its question
+    (where BM25 weighs them four times the conclusion) scores more; both score above
+    their coverage alone and at most 1."""
+    memos = ["how is zorblat tuned?", ("how is it tuned?", "zorblat is tuned")]
+    memos += [f"where is omega set up? {n}" for n in range(20)]
+    (asked, told, *_), found = word_scores(tmp_path / "memos.db", memos, "zorblat")
+    assert 1.0 >= found.scores[asked] > found.scores[told] > search.COVERAGE_WEIGHT
+
+
+def test_a_word_whose_stem_starts_a_longer_ones_is_covered_through_it(tmp_path: Path) -> None:
+    """ "tokenizer" holds "token": a memo that only says "tokenizer" covers both words of
+    "token tokenizer", as a memo saying both does."""
+    memos = ["where does the tokenizer live?", "where is omega set up?"]
+    (longer, _), found = word_scores(tmp_path / "memos.db", memos, "token tokenizer")
+    assert found.scores[longer] >= search.COVERAGE_WEIGHT
