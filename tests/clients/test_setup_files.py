@@ -4,6 +4,7 @@ written (layout, diff, refusals), Cursor's and Codex's in particular."""
 from __future__ import annotations
 
 import difflib
+import errno
 import json
 import os
 import sys
@@ -85,16 +86,36 @@ def test_the_explomemo_script_that_runs_setup_is_the_command_written_if_it_can_r
     assert config["mcpServers"]["explomemo"] == expected
 
 
+@pytest.mark.parametrize("argv", [[""], []], ids=["empty-name", "no-argv"])
 def test_without_an_explomemo_script_the_command_is_python_m_explomemo(
-    shop: Repo, db_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    shop: Repo, db_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, argv: list[str]
 ) -> None:
+    """Also when Python was embedded and left ``sys.argv`` empty."""
     python = str(tmp_path / "python" / "bin" / "python3")
-    monkeypatch.setattr(sys, "argv", [""])
+    monkeypatch.setattr(sys, "argv", argv)
     monkeypatch.setattr(sys, "executable", python)
     assert run_setup(db_path, "cursor")[0] == 0
     config = json.loads((shop.path / ".cursor" / "mcp.json").read_text())
     expected = cursor_server(db_path, python, ("-m", "explomemo"))
     assert config["mcpServers"]["explomemo"] == expected
+
+
+def test_a_write_that_fails_on_the_disk_is_one_line_naming_the_file(
+    shop: Repo, db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A configuration file whose write fails (here the disk's flush: EIO) ends setup with
+    exit 2 and one line that names the file, the reason and what to do."""
+
+    def failing_fsync(fd: int) -> None:
+        raise OSError(errno.EIO, os.strerror(errno.EIO))
+
+    monkeypatch.setattr(os, "fsync", failing_fsync)
+    run = invoke_cli(["--db", str(db_path), "setup", "cursor"])
+    monkeypatch.undo()
+    path = shop.path / ".cursor" / "mcp.json"
+    assert_one_error_line(run, f"cannot write configuration file {path}", os.strerror(errno.EIO))
+    assert "then run setup again" in run.stderr
+    assert not path.exists()
 
 
 # Cursor -------------------------------------------------------------------------
@@ -201,6 +222,21 @@ def test_a_json_file_is_written_with_the_indentation_it_has(
     data = json.loads(before or "{}")
     data.setdefault("mcpServers", {})["explomemo"] = cursor_server(db_path)
     assert path.read_text() == json.dumps(data, indent=indent) + "\n"
+
+
+def test_a_line_that_starts_with_a_carriage_return_gives_no_indentation(
+    shop: Repo, db_path: Path
+) -> None:
+    """JSON's whitespace holds the carriage return, but only spaces and tabs indent: a line
+    that starts with one (LF CR line breaks) is passed over for the next."""
+    path = shop.path / ".cursor" / "mcp.json"
+    path.parent.mkdir()
+    before = '{\n\r "keep": 1,\n    "mcpServers": {}\n}\n'
+    path.write_bytes(before.encode())
+    assert run_setup(db_path, "cursor")[0] == 0
+    data = json.loads(before)
+    data["mcpServers"]["explomemo"] = cursor_server(db_path)
+    assert path.read_text() == json.dumps(data, indent=4) + "\n"
 
 
 @pytest.mark.parametrize("inside", ["X", "   b"], ids=["letter", "spaces"])
