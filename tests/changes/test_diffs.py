@@ -33,9 +33,11 @@ from hypothesis import strategies as st
 from explomemo.changes.diffs import (
     AGENT_LIMITS,
     ANSWER_DIFF_CHARS,
+    DIFF_MAX_BYTES,
     FILE_DIFF_CHARS,
     NO_LIMITS,
     ChangeFinder,
+    Diff,
     Limits,
     unified_diff,
 )
@@ -496,11 +498,24 @@ def test_old_database_is_migrated_and_finds_its_content_in_git(repo: Repo, db_pa
     conn.close()
 
 
+def _git_commands(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The git commands explomemo runs from now on (their first argument), in order."""
+    from explomemo.changes.gitrepo import GitRepo
+
+    commands: list[str] = []
+    run = GitRepo._run
+
+    def counted(self: GitRepo, args: list[str], given: bytes | None = None) -> bytes | None:
+        commands.append(args[0])
+        return run(self, args, given)
+
+    monkeypatch.setattr(GitRepo, "_run", counted)
+    return commands
+
+
 def test_a_memo_without_blob_ids_searches_git_once_and_not_past_the_budget(
     repo: Repo, db_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from explomemo.changes.gitrepo import GitRepo
-
     big = [f"f{i}.txt" for i in range(6)]
     old = [f"old{i}.txt" for i in range(3)]
     for name in [*big, *old]:
@@ -515,14 +530,7 @@ def test_a_memo_without_blob_ids_searches_git_once_and_not_past_the_budget(
         conn.execute("UPDATE memo_files SET git_blob = NULL WHERE memo_id = ?", (memo,))
     for name in [*big, *old]:
         repo.write(name, "".join(f"LINE {n:04d} of {name}\n" for n in range(400)))
-    commands: list[str] = []
-    run = GitRepo._run
-
-    def counted(self: GitRepo, args: list[str], given: bytes | None = None) -> bytes | None:
-        commands.append(args[0])
-        return run(self, args, given)
-
-    monkeypatch.setattr(GitRepo, "_run", counted)
+    commands = _git_commands(monkeypatch)
     with MemoCache.open(db_path) as cache:
         report = cache.stale_report(project="demo")
         changes = cache.stale_changes(report)
@@ -720,9 +728,9 @@ def test_moves_are_found_among_tracked_names_holding_a_tab_or_bytes_that_are_not
 # Against git itself --------------------------------------------------------------
 
 
-def _git_hunks(folder: Path, old: bytes, new: bytes) -> str:
-    """The hunks of ``git diff --no-index`` from ``old`` to ``new`` (from the first ``@@``),
-    without the function name git writes after a hunk header."""
+def _git_diff(folder: Path, old: bytes, new: bytes, *options: str) -> str:
+    """What ``git diff --no-index`` writes from ``old`` to ``new`` (files ``old`` and
+    ``new`` of ``folder``), a byte that is not UTF-8 read as U+FFFD."""
     (folder / "old").write_bytes(old)
     (folder / "new").write_bytes(new)
     done = subprocess.run(
@@ -737,6 +745,7 @@ def _git_hunks(folder: Path, old: bytes, new: bytes) -> str:
             "--no-textconv",
             "--diff-algorithm=myers",
             "-U3",
+            *options,
             "--",
             "old",
             "new",
@@ -745,7 +754,13 @@ def _git_hunks(folder: Path, old: bytes, new: bytes) -> str:
         capture_output=True,
     )
     assert done.returncode in (0, 1), done.stderr
-    text = done.stdout.decode()
+    return done.stdout.decode("utf-8", "replace")
+
+
+def _git_hunks(folder: Path, old: bytes, new: bytes) -> str:
+    """The hunks of ``git diff --no-index`` from ``old`` to ``new`` (from the first ``@@``),
+    without the function name git writes after a hunk header."""
+    text = _git_diff(folder, old, new)
     hunks = text[text.index("@@") :] if "@@" in text else ""
     return re.sub(r"^(@@ -\S+ \+\S+ @@).*$", r"\1", hunks, flags=re.MULTILINE)
 
@@ -856,6 +871,66 @@ def test_small_random_edits_are_diffed_as_git_diffs_them(
     new line."""
     old, new = edit
     assert _our_hunks(old, new) == _git_hunks(tmp_path, old, new)
+
+
+def _git_counts(folder: Path, old: bytes, new: bytes) -> tuple[int | None, int | None]:
+    """Lines added and removed as ``git diff --numstat`` counts them (None for binary)."""
+    added, removed, _ = _git_diff(folder, old, new, "--numstat").split("\t")
+    return (None if added == "-" else int(added)), (None if removed == "-" else int(removed))
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        (b"a\nb\n", b"a\nnew\nb\n"),  # an insert only
+        (b"a\ngone\nb\n", b"a\nb\n"),  # a delete only
+        (b"a\nb\nc\n", b"a\nB\nc\nd\n"),  # a replace and an insert
+        (_edited(TWENTY, {}), b"".join(s.encode() for s in [*TWENTY[2:], "end\n"])),
+        (b"", b"one\ntwo\n"),
+        (b"one\ntwo\n", b""),
+        (b"text\n", b"text\0\n"),
+    ],
+)
+def test_lines_added_and_removed_are_those_git_counts(
+    tmp_path: Path, old: bytes, new: bytes
+) -> None:
+    """A diff's added and removed counts are ``git diff --numstat``'s: lines inserted or
+    deleted alone count as much as replaced ones; a binary file has none."""
+    whole = unified_diff("f.py", old, new)
+    assert (whole.added, whole.removed) == _git_counts(tmp_path, old, new)
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [(b"text\n", b"text\0\n"), (b"bin\0ary\n", b"text\n"), (b"\0a\n", b"\0b\n")],
+)
+def test_a_file_binary_on_either_side_is_said_to_differ_as_git_says_it(
+    tmp_path: Path, old: bytes, new: bytes
+) -> None:
+    """A NUL byte on either side (or both) makes the file binary: git's one line, no lines."""
+    said = _git_diff(tmp_path, old, new).splitlines(keepends=True)[-1]
+    assert said == "Binary files a/old and b/new differ\n"
+    assert unified_diff("f.py", old, new) == Diff(
+        "Binary files a/f.py and b/f.py differ\n", None, None
+    )
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        (b"caf\xe9\nkept\n", b"cafe\nkept\n"),  # Latin-1 on the old side only
+        (b"kept\n", b"kept\nna\xefve \xff\n"),  # on the new side only
+        (b"\xc3(\nold\n", b"\xc3(\nnew\n"),  # in a line of context
+    ],
+)
+def test_bytes_that_are_not_utf_8_are_diffed_as_replacement_characters(
+    tmp_path: Path, old: bytes, new: bytes
+) -> None:
+    """A file that is not UTF-8 (Latin-1, a broken sequence) on either side is diffed,
+    each byte that is not UTF-8 shown as U+FFFD where git writes the byte."""
+    ours = _our_hunks(old, new)
+    assert "\ufffd" in ours
+    assert ours == _git_hunks(tmp_path, old, new)
 
 
 def _moved_in_the_index(tmp_path: Path) -> tuple[Repo, Path, int]:
@@ -979,17 +1054,19 @@ def test_a_room_too_small_for_any_diff_leaves_the_counts(tmp_path: Path) -> None
     assert room.calls == 1
 
 
+def _diff_of(name: str, length: int) -> tuple[bytes, bytes]:
+    """Contents (old, new) whose diff is ``length`` characters long."""
+    head = len(unified_diff(name, b"a\n", b"\n").text)
+    return b"a\n", b"b" * (length - head) + b"\n"
+
+
 def test_a_diff_cut_at_the_file_limit_when_the_budget_equals_it_leaves_the_rest(
     tmp_path: Path,
 ) -> None:
     """With exactly a file's limit of the answer's budget left, a long diff is cut at the
     file's limit (and says so); the characters its cut leaves stay for a small diff."""
 
-    def exact(name: str) -> tuple[bytes, bytes]:
-        head = len(unified_diff(name, b"a\n", b"\n").text)
-        return b"a\n", b"b" * (FILE_DIFF_CHARS - head) + b"\n"
-
-    contents = {name: exact(name) for name in ("f0.txt", "f1.txt", "f2.txt")}
+    contents = {name: _diff_of(name, FILE_DIFF_CHARS) for name in ("f0.txt", "f1.txt", "f2.txt")}
     contents["long.txt"] = (
         # Lines of 206 characters: the cut at 6,000 leaves 56 unused.
         b"".join(b"%04d %s\n" % (n, b"x" * 200) for n in range(100)),
@@ -1078,3 +1155,156 @@ def test_a_large_file_at_a_path_the_index_names_is_read_only_to_the_recorded_siz
         read = hashing.COUNTERS.bytes
     assert (missing.state, missing.moved_to) == ("missing", None)
     assert read == len("VALUE = 1\n") + 1
+
+
+def test_a_diff_cut_to_less_than_a_hunks_first_line_is_left_out(tmp_path: Path) -> None:
+    """With less of the answer's budget left than a diff's ---, +++ and @@ lines and one
+    more line with the note, the diff is left out (``budget``), not shown as a header."""
+    left = 140
+    contents = {name: _diff_of(name, FILE_DIFF_CHARS) for name in ("f0.txt", "f1.txt", "f2.txt")}
+    contents["f3.txt"] = _diff_of("f3.txt", FILE_DIFF_CHARS - left)
+    contents["last.txt"] = _every_line_changed("last.txt", 100)
+    finder, root, rows = _finder_and_rows(tmp_path, contents)
+    *full, last = finder.check(root, rows)
+    assert sum(len(f.diff or "") for f in full) == ANSWER_DIFF_CHARS - left
+    assert (last.diff, last.diff_source, last.added, last.removed) == (None, "budget", 100, 100)
+
+
+# Sizes and reads of the current file ----------------------------------------------
+
+
+def _committed_rows(
+    tmp_path: Path, contents: dict[str, bytes]
+) -> tuple[Repo, Root, dict[str, FileRow]]:
+    """A repository with ``contents`` committed, and their rows as recorded (blob ids, no
+    snapshot: a finder without a store reads them from git)."""
+    repo = Repo(tmp_path / "repo")
+    for name, data in contents.items():
+        (repo.path / name).write_bytes(data)
+    repo.commit("A")
+    rows = {
+        name: FileRow(name, sha(data), xxhash.xxh3_128_hexdigest(data), len(data), _blob_id(data))
+        for name, data in contents.items()
+    }
+    return repo, Root(str(repo.path), os.path.realpath(repo.path)), rows
+
+
+def test_a_file_of_the_size_limit_is_diffed_and_one_past_it_on_either_side_is_too_large(
+    tmp_path: Path,
+) -> None:
+    """Exactly 1 MiB recorded and now: a diff from git, as git writes it; 1 MiB and one
+    byte on the recorded side or on the current side: no diff, ``too_large``."""
+    line = b"x" * 1023 + b"\n"
+    edge, over = line * 1024, line * 1024 + b"y"
+    assert len(edge) == DIFF_MAX_BYTES
+    repo, root, rows = _committed_rows(
+        tmp_path, {"edge.txt": edge, "shrunk.txt": over, "grown.txt": b"small\n"}
+    )
+    edited = line * 1023 + b"e" * 1023 + b"\n"
+    (repo.path / "edge.txt").write_bytes(edited)
+    (repo.path / "shrunk.txt").write_bytes(b"small\n")
+    (repo.path / "grown.txt").write_bytes(over)
+    edge_file, shrunk, grown = ChangeFinder(None).check(
+        root, [(rows[name], "changed") for name in ("edge.txt", "shrunk.txt", "grown.txt")]
+    )
+    assert edge_file.diff_source == "git" and edge_file.diff is not None
+    assert edge_file.diff.split("\n", 2)[2] == _git_hunks(tmp_path, edge, edited)
+    assert [(f.diff, f.diff_source, f.added) for f in (shrunk, grown)] == [
+        (None, "too_large", None)
+    ] * 2
+
+
+def test_a_file_grown_past_memory_is_too_large_and_read_only_to_the_limit(
+    tmp_path: Path,
+) -> None:
+    """A file now of a TiB (a sparse one, as a disk image can be): too large for a diff,
+    found so by reading one byte past the limit, never the whole file."""
+    held = {sha(b"small\n"): b"small\n"}
+    finder = ChangeFinder(None, AGENT_LIMITS, lambda wanted: {s: held[s] for s in wanted})
+    with (tmp_path / "disk.img").open("wb") as image:
+        image.truncate(1 << 40)
+    row = FileRow("disk.img", sha(b"small\n"), xxhash.xxh3_128_hexdigest(b"small\n"), 6)
+    (grown,) = finder.check(Root(str(tmp_path), os.path.realpath(tmp_path)), [(row, "changed")])
+    assert (grown.diff, grown.diff_source, grown.added) == (None, "too_large", None)
+
+
+def test_a_changed_file_gone_or_unreadable_when_diffed_has_no_diff_available(
+    tmp_path: Path,
+) -> None:
+    """A file checked changed but deleted before its diff is read, or whose read fails
+    (``/proc/PID/mem`` is a regular file whose first bytes give EIO), has no diff:
+    ``unavailable``, not ``too_large``."""
+    contents = {"gone.txt": (b"old\n", b"new\n")}
+    finder, root, rows = _finder_and_rows(tmp_path, contents)
+    (tmp_path / "gone.txt").unlink()
+    assert [(f.diff, f.diff_source) for f in finder.check(root, rows)] == [(None, "unavailable")]
+    if not Path(f"/proc/{os.getpid()}/mem").is_file():
+        pytest.skip("no /proc/PID/mem here")
+    proc = f"/proc/{os.getpid()}"
+    held = {sha(b"old\n"): b"old\n"}
+    finder = ChangeFinder(None, AGENT_LIMITS, lambda wanted: {s: held[s] for s in wanted})
+    row = FileRow("mem", sha(b"old\n"), xxhash.xxh3_128_hexdigest(b"old\n"), 4)
+    (unread,) = finder.check(Root(proc, proc), [(row, "changed")])
+    assert (unread.diff, unread.diff_source) == (None, "unavailable")
+
+
+# Contents from git, moves and git's calls --------------------------------------------
+
+
+def test_a_staged_move_of_a_content_never_committed_is_found_by_its_blob_id(
+    tmp_path: Path,
+) -> None:
+    """A file recorded (with its blob id) before it was ever committed, then renamed and
+    staged under the new name: the index names the new path by the recorded blob id."""
+    repo = Repo(tmp_path / "repo")
+    repo.write("kept.py", "KEPT = 1\n")
+    repo.commit("A")
+    data = b"NEW = 1\n"
+    (repo.path / "draft.py").write_bytes(data)
+    row = FileRow("draft.py", sha(data), xxhash.xxh3_128_hexdigest(data), len(data), _blob_id(data))
+    (repo.path / "draft.py").rename(repo.path / "final.py")
+    git(repo.path, "add", "final.py")
+    root = Root(str(repo.path), os.path.realpath(repo.path))
+    (moved,) = ChangeFinder(None).check(root, [(row, "missing")])
+    assert (moved.state, moved.moved_to) == ("missing", "final.py")
+
+
+def test_two_files_of_one_content_one_edited_one_moved_get_a_diff_and_a_move(
+    tmp_path: Path,
+) -> None:
+    """Two empty ``__init__.py`` (one content): one edited, one moved by ``git mv``. The
+    content read from git for the edited one still names the moved one's blob."""
+    repo, root, rows = _committed_rows(
+        tmp_path, {"a.py": b"", "b.py": b"", "other.py": b"OTHER = 1\n"}
+    )
+    (repo.path / "a.py").write_bytes(b"A = 1\n")
+    git(repo.path, "mv", "b.py", "c.py")
+    edited, moved = ChangeFinder(None).check(
+        root, [(rows["a.py"], "changed"), (rows["b.py"], "missing")]
+    )
+    assert (edited.diff_source, edited.added) == ("git", 1)
+    assert moved.moved_to == "c.py"
+
+
+def test_git_is_asked_for_the_index_once_per_root_and_not_at_all_with_snapshots(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As ChangeFinder promises: git's index is read at most once per root for one answer
+    however many files moved, and no git runs when every changed content has a snapshot."""
+    repo, root, rows = _committed_rows(tmp_path, {"a.py": b"A = 1\n", "b.py": b"B = 1\n"})
+    git(repo.path, "mv", "a.py", "a2.py")
+    git(repo.path, "mv", "b.py", "b2.py")
+    commands = _git_commands(monkeypatch)
+    finder = ChangeFinder(None)
+    moves = [(rows["a.py"], "missing"), (rows["b.py"], "missing")]
+    assert [f.moved_to for f in finder.check(root, moves)] == ["a2.py", "b2.py"]
+    assert [f.moved_to for f in finder.check(root, moves)] == ["a2.py", "b2.py"]
+    assert commands.count("ls-files") == 1
+    commands.clear()
+    held = {rows["a.py"].sha256: b"A = 1\n"}
+    (repo.path / "a2.py").write_bytes(b"A = 2\n")
+    finder = ChangeFinder(None, AGENT_LIMITS, lambda wanted: {s: held[s] for s in wanted})
+    changed = rows["a.py"]._replace(path="a2.py")
+    (diffed,) = finder.check(root, [(changed, "changed")])
+    assert diffed.diff_source == "snapshot"
+    assert commands == []
