@@ -552,6 +552,34 @@ def test_a_memo_without_blob_ids_searches_git_once_and_not_past_the_budget(
     assert commands == ["rev-parse", "cat-file"]
 
 
+def test_a_stale_report_describes_each_file_of_a_memo_by_its_state(
+    repo: Repo, db_path: Path
+) -> None:
+    """The files of a stale memo, in the report's changes: the edited ones with their
+    diff, the gone ones with their move, and the one still as recorded unchanged."""
+    build(repo)
+    with open_cache(db_path) as cache:
+        memo = cache.record(
+            question=QUESTION, conclusion="c", files=FILES, project="demo", root=str(repo.path)
+        ).id
+        cache.wait_for_snapshots()
+    change(repo)
+    with open_cache(db_path) as cache:
+        report = cache.stale_report(project="demo")
+        changes = cache.stale_changes(report)
+    assert [entry.id for entry in report.stale] == [memo]
+    described = {f.path: (f.state, f.moved_to) for f in changes[memo]}
+    assert described == {
+        "notes.txt": ("changed", None),
+        "src/db.py": ("missing", None),
+        "src/old.py": ("missing", "src/new.py"),
+        "src/same.py": ("unchanged", None),
+        "src/tokens.py": ("changed", None),
+    }
+    tokens = next(f for f in changes[memo] if f.path == "src/tokens.py")
+    assert tokens.diff == TOKENS_DIFF
+
+
 def test_old_export_is_imported(repo: Repo, db_path: Path, tmp_path: Path) -> None:
     build(repo)
     data = (repo.path / "src" / "tokens.py").read_bytes()
@@ -1080,6 +1108,68 @@ def test_a_diff_cut_at_the_file_limit_when_the_budget_equals_it_leaves_the_rest(
     assert long.diff is not None and long.diff.endswith(FILE_NOTE), long.diff[-200:]
     assert small.diff == unified_diff("small.txt", b"a\n", b"b\n").text
     assert sum(len(f.diff or "") for f in checked) <= ANSWER_DIFF_CHARS
+
+
+def _diff_of_length(name: str, length: int) -> tuple[bytes, bytes]:
+    """A recorded and a current content whose diff is ``length`` characters long."""
+    head = len(unified_diff(name, b"a\n", b"\n").text)
+    return b"a\n", b"b" * (length - head) + b"\n"
+
+
+@pytest.mark.parametrize("short", [0, 1])
+def test_a_cut_at_the_answer_budget_keeps_a_hunks_first_line_or_shows_nothing(
+    tmp_path: Path, short: int
+) -> None:
+    """With room left for exactly a diff's ---, +++, @@ and first changed line and the
+    longest note (every line cut), those four lines are shown; one character less, and no
+    diff is shown at all (no ---/+++ without a change), the counts kept."""
+    long_old, long_new = _every_line_changed("long.txt", 50)
+    long = unified_diff("long.txt", long_old, long_new).text
+    total = long.count("\n")
+    head = "".join(long.splitlines(keepends=True)[:4])
+    left = len(head) + len(f"... {total} {ANSWER_NOTE}") - short
+    contents = {f"f{n}.txt": _diff_of_length(f"f{n}.txt", FILE_DIFF_CHARS) for n in range(3)}
+    contents["f3.txt"] = _diff_of_length("f3.txt", ANSWER_DIFF_CHARS - 3 * FILE_DIFF_CHARS - left)
+    contents["long.txt"] = (long_old, long_new)
+    finder, root, rows = _finder_and_rows(tmp_path, contents)
+    *spent, cut = finder.check(root, rows)
+    assert sum(len(f.diff or "") for f in spent) == ANSWER_DIFF_CHARS - left
+    if short:
+        assert (cut.diff, cut.diff_source) == (None, "budget")
+    else:
+        assert (cut.diff, cut.diff_source) == (head + f"... {total - 4} {ANSWER_NOTE}", "snapshot")
+    assert (cut.added, cut.removed) == (50, 50)
+
+
+def test_a_diff_line_longer_than_the_file_limit_is_cut_to_its_note(tmp_path: Path) -> None:
+    """A binary file at a path of 3,000 characters: git's one line for it is over a
+    file's 6,000, so only the note is shown, and the answer's budget is not spent."""
+    name = "/".join(["d" * 249] * 12) + "/b.bin"
+    (tmp_path / name).parent.mkdir(parents=True)
+    contents = {name: (b"\0old\n", b"\0new\n"), "small.txt": (b"a\n", b"b\n")}
+    assert len(unified_diff(name, *contents[name]).text) > FILE_DIFF_CHARS
+    finder, root, rows = _finder_and_rows(tmp_path, contents)
+    binary, small = finder.check(root, rows)
+    assert (binary.diff, binary.diff_source) == (f"... 1 {FILE_NOTE}", "snapshot")
+    assert (binary.added, binary.removed) == (None, None)
+    assert small.diff == unified_diff("small.txt", b"a\n", b"b\n").text
+
+
+def test_a_file_limit_with_room_for_the_note_alone_shows_the_note(tmp_path: Path) -> None:
+    """A file's limit exactly as long as the note saying its diff is cut: the note alone
+    is shown; one character less, and nothing is."""
+    contents = {"a.txt": _every_line_changed("a.txt", 5)}
+    lines = unified_diff("a.txt", *contents["a.txt"]).text.count("\n")
+
+    def note(limit: int) -> str:
+        why = f"a file's diff shows {limit:,} characters at most"
+        return f"... {lines} more lines cut ({why}): read the file for the rest\n"
+
+    limit = next(n for n in range(200) if len(note(n)) == n)
+    for file_chars, shown in ((limit, note(limit)), (limit - 1, None)):
+        finder, root, rows = _finder_and_rows(tmp_path, contents, Limits(file_chars, None))
+        (checked,) = finder.check(root, rows)
+        assert (checked.diff, checked.added) == (shown, 5)
 
 
 # Moves ----------------------------------------------------------------------------
