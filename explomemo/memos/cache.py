@@ -667,7 +667,8 @@ class MemoCache:
     def stale_changes(
         self, report: StaleReport, root: str | None = None, limits: Limits | None = None
     ) -> dict[int, list[CheckedFile]]:
-        """The files of each stale memo of ``report`` with their diffs and moves, by memo id.
+        """The files of each stale memo of ``report`` with their diffs and moves, by memo id
+        (a memo forgotten since the report is left out).
 
         ``root`` as given to :meth:`stale_report`; all the diffs share one
         budget, ``limits`` (default: an agent answer's, see :mod:`explomemo.changes.diffs`).
@@ -681,7 +682,9 @@ class MemoCache:
             files = self.store.files_of(conn, ids)
         by_id = {i: where(memo) for i, memo in memos.items()}
         finder = ChangeFinder(self.store, limits or AGENT_LIMITS, self._pending_snapshots())
-        return stale_changes(finder, report.stale, files, by_id)
+        # A memo another process forgot since the report has no files left to describe.
+        still = [entry for entry in report.stale if entry.id in memos]
+        return stale_changes(finder, still, files, by_id)
 
     def _observe(self, root: Root | None, files: Iterable[FileRow]) -> dict[str, Seen]:
         """The files that may not hold their recorded content (see

@@ -580,6 +580,32 @@ def test_a_stale_report_describes_each_file_of_a_memo_by_its_state(
     assert tokens.diff == TOKENS_DIFF
 
 
+def test_a_memo_forgotten_between_the_report_and_its_diffs_is_left_out(
+    repo: Repo, db_path: Path
+) -> None:
+    """Another process forgets a stale memo after ``stale --format markdown`` built its
+    report and before the diffs: the diffs describe the memos still there (the report's
+    format shows the forgotten one without them), not a KeyError."""
+    build(repo)
+    with open_cache(db_path) as cache:
+        ids = [
+            cache.record(
+                question=q, conclusion="c", files=FILES, project="demo", root=str(repo.path)
+            ).id
+            for q in (QUESTION, "Where is the pool size set?")
+        ]
+        cache.wait_for_snapshots()
+    change(repo)
+    with open_cache(db_path) as cache:
+        report = cache.stale_report(project="demo")
+        assert [entry.id for entry in report.stale] == ids
+        with open_cache(db_path) as other:
+            other.forget(memo_id=ids[0], project="demo")
+        changes = cache.stale_changes(report)
+    assert list(changes) == [ids[1]]
+    assert {f.path for f in changes[ids[1]]} == set(FILES)
+
+
 def test_old_export_is_imported(repo: Repo, db_path: Path, tmp_path: Path) -> None:
     build(repo)
     data = (repo.path / "src" / "tokens.py").read_bytes()
