@@ -118,6 +118,31 @@ def test_a_write_that_fails_on_the_disk_is_one_line_naming_the_file(
     assert not path.exists()
 
 
+def test_the_project_is_named_for_the_root_given_not_the_current_directory(
+    shop: Repo, db_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``setup --root`` from a folder outside the project: the project is the root's."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    monkeypatch.delenv("EXPLOMEMO_PROJECT", raising=False)
+    assert run_setup(db_path, "cursor", "--root", str(shop.path))[0] == 0
+    config = json.loads((shop.path / ".cursor" / "mcp.json").read_text())
+    assert config["mcpServers"]["explomemo"]["env"]["EXPLOMEMO_PROJECT"] == "shop"
+    assert not (elsewhere / ".cursor").exists()
+
+
+def test_a_configuration_file_that_is_not_utf8_is_refused_in_one_line(
+    shop: Repo, db_path: Path
+) -> None:
+    path = shop.path / ".cursor" / "mcp.json"
+    path.parent.mkdir()
+    path.write_bytes(b'{"caf\xe9": 1}\n')
+    run = invoke_cli(["--db", str(db_path), "setup", "cursor"])
+    assert_one_error_line(run, f"{path} cannot be read", "fix it or move it away")
+    assert path.read_bytes() == b'{"caf\xe9": 1}\n'
+
+
 # Cursor -------------------------------------------------------------------------
 
 

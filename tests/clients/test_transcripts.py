@@ -122,6 +122,20 @@ def _two_turns(after: int) -> list[dict[str, Any]]:
     ]
 
 
+def test_a_tail_starting_one_byte_into_the_first_line_drops_that_line(tmp_path: Path) -> None:
+    """A transcript one byte longer than the tail: the tail starts inside the first line
+    (after its first byte), so what it holds of that line is dropped, even where it
+    reads as an entry of its own."""
+    cut = json.dumps({"type": "user", "promptId": "cut"}).encode()
+    pad = json.dumps({"type": "assistant", "pad": ""}).encode()
+    room = transcripts.TAIL_BYTES - len(cut) - 1 - len(pad) - 1
+    last = {"type": "assistant", "pad": "x" * room}
+    path = tmp_path / "session.jsonl"
+    path.write_bytes(b"X" + cut + b"\n" + json.dumps(last).encode() + b"\n")
+    assert path.stat().st_size == transcripts.TAIL_BYTES + 1
+    assert tail_entries(str(path)) == [last]
+
+
 def test_the_whole_tail_is_every_entry_in_order(tmp_path: Path) -> None:
     """Without ``last_turn_only`` every entry comes back, the first line of a file
     smaller than the tail included; a blank or broken line in the middle is skipped,
