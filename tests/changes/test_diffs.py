@@ -606,6 +606,26 @@ def test_a_memo_forgotten_between_the_report_and_its_diffs_is_left_out(
     assert {f.path for f in changes[ids[1]]} == set(FILES)
 
 
+def test_a_root_gone_between_the_report_and_its_diffs_leaves_the_changes_unavailable(
+    repo: Repo, db_path: Path, tmp_path: Path
+) -> None:
+    """The memo's root is moved away after the report said which files changed: their
+    diffs cannot be read now, and say so ("unavailable", not "too_large")."""
+    build(repo)
+    with open_cache(db_path) as cache:
+        memo = cache.record(
+            question=QUESTION, conclusion="c", files=FILES, project="demo", root=str(repo.path)
+        ).id
+        cache.wait_for_snapshots()
+    change(repo)
+    with open_cache(db_path) as cache:
+        report = cache.stale_report(project="demo")
+        repo.path.rename(tmp_path / "moved-away")
+        changes = cache.stale_changes(report)
+    changed = {f.path: f.diff_source for f in changes[memo] if f.state == "changed"}
+    assert changed == {"notes.txt": "unavailable", "src/tokens.py": "unavailable"}
+
+
 def test_old_export_is_imported(repo: Repo, db_path: Path, tmp_path: Path) -> None:
     build(repo)
     data = (repo.path / "src" / "tokens.py").read_bytes()
