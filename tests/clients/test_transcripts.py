@@ -229,6 +229,21 @@ def test_only_the_tail_is_read_its_cut_first_line_skipped(
     assert tail_entries(str(path), "p9", last_turn_only=True) == entries[4:]
 
 
+@pytest.mark.parametrize("prompt_id", [None, "p2"])
+def test_a_line_without_the_plain_bytes_user_is_not_taken_for_the_prompt(
+    tmp_path: Path, prompt_id: str | None
+) -> None:
+    """The backward read skips unparsed every line without the bytes ``user`` (Claude Code
+    never writes them as ``\\u`` escapes): a prompt whose ``"user"`` is written
+    ``"\\u0075ser"`` does not start the turn, the plain prompt before it does."""
+    entries = _two_turns(2)
+    path = _lines(tmp_path, entries)
+    escaped = json.dumps(entries[4]).replace('"user"', '"\\u0075ser"')
+    path.write_text(path.read_text().replace(json.dumps(entries[4]), escaped))
+    assert b"user" not in path.read_bytes().split(b"\n")[4]
+    assert tail_entries(str(path), prompt_id, last_turn_only=True) == entries[1:]
+
+
 def test_a_prompt_id_no_line_can_hold_gives_the_last_turn(tmp_path: Path) -> None:
     """A hook input's prompt id holding a lone surrogate (valid JSON) matches no line: the
     last turn is the turn, as for any prompt id the tail lacks."""
