@@ -552,18 +552,28 @@ def test_a_memo_without_blob_ids_searches_git_once_and_not_past_the_budget(
     assert commands == ["rev-parse", "cat-file"]
 
 
+def _recorded_then_changed(repo: Repo, db_path: Path, *questions: str) -> list[int]:
+    """Memos of ``questions`` on FILES of :func:`build` (snapshots stored), then the files
+    changed by :func:`change`; their ids."""
+    build(repo)
+    with open_cache(db_path) as cache:
+        ids = [
+            cache.record(
+                question=q, conclusion="c", files=FILES, project="demo", root=str(repo.path)
+            ).id
+            for q in questions
+        ]
+        cache.wait_for_snapshots()
+    change(repo)
+    return ids
+
+
 def test_a_stale_report_describes_each_file_of_a_memo_by_its_state(
     repo: Repo, db_path: Path
 ) -> None:
     """The files of a stale memo, in the report's changes: the edited ones with their
     diff, the gone ones with their move, and the one still as recorded unchanged."""
-    build(repo)
-    with open_cache(db_path) as cache:
-        memo = cache.record(
-            question=QUESTION, conclusion="c", files=FILES, project="demo", root=str(repo.path)
-        ).id
-        cache.wait_for_snapshots()
-    change(repo)
+    (memo,) = _recorded_then_changed(repo, db_path, QUESTION)
     with open_cache(db_path) as cache:
         report = cache.stale_report(project="demo")
         changes = cache.stale_changes(report)
@@ -586,16 +596,7 @@ def test_a_memo_forgotten_between_the_report_and_its_diffs_is_left_out(
     """Another process forgets a stale memo after ``stale --format markdown`` built its
     report and before the diffs: the diffs describe the memos still there (the report's
     format shows the forgotten one without them), not a KeyError."""
-    build(repo)
-    with open_cache(db_path) as cache:
-        ids = [
-            cache.record(
-                question=q, conclusion="c", files=FILES, project="demo", root=str(repo.path)
-            ).id
-            for q in (QUESTION, "Where is the pool size set?")
-        ]
-        cache.wait_for_snapshots()
-    change(repo)
+    ids = _recorded_then_changed(repo, db_path, QUESTION, "Where is the pool size set?")
     with open_cache(db_path) as cache:
         report = cache.stale_report(project="demo")
         assert [entry.id for entry in report.stale] == ids
@@ -611,13 +612,7 @@ def test_a_root_gone_between_the_report_and_its_diffs_leaves_the_changes_unavail
 ) -> None:
     """The memo's root is moved away after the report said which files changed: their
     diffs cannot be read now, and say so ("unavailable", not "too_large")."""
-    build(repo)
-    with open_cache(db_path) as cache:
-        memo = cache.record(
-            question=QUESTION, conclusion="c", files=FILES, project="demo", root=str(repo.path)
-        ).id
-        cache.wait_for_snapshots()
-    change(repo)
+    (memo,) = _recorded_then_changed(repo, db_path, QUESTION)
     with open_cache(db_path) as cache:
         report = cache.stale_report(project="demo")
         repo.path.rename(tmp_path / "moved-away")
