@@ -3,6 +3,8 @@
     python3 benchmarks/mutation/run.py                 # files, validity, inputs, exchange
     python3 benchmarks/mutation/run.py --modules files  # one module
     python3 benchmarks/mutation/run.py --report        # the last run's report again
+    python3 benchmarks/mutation/run.py --save-verdicts # keep them in verdicts.json (commit it)
+    python3 benchmarks/mutation/run.py --resume        # a new run from there, on any machine
 
 It keeps a venv of its own (``benchmarks/mutation/.venv``: the pinned tool and
 this project with its ``[test]`` extra), copies the project's source, tests and
@@ -32,6 +34,7 @@ import sys
 import time
 import venv
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
@@ -39,6 +42,9 @@ VENV = HERE / ".venv"
 WORK = HERE / "work"
 REQUIREMENTS = HERE / "requirements.txt"
 RESULTS = HERE / "RESULTS.md"
+#: The verdicts of the last run, committed: a run can stop with one session and go on
+#: with the next (--save-verdicts, --resume).
+VERDICTS = HERE / "verdicts.json"
 #: What the run mutates: a whole module of explomemo/ by its dotted name, or only some
 #: functions of a big one as ``module:function,Class.method`` (each the function
 #: and every function whose name starts with it, as mutmut's patterns match).
@@ -149,22 +155,48 @@ def main() -> int:
         help="a mutant skips the tests that took longer than this when mutmut measured them"
         f" (default {SLOW_LIMIT:g}; 0: none skipped)",
     )
+    parser.add_argument(
+        "--save-verdicts",
+        type=Path,
+        nargs="?",
+        const=VERDICTS,
+        metavar="FILE",
+        help="after the run (alone: of the last run), write its verdicts to FILE (default"
+        f" {VERDICTS.relative_to(ROOT)}), for --resume to go on from them",
+    )
+    parser.add_argument(
+        "--resume",
+        type=Path,
+        nargs="?",
+        const=VERDICTS,
+        metavar="FILE",
+        help="a new run that keeps the verdicts saved in FILE (default"
+        f" {VERDICTS.relative_to(ROOT)}) and tests only the mutants they leave not caught;"
+        " the mutated modules must be as they were when saved",
+    )
     parser.add_argument("--report", action="store_true", help="only print the last run's report")
     args = parser.parse_args()
     if Path(sys.prefix).resolve() != VENV.resolve():
         python = ensure_venv()
         os.execv(python, [python, str(Path(__file__).resolve()), *sys.argv[1:]])
     last = WORK / "targets.json"
-    if args.modules is None and (args.again or args.report) and last.exists():
+    if args.resume is not None:
+        targets = [(module, patterns) for module, patterns in _saved(args.resume)["targets"]]
+    elif (
+        args.modules is None and (args.again or args.report or args.save_verdicts) and last.exists()
+    ):
         targets = [(module, patterns) for module, patterns in json.loads(last.read_text())]
     else:
         targets = _targets(args.modules)
-    if not args.report:
+    only_save = args.save_verdicts is not None and not (args.again or args.resume or args.modules)
+    if not args.report and not only_save:
         started = time.monotonic()
         selection = [*args.tests, *([] if args.all_tests else LEFT_OUT), *args.pytest_arg]
         os.environ["MUTATION_SLOW_LIMIT"] = str(args.slow_limit)
         if args.again:
             code = run_again(targets, args.workers, args.nice, args.without, args.timeouts)
+        elif args.resume is not None:
+            code = resume(args.resume, args.workers, args.nice, selection, args.without)
         else:
             code = run_mutmut(targets, args.workers, args.nice, selection, args.without)
         took = time.monotonic() - started
@@ -174,6 +206,10 @@ def main() -> int:
         if code != 0:
             print(f"mutmut run failed with exit code {code}: see {WORK / 'mutmut.log'}")
             return code
+    if args.save_verdicts is not None:
+        save_verdicts(targets, args.save_verdicts)
+        if only_save:
+            return 0
     report(targets)
     return 0
 
@@ -254,9 +290,19 @@ def _copy(paths: list[str], without: list[str], to: Path = WORK) -> None:
 
 
 def run_mutmut(
-    targets: list[Target], workers: int, niceness: int, selection: list[str], without: list[str]
+    targets: list[Target],
+    workers: int,
+    niceness: int,
+    selection: list[str],
+    without: list[str],
+    verdicts: dict[str, dict[str, object]] | None = None,
 ) -> int:
-    """Copy the project to WORK and run mutmut there; returns mutmut's exit code."""
+    """Copy the project to WORK and run mutmut there; returns mutmut's exit code.
+
+    With ``verdicts`` (mutmut's ``.meta`` contents by module path, see
+    :func:`resume`), the mutants they decided keep their verdicts and only the
+    others are tested.
+    """
     if WORK.exists():
         shutil.rmtree(WORK)
     WORK.mkdir(parents=True)
@@ -281,7 +327,119 @@ def run_mutmut(
     # It must exist before mutmut starts: Python remembers a path of
     # PYTHONPATH that did not exist as one to skip for good.
     (WORK / "mutants").mkdir()
-    return _mutmut(["run", "--max-children", str(workers), *_names(targets)], niceness, modules)
+    if verdicts is None:
+        names = _names(targets)
+    else:
+        for path, meta in verdicts.items():
+            (WORK / "mutants" / f"{path}.meta").parent.mkdir(parents=True, exist_ok=True)
+            (WORK / "mutants" / f"{path}.meta").write_text(json.dumps(meta))
+        names = _untested(targets)
+        print(f"resuming: testing the {len(names)} mutants the saved verdicts did not catch")
+        if not names:
+            return 0
+    return _mutmut(["run", "--max-children", str(workers), *names], niceness, modules)
+
+
+def resume(
+    saved_file: Path, workers: int, niceness: int, selection: list[str], without: list[str]
+) -> int:
+    """A new run in WORK that starts from the verdicts :func:`save_verdicts` wrote.
+
+    mutmut keeps a mutant's verdict while the hash of its function is the one
+    in its ``.meta`` file, and tests only the mutants named to it: so the
+    saved verdicts are put where mutmut reads them, and the run names the
+    mutants they leave not caught (untested, or alive and not listed as
+    equivalent). The mutated modules must be byte for byte as they were saved:
+    mutants are numbered within their function, and a changed module makes
+    other mutants of the same names.
+    """
+    saved = _saved(saved_file)
+    verdicts: dict[str, dict[str, object]] = {}
+    for entry in saved["modules"]:
+        path = source_path(entry["module"])
+        digest = hashlib.sha256((ROOT / path).read_bytes()).hexdigest()
+        if digest != entry["sha256"]:
+            raise SystemExit(
+                f"{path} changed since the verdicts in {saved_file} were saved: run without"
+                " --resume (or with --modules for the other modules)"
+            )
+        codes: dict[str, int | None] = {}
+        for function, numbered in entry["codes"].items():
+            for number, code in enumerate(numbered, start=1):
+                codes[f"{function}__mutmut_{number}"] = code
+        verdicts[str(path)] = {
+            "exit_code_by_key": codes,
+            "hash_by_function_name": entry["hashes"],
+            "type_check_error_by_key": {},
+            "durations_by_key": {},
+            "estimated_durations_by_key": {},
+        }
+    targets = [(module, patterns) for module, patterns in saved["targets"]]
+    return run_mutmut(targets, workers, niceness, selection, without, verdicts)
+
+
+def save_verdicts(targets: list[Target], to: Path) -> None:
+    """Write the last run's verdicts of ``targets`` to ``to``: for each module its
+    source's SHA-256, mutmut's hash of each function and each mutant's exit code
+    (null: not tested), numbered as mutmut numbers them within a function."""
+    from mutmut.mutation.data import SourceFileMutationData
+
+    here = os.getcwd()
+    os.chdir(WORK)
+    try:
+        modules = []
+        for module in sorted({module for module, _ in targets}):
+            data = SourceFileMutationData(path=source_path(module))
+            data.load()
+            chosen = {
+                name: code
+                for name, code in data.exit_code_by_key.items()
+                if any(_chosen(target, name) for target in targets if target[0] == module)
+            }
+            codes: dict[str, list[int | None]] = {}
+            for name, code in sorted(chosen.items(), key=lambda kv: _natural(kv[0])):
+                function, _, number = name.rpartition("__mutmut_")
+                numbered = codes.setdefault(function, [])
+                numbered.extend([None] * (int(number) - len(numbered)))
+                numbered[int(number) - 1] = code
+            source = (WORK / source_path(module)).read_bytes()
+            modules.append(
+                {
+                    "module": module,
+                    "sha256": hashlib.sha256(source).hexdigest(),
+                    "hashes": data.hash_by_function_name,
+                    "codes": codes,
+                }
+            )
+    finally:
+        os.chdir(here)
+    saved = {"saved": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "targets": targets}
+    # One line a module: a diff of two saves shows which modules moved on.
+    lines = ",\n".join(json.dumps(m, separators=(",", ":")) for m in modules)
+    to.write_text(json.dumps(saved)[:-1] + ',"modules":[\n' + lines + "\n]}\n")
+    untested = sum(c is None for m in modules for cs in m["codes"].values() for c in cs)
+    print(f"wrote the verdicts of {len(modules)} modules to {to} ({untested} mutants untested)")
+
+
+def _saved(path: Path) -> dict[str, Any]:
+    """The verdicts :func:`save_verdicts` wrote to ``path``."""
+    try:
+        saved = json.loads(path.read_text())
+    except (OSError, ValueError) as error:
+        raise SystemExit(f"cannot read saved verdicts {path}: {error}") from None
+    if not isinstance(saved, dict) or not {"targets", "modules"} <= saved.keys():
+        raise SystemExit(f"{path} holds no saved verdicts: write them with --save-verdicts")
+    return saved
+
+
+def _untested(targets: list[Target]) -> list[str]:
+    """The mutants of ``targets`` in WORK's verdicts that are not caught nor listed equivalent."""
+    equivalent = equivalent_mutants()
+    return [
+        name
+        for name, status in _verdicts(targets)
+        if status not in CAUGHT and name not in equivalent
+    ]
 
 
 def run_again(
