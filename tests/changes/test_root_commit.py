@@ -85,6 +85,53 @@ def test_a_known_head_answers_without_walking_its_history(tmp_path: Path) -> Non
     assert at.root_commit(("--output=/tmp/x", made_up)) == (later, first)
 
 
+def test_a_known_head_is_answered_by_one_git_command_and_only_for_itself(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What was found for a commit answers for that commit at once: git reads HEAD and
+    nothing else (no ``merge-base``, no ``rev-list``). And only for that commit: a root
+    said to be another commit's is no answer for HEAD, even when it happens to be HEAD's
+    id. Kills ``GitRepo.root_commit__mutmut_32`` (``known[1] == head`` for ``known[0]``),
+    which walked for a known HEAD and took the known root of any commit whose root was
+    said to be HEAD."""
+    repo = _repo(tmp_path / "app", "a.py", "b.py")
+    at = GitRepo.at(resolve_root(str(repo.path)))
+    assert at is not None
+    head = git(repo.path, "rev-parse", "HEAD")
+    first = git(repo.path, "rev-list", "--max-parents=0", "HEAD")
+    assert head != first
+    ran: list[str] = []
+    real_run = GitRepo._run
+
+    def recorded(self: GitRepo, args: list[str], given: bytes | None = None) -> bytes | None:
+        ran.append(args[0])
+        return real_run(self, args, given)
+
+    monkeypatch.setattr(GitRepo, "_run", recorded)
+    assert at.root_commit((head, "0" * 40)) == (head, "0" * 40)
+    assert ran == ["rev-parse"]
+    # Another repository's commit, its root made up as HEAD's id: a full walk.
+    foreign = git(_repo(tmp_path / "other", "x.py").path, "rev-parse", "HEAD")
+    assert at.root_commit((foreign, head)) == (head, first)
+
+
+def test_a_history_with_no_root_has_no_identity(tmp_path: Path) -> None:
+    """git still honours the deprecated ``info/grafts`` file, and a graft can give every
+    commit a parent (here the first commit is made the child of the second): ``rev-list
+    --max-parents=0`` then lists nothing and the repository has no identity, None, not an
+    error. Kills ``GitRepo.root_commit__mutmut_66`` (``if roots or True``: ``min`` of no
+    roots raised ValueError)."""
+    repo = _repo(tmp_path / "app", "a.py", "b.py")
+    first, second = git(repo.path, "rev-list", "--reverse", "HEAD").split()
+    (repo.path / ".git" / "info").mkdir(exist_ok=True)
+    (repo.path / ".git" / "info" / "grafts").write_text(f"{first} {second}\n")
+    assert git(repo.path, "rev-list", "--max-parents=0", "HEAD") == ""
+    at = GitRepo.at(resolve_root(str(repo.path)))
+    assert at is not None
+    assert at.root_commit() is None
+    assert repository_identity(str(repo.path)) is None
+
+
 def test_the_database_keeps_the_head_found_for_the_next_process(
     tmp_path: Path, db_path: Path
 ) -> None:

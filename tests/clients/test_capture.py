@@ -459,6 +459,39 @@ def test_capture_can_be_turned_off(
     assert not db_path.exists()
 
 
+@pytest.mark.parametrize("given", [{}, {"capture": True}, {"capture": False}])
+def test_run_hook_captures_unless_told_not_to(
+    tmp_path: Path, db_path: Path, shop: Repo, given: dict[str, bool]
+) -> None:
+    """``run_hook`` called as a function (as ``test_a_hook_that_writes_imports_no_model``
+    does in a child process) captures the turn unless ``capture=False`` says not to: the
+    CLI always passes ``capture``, so only this test, in process, pins the default. Kills
+    ``run_hook__mutmut_1`` (``capture: bool = False``)."""
+    from explomemo.clients.hooks import run_hook
+
+    path = write_transcript(tmp_path / "t.jsonl", question_turn(shop))
+    payload = {"transcript_path": str(path), "cwd": str(shop.path), "prompt_id": PROMPT_ID}
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("EXPLOMEMO_")}
+    environment.pop("CLAUDE_PROJECT_DIR", None)
+    environment["EXPLOMEMO_EMBEDDINGS"] = "off"
+    out, err = io.BytesIO(), io.BytesIO()
+    with mock.patch.dict(os.environ, environment, clear=True):
+        code = run_hook(
+            "stop",
+            db=db_path,
+            project=None,
+            stdin=io.BytesIO(json.dumps(payload).encode()),
+            stdout=out,
+            stderr=err,
+            **given,
+        )
+    assert (code, out.getvalue(), err.getvalue()) == (0, b"", b"")
+    if given.get("capture", True):
+        assert [m["origin"] for m in memos(db_path)] == ["transcript"]
+    else:
+        assert not db_path.exists()
+
+
 @pytest.mark.parametrize("data", [b"\x00\xff not json at all\n", b"", b"[" * 50_000 + b"\n"])
 def test_a_transcript_it_cannot_parse_adds_nothing_and_never_blocks(
     tmp_path: Path, db_path: Path, shop: Repo, data: bytes
