@@ -114,6 +114,12 @@ BAD_EXPORT_LINES: list[tuple[str, str, str]] = [
         "files[0].path '..' is not a plain path relative to root (no leading /,"
         " no . or .. parts, / separators)",
     ),
+    ("origin-unknown", _export_line(1, origin="model"), "origin is not agent or transcript"),
+    (
+        "repository-upper-case",
+        _export_line(1, repository="A" * 40),
+        "repository is not a commit id of 40 lowercase hex digits",
+    ),
 ]
 
 
@@ -477,7 +483,10 @@ def test_each_refusal_of_an_export_line_is_its_whole_sentence(
     refused line's message says (a field named otherwise, a message lost or changed,
     the text of ``record``'s refusal kept whole); ``_parse_line`` taking a
     ``recorded_at`` that is not text to the date parser (``and`` for ``or``), and
-    ``_normal_path`` taking ``.`` or ``..`` for a file's path."""
+    ``_normal_path`` taking ``.`` or ``..`` for a file's path. The last two cases kill
+    ``_parse_line`` 91 (the origin's message changed), 184 (a ``repository`` that is text
+    but not a commit id taken: ``and`` for ``or``) and 188-190 (its message lost or
+    changed)."""
     export = tmp_path / "memos.jsonl"
     export.write_text(_export_line(7) + "\n" + line + "\n")
     assert _refusal(export) == (
@@ -1310,3 +1319,99 @@ def test_export_follows_a_link_of_the_users_own_above_the_work_tree(
     result = invoke_cli(["--db", db, "export", "--project", "app", "-o", ".explomemo/memos.jsonl"])
     assert result.exit_code == 0, result.output
     assert '"question":"Q?"' in (real / "src" / "app" / ".explomemo" / "memos.jsonl").read_text()
+
+
+# exchange.py: survivors of the run of issue #21 --------------------------------------
+
+
+def test_a_library_export_of_one_origin_holds_only_its_memos(
+    words_cache: MemoCache, tmp_path: Path
+) -> None:
+    """``export_memos(origin=...)`` writes the memos of that origin only, as ``export
+    --origin`` does. Kills ``export_memos`` 4 and 7 (the origin not passed on: every memo
+    exported)."""
+    export = tmp_path / "memos.jsonl"
+    export.write_text(_export_line(1) + "\n" + _export_line(2, origin="transcript") + "\n")
+    import_memos(words_cache, read_export(export), str(tmp_path))
+    captured = [json.loads(line) for line in export_memos(words_cache, origin="transcript")]
+    assert [(m["id"], m["origin"]) for m in captured] == [(2, "transcript")]
+    agents = [json.loads(line) for line in export_memos(words_cache, origin="agent")]
+    assert [(m["id"], "origin" in m) for m in agents] == [(1, False)]
+
+
+def test_importing_memos_of_a_repository_again_keeps_or_replaces_them(
+    words_cache: MemoCache, tmp_path: Path
+) -> None:
+    """Memos recorded in a repository (with its identity, ``repository``) are found again
+    when their export is imported a second time: kept when no newer, replaced when newer,
+    never added twice. Kills ``import_memos`` 26 and 30 (the memo's question looked up
+    without its repository: not found, so the import tries to add it again)."""
+    identity = "0123456789abcdef0123456789abcdef01234567"
+    export = tmp_path / "memos.jsonl"
+    export.write_text("".join(_export_line(i, repository=identity) + "\n" for i in (1, 2)))
+    first = import_memos(words_cache, read_export(export), str(tmp_path))
+    assert (first.added, first.replaced, first.kept) == (2, 0, 0)
+    again = import_memos(words_cache, read_export(export), str(tmp_path))
+    assert (again.added, again.replaced, again.kept) == (0, 0, 2)
+    newer = _export_line(
+        2, repository=identity, conclusion="newer", recorded_at="2027-01-01T00:00:00Z"
+    )
+    export.write_text(newer + "\n")
+    third = import_memos(words_cache, read_export(export), str(tmp_path))
+    assert (third.added, third.replaced, third.kept) == (0, 1, 0)
+    assert [words_cache.show(i).conclusion for i in (1, 2)] == ["c", "newer"]
+
+
+def test_export_from_a_subfolder_judges_a_link_reached_through_dot_dot(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Outside git, ``-o ../memos.jsonl`` from a subfolder takes ``..`` as the system does:
+    the link ``memos.jsonl`` of the folder above is judged by that folder, so a link to a
+    neighbouring folder's file is refused, naming the folder, and the file is left alone.
+    Kills ``export_folder`` 8 (``..`` kept as a part: the refusal names ``notes/sub/..``),
+    9 (``..`` loses the path: the export fails with a TypeError) and 10 (the walk stops at
+    ``..``: the folder above ``notes`` taken for the limit, and the neighbour's file
+    replaced)."""
+    notes = tmp_path / "notes"
+    (notes / "sub").mkdir(parents=True)
+    neighbour = tmp_path / "neighbour" / "keys.txt"
+    neighbour.parent.mkdir()
+    neighbour.write_text("secret\n")
+    (notes / "memos.jsonl").symlink_to(neighbour)
+    db = _seeded(tmp_path)
+    monkeypatch.chdir(notes / "sub")
+    run = invoke_cli(["--db", str(db), "export", "-o", "../memos.jsonl"])
+    assert neighbour.read_text() == "secret\n"
+    assert (notes / "memos.jsonl").is_symlink()
+    assert run.code == 2, run.err
+    assert_one_error_line(
+        run,
+        f"export file ../memos.jsonl is a symbolic link that leads out of {notes}"
+        f" (to {neighbour}):",
+    )
+
+
+def test_export_refuses_a_committed_link_to_a_work_tree_of_the_users(
+    tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A committed ``.explomemo`` leading straight to a folder of the user's that holds a
+    ``.git`` (``~/.config/app``): the link is judged by the clone that holds it, so
+    ``-o .explomemo/settings.jsonl`` is refused and the user's file left alone. Kills
+    ``export_folder`` 13 (links passed over unjudged: the next step, judged by the work
+    tree found through the link, the user's, stays inside it, and the file is replaced)."""
+    app = home / ".config" / "app"
+    (app / ".git").mkdir(parents=True)
+    settings = app / "settings.jsonl"
+    settings.write_text("user data\n")
+    clone = hostile_clone(tmp_path, {".explomemo": app})
+    monkeypatch.chdir(clone)
+    db = str(tmp_path / "memos.db")
+    assert (
+        invoke_cli(["--db", db, "record", "--question", "Q?", "--conclusion", "C", "app.py"]).code
+        == 0
+    )
+    out = ".explomemo/settings.jsonl"
+    result = invoke_cli(["--db", db, "export", "--project", "app", "-o", out])
+    assert settings.read_text() == "user data\n"
+    assert result.exit_code == 2, result.output
+    assert f"export file {out} is a symbolic link that leads out of {clone}" in result.stderr
