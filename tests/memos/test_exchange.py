@@ -1415,3 +1415,23 @@ def test_export_refuses_a_committed_link_to_a_work_tree_of_the_users(
     assert settings.read_text() == "user data\n"
     assert result.exit_code == 2, result.output
     assert f"export file {out} is a symbolic link that leads out of {clone}" in result.stderr
+
+
+def test_stale_from_an_export_in_the_library_gates_only_when_asked_and_names_the_export(
+    tmp_path: Path,
+) -> None:
+    """A library caller that does not ask for the CI gate gets an empty report for an empty
+    export; one that asks, and names no file, is told "the export" holds no memo.
+
+    Kills ``stale_from_export`` defaulting ``require_memos`` to True (mutant 1) and its
+    ``named`` changed for a caller that names no file (38, 40, 41)."""
+    from explomemo.errors import NotFoundError
+
+    report = stale_from_export([], str(tmp_path))
+    assert (report.checked, report.stale) == (0, [])
+    with pytest.raises(NotFoundError) as caught:
+        stale_from_export([], str(tmp_path), require_memos=True)
+    assert str(caught.value) == (
+        "the export holds no memo, so there is nothing to check:"
+        " write it with explomemo export --project P -o FILE"
+    )

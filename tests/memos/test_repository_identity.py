@@ -365,3 +365,30 @@ def test_pending_vectors_with_an_index_count_only_this_repositorys_memos(apps: A
     with MemoCache.open(apps.db, FixedModel(FakeEmbedder(lambda text: [1.0, 0.0]))) as cache:
         found = cache.recall(query=PROMPT, root=str(apps.a))
     assert found.semantic_index and found.pending_vectors == 1, found
+
+
+def test_a_stale_from_gate_for_a_named_project_leaves_out_another_repositorys_memos(
+    apps: Apps, tmp_path: Path
+) -> None:
+    """``stale --from FILE --project app --check`` in a repository of another folder name
+    and history: the identity rule is applied to the project named, not the folder's, and
+    the one line on stderr names the export file.
+
+    Kills ``stale_from_export`` asking as the root's own project (``caller(None, root)``,
+    exchange mutant 51) and naming None in that sentence (64)."""
+    export = tmp_path / "memos.jsonl"
+    assert invoke_cli(["--db", str(apps.db), "export", "-o", str(export)]).code == 0
+    other = Repo(tmp_path / "o" / "other")
+    other.write("LICENSE", LICENSE)
+    other.commit("another history")
+    root_commit = git(other.path, "rev-list", "--max-parents=0", "HEAD")
+    run = invoke_cli(
+        ["stale", "--from", str(export), "--root", str(other.path), "--project", "app", "--check"]
+    )
+    assert (run.code, run.out) == (2, ""), run.output
+    assert run.err == (
+        f"explomemo: error: export file {export} holds memos of project 'app' only from"
+        f" another repository of that name (root commit not {root_commit}), so there is"
+        " nothing to check here: record memos in this repository, or check from a clone of"
+        " the one they were recorded in\n"
+    )
