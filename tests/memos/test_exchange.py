@@ -1285,16 +1285,26 @@ def test_export_refuses_a_folder_link_that_leads_out_through_a_folder_of_the_use
     (home / ".config" / "app" / ".git").mkdir(parents=True)
     settings = home / ".config" / "app" / "settings.jsonl"
     settings.write_text("user data\n")
-    clone = hostile_clone(tmp_path, {".explomemo": home})
+    _export_through_link_is_refused(
+        tmp_path, monkeypatch, home, ".explomemo/.config/app/settings.jsonl", settings
+    )
+
+
+def _export_through_link_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, link_to: Path, out: str, kept: Path
+) -> None:
+    """In a clone whose ``.explomemo`` is a committed link to ``link_to``, a memo recorded
+    and exported with ``-o out`` is refused (exit 2, the link named) and ``kept`` keeps
+    its text."""
+    clone = hostile_clone(tmp_path, {".explomemo": link_to})
     monkeypatch.chdir(clone)
     db = str(tmp_path / "memos.db")
     assert (
         invoke_cli(["--db", db, "record", "--question", "Q?", "--conclusion", "C", "app.py"]).code
         == 0
     )
-    out = ".explomemo/.config/app/settings.jsonl"
     result = invoke_cli(["--db", db, "export", "--project", "app", "-o", out])
-    assert settings.read_text() == "user data\n"
+    assert kept.read_text() == "user data\n"
     assert result.exit_code == 2, result.output
     assert f"export file {out} is a symbolic link that leads out of {clone}" in result.stderr
 
@@ -1403,18 +1413,9 @@ def test_export_refuses_a_committed_link_to_a_work_tree_of_the_users(
     (app / ".git").mkdir(parents=True)
     settings = app / "settings.jsonl"
     settings.write_text("user data\n")
-    clone = hostile_clone(tmp_path, {".explomemo": app})
-    monkeypatch.chdir(clone)
-    db = str(tmp_path / "memos.db")
-    assert (
-        invoke_cli(["--db", db, "record", "--question", "Q?", "--conclusion", "C", "app.py"]).code
-        == 0
+    _export_through_link_is_refused(
+        tmp_path, monkeypatch, app, ".explomemo/settings.jsonl", settings
     )
-    out = ".explomemo/settings.jsonl"
-    result = invoke_cli(["--db", db, "export", "--project", "app", "-o", out])
-    assert settings.read_text() == "user data\n"
-    assert result.exit_code == 2, result.output
-    assert f"export file {out} is a symbolic link that leads out of {clone}" in result.stderr
 
 
 def test_stale_from_an_export_in_the_library_gates_only_when_asked_and_names_the_export(
