@@ -14,7 +14,10 @@ silently:
   own (``….<pid>.<n>.claimed``): appends after that go to a new file, and a
   claimed file is deleted only once its captures are committed. When storing
   fails, its lines go back to the pending file; when the claiming process died
-  first, the next writer claims its file again.
+  first, the next writer claims its file again;
+* an empty file is never claimed, so an append that finds the file it locked
+  claimed meanwhile tries again only because another append got its line in:
+  a writer that claims over and over cannot starve the appends.
 """
 
 from __future__ import annotations
@@ -156,7 +159,9 @@ def claim(db: Path) -> list[Path]:
         return claimed
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
-        if _same_file(fd, path):
+        # An empty file is left where it is: it may be one that an append has just created
+        # and not yet written to, and claiming it would send that append round again.
+        if _same_file(fd, path) and os.fstat(fd).st_size > 0:
             target = _claimed_name(db)
             os.rename(path, target)
             claimed.append(target)

@@ -52,6 +52,20 @@ def test_appends_racing_claims_are_all_kept(tmp_path: Path) -> None:
         assert stat.S_IMODE(path.stat().st_mode) == 0o600
 
 
+def test_an_empty_pending_file_is_not_claimed(tmp_path: Path) -> None:
+    """An append creates the file before it locks and writes it; a claim that took the
+    empty file would send the append round again, and a writer claiming over and over
+    could make it give up (the racing test above failed so in CI, 1 run in many)."""
+    db = tmp_path / "memos.db"
+    path = pending.pending_path(db)
+    path.touch(0o600)
+    assert pending.claim(db) == []
+    assert path.exists() and list(tmp_path.glob("*.claimed")) == []
+    pending.keep(db, a_capture(1))
+    (claimed,) = pending.claim(db)
+    assert [c.question for c in pending.captures([claimed])] == ["question 1?"]
+
+
 def test_a_file_claimed_by_a_process_that_died_is_stored_by_the_next_writer(
     tmp_path: Path,
 ) -> None:
