@@ -12,6 +12,8 @@ import pytest
 from helpers import invoke_cli, open_cache
 
 from explomemo.check.hashing import git_blob_id
+from explomemo.errors import InputError
+from explomemo.memos.exchange import exported_memos
 from explomemo.store.database import Store
 from explomemo.store.pending import Capture, CapturedFile
 
@@ -159,3 +161,16 @@ def test_an_export_line_with_an_unknown_origin_is_refused(tmp_path: Path, root: 
     export.write_text(json.dumps(line) + "\n")
     run = invoke_cli(["--db", str(tmp_path / "x.db"), "import", str(export)])
     assert run.code == 2 and "origin is not agent or transcript" in run.err
+
+
+def test_a_library_caller_asking_for_an_unknown_origin_is_told_the_two(db_path: Path) -> None:
+    """The CLI's ``--origin`` takes only the two choices; a library caller reaches
+    ``inputs.check_origin`` itself, and its message is all it gets (mutant
+    ``check_origin`` 3 made it ``None``)."""
+    wanted = "origin 'model' is not agent or transcript: pass one of those"
+    with open_cache(db_path) as cache:
+        with pytest.raises(InputError) as listing:
+            cache.list(origin="model")
+        with pytest.raises(InputError) as exporting:
+            list(exported_memos(cache, None, "model"))
+    assert str(listing.value) == str(exporting.value) == wanted
