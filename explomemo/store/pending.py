@@ -84,7 +84,9 @@ def to_line(capture: Capture) -> bytes:
 
 
 def from_line(line: bytes) -> Capture | None:
-    """The capture of one pending line; None for a line that is not one (cut by a crash)."""
+    """The capture of one pending line; None for a line that is not one (cut by a crash, or
+    holding no file: the hook captures only turns that read one, and a memo resting on
+    nothing would always pass as fresh)."""
     import base64
 
     try:
@@ -100,7 +102,7 @@ def from_line(line: bytes) -> Capture | None:
     fields = (capture.project, capture.question, capture.conclusion, capture.root)
     if not all(isinstance(value, str) for value in (*fields, capture.recorded_at)):
         return None
-    if not isinstance(capture.repository, str | None):
+    if not isinstance(capture.repository, str | None) or not capture.files:
         return None
     return capture
 
