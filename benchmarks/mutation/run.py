@@ -143,6 +143,14 @@ def main() -> int:
         " can time out a mutant that survives)",
     )
     parser.add_argument(
+        "--keep-stats",
+        action="store_true",
+        help="with --again, keep what mutmut measured of which test calls which function"
+        " (it measures only the new tests): saves the measure's time; a test changed since"
+        " may then be left out of a mutant's run, so a survivor may be one the tests catch,"
+        " never the other way round",
+    )
+    parser.add_argument(
         "--all-tests",
         action="store_true",
         help="also run the tests marked slow: concurrency, crash, bad databases, races (slower)",
@@ -194,7 +202,9 @@ def main() -> int:
         selection = [*args.tests, *([] if args.all_tests else LEFT_OUT), *args.pytest_arg]
         os.environ["MUTATION_SLOW_LIMIT"] = str(args.slow_limit)
         if args.again:
-            code = run_again(targets, args.workers, args.nice, args.without, args.timeouts)
+            code = run_again(
+                targets, args.workers, args.nice, args.without, args.timeouts, args.keep_stats
+            )
         elif args.resume is not None:
             code = resume(args.resume, args.workers, args.nice, selection, args.without)
         else:
@@ -443,11 +453,18 @@ def _untested(targets: list[Target]) -> list[str]:
 
 
 def run_again(
-    targets: list[Target], workers: int, niceness: int, without: list[str], timeouts: bool = False
+    targets: list[Target],
+    workers: int,
+    niceness: int,
+    without: list[str],
+    timeouts: bool = False,
+    keep_stats: bool = False,
 ) -> int:
     """Test again the mutants the last run did not catch, with the tests as they are now.
 
-    With ``timeouts``, those that timed out too, with more time each.
+    With ``timeouts``, those that timed out too, with more time each. With
+    ``keep_stats``, mutmut keeps what it learnt of the tests it knows (see below) and
+    learns only what the new ones call.
 
     Adding tests cannot save a caught mutant, so its verdict stands; nor can
     they kill one listed as equivalent, which is not run again. The rest
@@ -466,7 +483,8 @@ def run_again(
     _copy([name for name in COPIED if name != "explomemo"], without)
     for folder in (WORK, WORK / "mutants"):
         _copy(["explomemo"], [*without, *mutated], folder)
-    (WORK / "mutants" / "mutmut-stats.json").unlink(missing_ok=True)
+    if not keep_stats:
+        (WORK / "mutants" / "mutmut-stats.json").unlink(missing_ok=True)
     shutil.rmtree(WORK / "mutants" / "tests")
     for folder in (WORK, WORK / "mutants"):
         shutil.copy2(HERE / "mutmut_fixups.py", folder / "mutmut_fixups.py")
