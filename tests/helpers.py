@@ -39,7 +39,7 @@ from explomemo.memos.exchange import (
 from explomemo.recall.search import WordScores, WordSearch
 from explomemo.recall.sources import FixedModel
 from explomemo.shapes import ExportedMemo
-from explomemo.store.database import Store
+from explomemo.store.database import FileRow, Store
 
 PYTHON = sys.executable
 
@@ -180,6 +180,11 @@ def open_cache(db: Path, **options: Any) -> MemoCache:
     return MemoCache.open(db, FixedModel(None), **options)
 
 
+#: The one file of a memo written by :func:`save_bare_memo`: a store refuses a memo
+#: resting on none, and a name no test's query holds leaves word search as it was.
+BARE_FILE = FileRow("zqzq", "0" * 64, "0" * 32, 1)
+
+
 def save_bare_memo(
     store: Store,
     conn: sqlite3.Connection,
@@ -187,8 +192,8 @@ def save_bare_memo(
     wanted_id: int | None = None,
     conclusion: str = "c",
 ) -> int:
-    """A memo of project "p" with only a question (conclusion "c" unless told, no files),
-    written straight to the store; returns its id."""
+    """A memo of project "p" with only a question (conclusion "c" unless told, resting on
+    :data:`BARE_FILE`), written straight to the store; returns its id."""
     return store.save_memo(
         conn,
         memo_id=None,
@@ -198,7 +203,7 @@ def save_bare_memo(
         conclusion=conclusion,
         root="/",
         recorded_at="2026-01-01T00:00:00Z",
-        files=[],
+        files=[BARE_FILE],
         wanted_id=wanted_id,
     )
 

@@ -26,9 +26,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import NamedTuple, TypeVar
 
-from explomemo.errors import StoreError
+from explomemo.errors import InputError, StoreError
 from explomemo.identifiers import memo_identifiers, name_parts
-from explomemo.inputs import TRANSCRIPT, question_key, replaces
+from explomemo.inputs import MAX_FILES, TRANSCRIPT, question_key, replaces
 from explomemo.store import pending
 from explomemo.store.pending import Capture
 
@@ -687,7 +687,16 @@ class Store:
         :meth:`index_identifiers` stores them later, and :meth:`identifier_holders`
         finds them meanwhile. ``repository`` is the identity of the repository it was
         recorded in (None: unknown).
+
+        A memo rests on 1 to :data:`~explomemo.inputs.MAX_FILES` files, whoever writes
+        it: one resting on none would pass every check as fresh.
         """
+        if not 1 <= len(files) <= MAX_FILES:
+            raise InputError(
+                f"memo {question!r} of project {project!r} rests on {len(files)} files, and a"
+                f" memo rests on 1 to {MAX_FILES}: give it the files its conclusion was read"
+                " from"
+            )
         replaced: list[str] = []
         stored_key = _stored_key(question_key, repository)
         if memo_id is None:

@@ -50,7 +50,7 @@ from explomemo.memos.exchange import (
     read_export,
     stale_from_export,
 )
-from explomemo.shapes import ImportResult
+from explomemo.shapes import ExportedFile, ExportedMemo, ImportResult
 
 
 def _three_memos(cache: MemoCache, root: Path) -> list[str]:
@@ -965,6 +965,34 @@ def test_import_refuses_a_surrogate_escape_and_repeated_ids(
     export.write_text(json.dumps(_line(4)) + "\n" + json.dumps(_line(4, question="other")) + "\n")
     assert_one_error_line(invoke_cli(["--db", str(db), "import", str(export)]), "line 2", "id 4")
     assert not db.exists()
+
+
+@pytest.mark.parametrize("count", [0, 65])
+def test_a_library_import_of_a_memo_on_no_file_or_too_many_is_refused(
+    tmp_path: Path, count: int
+) -> None:
+    """``read_export`` refuses such a line, but a library caller builds ``ExportedMemo``
+    itself: a memo resting on no file would pass every check as fresh, and ``export``
+    would write a line its own ``import`` refuses (found by the second reader of
+    ``exported_memos`` 69 and 71). The store refuses it, and nothing is written."""
+    files = [ExportedFile(path=f"f{n}.py", sha256=SHA, xxh3="b" * 32, size=3) for n in range(count)]
+    memo = ExportedMemo(
+        id=1,
+        project="p",
+        question="q",
+        conclusion="c",
+        recorded_at="2026-01-01T00:00:00Z",
+        files=files,
+    )
+    db = tmp_path / "m.db"
+    with open_cache(db) as cache:
+        with pytest.raises(InputError) as refused:
+            import_memos(cache, [memo], root=str(tmp_path))
+        assert cache.list() == []
+    assert str(refused.value) == (
+        f"memo 'q' of project 'p' rests on {count} files, and a memo rests on 1 to 64: give"
+        " it the files its conclusion was read from"
+    )
 
 
 def test_imported_ids_can_be_shown_and_forgotten(

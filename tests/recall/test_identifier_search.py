@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 from fake_embedder import FakeEmbedder
-from helpers import open_cache, save_bare_memo, word_scores
+from helpers import BARE_FILE, open_cache, save_bare_memo, word_scores
 
 from explomemo.changes.snapshots import SnapshotWriter
 from explomemo.identifiers import memo_identifiers
@@ -508,7 +508,7 @@ def test_a_first_search_indexes_every_pending_memo_however_many_batches(
                 conclusion="c",
                 root="/",
                 recorded_at="2026-01-01T00:00:00Z",
-                files=[],
+                files=[BARE_FILE],
                 index_identifiers=False,
             )
             for n in range(count)
@@ -545,7 +545,7 @@ def test_once_no_identifiers_are_pending_a_search_never_indexes_them_again(
             conclusion="c",
             root="/",
             recorded_at="2026-01-01T00:00:00Z",
-            files=[],
+            files=[BARE_FILE],
             index_identifiers=False,
         )
     words.index_identifiers(store)
