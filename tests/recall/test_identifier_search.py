@@ -327,6 +327,46 @@ def test_the_writer_stores_a_records_identifiers_after_it(db_path: Path, code: P
     cache.close()
 
 
+def test_the_writer_indexes_its_records_memo_whatever_else_is_pending(
+    db_path: Path, code: Path
+) -> None:
+    """The writer indexes the memo of the record it was given, not the first memos
+    pending: behind more than a batch of older ones (a database migrated from schema 2
+    and not searched since), the record's memo would stay pending (mutants
+    ``_store_job`` 34 and 36 index the first batch instead)."""
+    db_path.parent.mkdir(parents=True)
+    store = Store.open(db_path)
+    with store.write() as conn:
+        older = [
+            store.save_memo(
+                conn,
+                memo_id=None,
+                project="p",
+                question=f"What does step {n} do?",
+                question_key=f"what does step {n} do?",
+                conclusion="c",
+                root=str(code),
+                recorded_at="2026-01-01T00:00:00Z",
+                files=[BARE_FILE],
+                index_identifiers=False,
+            )
+            for n in range(store_module._BATCH + 1)
+        ]
+    store.close()
+    with open_cache(db_path) as cache:
+        conclusion, files, _ = WARNINGS["What does the plugin loader warn about?"]
+        memo = cache.record(
+            question="What does the plugin loader warn about?",
+            conclusion=conclusion,
+            files=files,
+            project="p",
+            root=str(code),
+        )
+        assert cache.wait_for_snapshots(timeout=30)
+        assert _pending(db_path) == older
+    assert "foodependencywarning" in _indexed(db_path, memo.id)
+
+
 def test_closing_stores_the_identifiers_of_the_last_records(db_path: Path, code: Path) -> None:
     cache, _ = _open(db_path, WARNINGS, "words alone", code)
     cache.close()
