@@ -32,6 +32,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from explomemo.inputs import MAX_FILES
+
 #: What a pending file's name adds to the database's.
 SUFFIX = ".pending-captures.jsonl"
 _CLAIMED = re.compile(r"\.pending-captures\.(\d+)\.(\d+)\.claimed")
@@ -84,9 +86,10 @@ def to_line(capture: Capture) -> bytes:
 
 
 def from_line(line: bytes) -> Capture | None:
-    """The capture of one pending line; None for a line that is not one (cut by a crash, or
-    holding no file: the hook captures only turns that read one, and a memo resting on
-    nothing would always pass as fresh)."""
+    """The capture of one pending line; None for a line that is not one: cut by a crash, or
+    holding no file or more than the store takes (the hook captures only turns that read
+    one and cuts them to 64; a line the store refuses would fail every write that stores
+    the pending captures)."""
     import base64
 
     try:
@@ -102,7 +105,7 @@ def from_line(line: bytes) -> Capture | None:
     fields = (capture.project, capture.question, capture.conclusion, capture.root)
     if not all(isinstance(value, str) for value in (*fields, capture.recorded_at)):
         return None
-    if not isinstance(capture.repository, str | None) or not capture.files:
+    if not isinstance(capture.repository, str | None) or not 1 <= len(capture.files) <= MAX_FILES:
         return None
     return capture
 

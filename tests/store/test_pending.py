@@ -26,7 +26,8 @@ def test_a_line_round_trips_with_its_snapshots() -> None:
     assert pending.from_line(pending.to_line(capture)) == capture
     assert pending.from_line(b'{"project": "p"}\n') is None
     assert pending.from_line(b"{cut by a cra") is None
-    assert pending.from_line(pending.to_line(capture._replace(files=[]))) is None
+    for files in ([], capture.files * 65):
+        assert pending.from_line(pending.to_line(capture._replace(files=files))) is None
 
 
 def test_appends_racing_claims_are_all_kept(tmp_path: Path) -> None:
