@@ -197,3 +197,47 @@ def test_head_is_read_only_from_plain_files_inside_the_repository(tmp_path: Path
         (repo.path / ".git" / "HEAD").write_text(pointer + "\n")
         assert head_commit(str(repo.path)) is None, pointer
     assert head_commit(str(tmp_path)) is None
+
+
+def test_an_unmoved_head_past_the_root_commit_runs_no_git(
+    tmp_path: Path, db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The database's HEAD is compared with HEAD's commit, not with the identity beside
+    it: on a history of two commits (HEAD is not the root commit) an unmoved HEAD still
+    answers from git's files and the database alone. Kills
+    ``gitrepo.x__identity_at__mutmut_18`` (``== known[1]`` for ``== known[0]``), which
+    ran git whenever HEAD was not the root commit itself."""
+    repo = _repo(tmp_path / "app", "a.py", "b.py")
+    first = git(repo.path, "rev-list", "--max-parents=0", "HEAD")
+    assert git(repo.path, "rev-parse", "HEAD") != first
+    with open_cache(db_path) as cache:
+        assert repository_identity(str(repo.path), cache.store) == first
+        gitrepo._identities.clear()
+
+        def no_git(*args: object, **kwargs: object) -> None:
+            raise AssertionError("git ran")
+
+        monkeypatch.setattr(GitRepo, "_run", no_git)
+        assert repository_identity(str(repo.path), cache.store) == first
+
+
+def test_a_moved_head_walks_only_the_commits_since_the_databases_head(
+    tmp_path: Path, db_path: Path
+) -> None:
+    """When HEAD has moved on from the commit the database keeps, that commit and its
+    identity are handed to the walk: only the new commits are walked, so a made-up
+    identity saved for the old HEAD is what the new HEAD gets (and is kept for it).
+    Kills ``gitrepo.x__identity_at__mutmut_24`` (``root_commit(None)``), which walked
+    the whole history again at every move of HEAD."""
+    repo = _repo(tmp_path / "app", "a.py")
+    real = str(repo.path.resolve())
+    head = git(repo.path, "rev-parse", "HEAD")
+    made_up = "0" * 40
+    with open_cache(db_path) as cache:
+        with cache.store.write() as conn:
+            cache.store.save_head(conn, real, head, made_up)
+        repo.write("b.py", "b\n")
+        later = repo.commit("b")
+        assert repository_identity(str(repo.path), cache.store) == made_up
+        with cache.store.read() as conn:
+            assert cache.store.known_head(conn, real) == (later, made_up)
