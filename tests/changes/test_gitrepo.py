@@ -23,6 +23,9 @@ from helpers import (
     open_cache,
 )
 
+from explomemo.changes.gitrepo import GitRepo
+from explomemo.files import resolve_root
+
 PYTHON = sys.executable
 
 
@@ -556,4 +559,26 @@ def test_a_commondir_that_is_a_fifo_starts_no_git(tmp_path: Path, case: str) -> 
         None,
         "unavailable",
     )
+    assert not marker.exists()
+
+
+def test_git_repo_at_a_git_file_leading_to_a_fifo_starts_no_git(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The test above, in process, where mutmut sees which tests call ``GitRepo.at``: for
+    a ``.git`` file whose git directory's ``commondir`` is a FIFO, no git starts (mutant
+    ``GitRepo.at`` 5, ``or`` made ``and``, started it and waited for its timeout)."""
+    repo = Repo(tmp_path / "repo")
+    repo.write("a.py", "A = 1\n")
+    repo.commit("a")
+    (repo.path / ".git").rename(tmp_path / "gitdir")
+    (repo.path / ".git").write_text(f"gitdir: {tmp_path / 'gitdir'}\n")
+    os.mkfifo(tmp_path / "gitdir" / "commondir")
+    (tmp_path / "bin").mkdir()
+    marker = tmp_path / "git-ran"
+    wrapper = tmp_path / "bin" / "git"
+    wrapper.write_text(f"#!/bin/sh\ntouch '{marker}'\nexec '{shutil.which('git')}' \"$@\"\n")
+    wrapper.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}:{os.environ['PATH']}")
+    assert GitRepo.at(resolve_root(str(repo.path))) is None
     assert not marker.exists()
