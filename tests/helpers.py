@@ -191,9 +191,11 @@ def save_bare_memo(
     question: str,
     wanted_id: int | None = None,
     conclusion: str = "c",
+    index_identifiers: bool = True,
 ) -> int:
     """A memo of project "p" with only a question (conclusion "c" unless told, resting on
-    :data:`BARE_FILE`), written straight to the store; returns its id."""
+    :data:`BARE_FILE`), written straight to the store (its identifiers left pending when
+    told); returns its id."""
     return store.save_memo(
         conn,
         memo_id=None,
@@ -205,6 +207,7 @@ def save_bare_memo(
         recorded_at="2026-01-01T00:00:00Z",
         files=[BARE_FILE],
         wanted_id=wanted_id,
+        index_identifiers=index_identifiers,
     )
 
 

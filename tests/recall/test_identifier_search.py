@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 from fake_embedder import FakeEmbedder
-from helpers import BARE_FILE, open_cache, save_bare_memo, word_scores
+from helpers import open_cache, save_bare_memo, word_scores
 
 from explomemo.changes.snapshots import SnapshotWriter
 from explomemo.identifiers import memo_identifiers
@@ -338,18 +338,7 @@ def test_the_writer_indexes_its_records_memo_whatever_else_is_pending(
     store = Store.open(db_path)
     with store.write() as conn:
         older = [
-            store.save_memo(
-                conn,
-                memo_id=None,
-                project="p",
-                question=f"What does step {n} do?",
-                question_key=f"what does step {n} do?",
-                conclusion="c",
-                root=str(code),
-                recorded_at="2026-01-01T00:00:00Z",
-                files=[BARE_FILE],
-                index_identifiers=False,
-            )
+            save_bare_memo(store, conn, f"What does step {n} do?", index_identifiers=False)
             for n in range(store_module._BATCH + 1)
         ]
     store.close()
@@ -539,18 +528,7 @@ def test_a_first_search_indexes_every_pending_memo_however_many_batches(
     count = store_module._BATCH + store_module.PENDING_IDENTIFIERS_READ + 1
     with store.write() as conn:
         ids = [
-            store.save_memo(
-                conn,
-                memo_id=None,
-                project="p",
-                question=f"Who calls load_baz_{n}?",
-                question_key=f"Who calls load_baz_{n}?",
-                conclusion="c",
-                root="/",
-                recorded_at="2026-01-01T00:00:00Z",
-                files=[BARE_FILE],
-                index_identifiers=False,
-            )
+            save_bare_memo(store, conn, f"Who calls load_baz_{n}?", index_identifiers=False)
             for n in range(count)
         ]
     assert _pending(db_path) == ids
@@ -576,18 +554,7 @@ def test_once_no_identifiers_are_pending_a_search_never_indexes_them_again(
         save_bare_memo(store, conn, "Where is parse_bar called?")
     words.index_identifiers(store)
     with store.write() as conn:
-        late = store.save_memo(
-            conn,
-            memo_id=None,
-            project="p",
-            question="Who calls load_baz?",
-            question_key="Who calls load_baz?",
-            conclusion="c",
-            root="/",
-            recorded_at="2026-01-01T00:00:00Z",
-            files=[BARE_FILE],
-            index_identifiers=False,
-        )
+        late = save_bare_memo(store, conn, "Who calls load_baz?", index_identifiers=False)
     words.index_identifiers(store)
     assert _pending(db_path) == [late]
     with store.read() as conn:
