@@ -528,8 +528,9 @@ class Store:
         if self._storing_pending:
             return
         # Files claimed by a writer that died are looked for once per store; after that a
-        # stat of the pending file is all a write costs.
-        if self._pending_checked and not os.path.exists(pending.pending_path(self.path)):
+        # stat of the pending file is all a write costs (an empty one, left by an append
+        # that died before it wrote, holds nothing to claim).
+        if self._pending_checked and not pending.waiting(self.path):
             return
         self._pending_checked = True
         self._storing_pending = True
@@ -692,10 +693,15 @@ class Store:
         it: one resting on none would pass every check as fresh.
         """
         if not 1 <= len(files) <= MAX_FILES:
+            fix = (
+                "give it the files its conclusion was read from"
+                if not files
+                else f"keep the {MAX_FILES} it rests on most"
+            )
+            shown = question if len(question) <= 80 else f"{question[:79]}…"
             raise InputError(
-                f"memo {question!r} of project {project!r} rests on {len(files)} files, and a"
-                f" memo rests on 1 to {MAX_FILES}: give it the files its conclusion was read"
-                " from"
+                f"memo {shown!r} of project {project!r} rests on {len(files)} files, and a"
+                f" memo rests on 1 to {MAX_FILES}: {fix}"
             )
         replaced: list[str] = []
         stored_key = _stored_key(question_key, repository)

@@ -16,8 +16,11 @@ silently:
   fails, its lines go back to the pending file; when the claiming process died
   first, the next writer claims its file again;
 * an empty file is never claimed, so an append that finds the file it locked
-  claimed meanwhile tries again only because another append got its line in:
-  a writer that claims over and over cannot starve the appends.
+  claimed meanwhile tries again only because a line was written to the file it
+  opened: a writer that claims over and over cannot starve the appends.
+
+A line that is not a capture (cut by a crash, or one no release writes: see
+:func:`from_line`) is dropped when its file is stored.
 """
 
 from __future__ import annotations
@@ -107,7 +110,26 @@ def from_line(line: bytes) -> Capture | None:
         return None
     if not isinstance(capture.repository, str | None) or not 1 <= len(capture.files) <= MAX_FILES:
         return None
+    if not all(_is_file(f) for f in capture.files):
+        return None
     return capture
+
+
+def _is_file(row: CapturedFile) -> bool:
+    texts = (row.path, row.sha256, row.xxh3)
+    return (
+        all(isinstance(value, str) for value in texts)
+        and type(row.size) is int
+        and isinstance(row.git_blob, str | None)
+    )
+
+
+def waiting(db: Path) -> bool:
+    """Whether a pending file of ``db`` holds anything to claim (it exists, not empty)."""
+    try:
+        return os.stat(pending_path(db), follow_symlinks=False).st_size > 0
+    except FileNotFoundError:
+        return False
 
 
 def keep(db: Path, capture: Capture) -> Path:

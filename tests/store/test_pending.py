@@ -11,6 +11,8 @@ import sys
 import threading
 from pathlib import Path
 
+import pytest
+
 from explomemo.store import pending
 from explomemo.store.database import Store
 from explomemo.store.pending import Capture, CapturedFile
@@ -26,7 +28,7 @@ def test_a_line_round_trips_with_its_snapshots() -> None:
     assert pending.from_line(pending.to_line(capture)) == capture
     assert pending.from_line(b'{"project": "p"}\n') is None
     assert pending.from_line(b"{cut by a cra") is None
-    for files in ([], capture.files * 65):
+    for files in ([], capture.files * 65, [capture.files[0]._replace(size="1")]):
         assert pending.from_line(pending.to_line(capture._replace(files=files))) is None
 
 
@@ -61,9 +63,11 @@ def test_an_empty_pending_file_is_not_claimed(tmp_path: Path) -> None:
     db = tmp_path / "memos.db"
     path = pending.pending_path(db)
     path.touch(0o600)
+    assert not pending.waiting(db)
     assert pending.claim(db) == []
     assert path.exists() and list(tmp_path.glob("*.claimed")) == []
     pending.keep(db, a_capture(1))
+    assert pending.waiting(db)
     (claimed,) = pending.claim(db)
     assert [c.question for c in pending.captures([claimed])] == ["question 1?"]
 
@@ -103,3 +107,24 @@ def test_captures_that_cannot_be_stored_go_back_to_the_pending_file(tmp_path: Pa
     back = pending.captures([pending.pending_path(db)])
     assert sorted(c.question for c in back) == [f"question {n}?" for n in (0, 1, 2, 9)]
     assert stat.S_IMODE(os.stat(pending.pending_path(db)).st_mode) == 0o600
+
+
+def test_a_write_passes_over_an_empty_pending_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An append that died between creating the file and writing its line leaves it empty,
+    and no claim takes it: the writes after a store's first only look at its size (they
+    claimed it each time, a folder listing, an open and a lock, while it was there)."""
+    db = tmp_path / "memos.db"
+    store = Store.open(db)
+    pending.pending_path(db).touch(0o600)
+    try:
+        with store.write():
+            pass
+        claims: list[Path] = []
+        monkeypatch.setattr(pending, "claim", lambda path: claims.append(path) or [])
+        with store.write():
+            pass
+    finally:
+        store.close()
+    assert claims == []
