@@ -6,7 +6,7 @@ a subprocess with an argument list (no shell), a timeout and no standard
 input, in an environment built from nothing but ``PATH``: no ``GIT_DIR``,
 ``GIT_WORK_TREE``, ``GIT_INDEX_FILE`` or any other ``GIT_*`` variable of
 the caller's, no system or global configuration, no optional locks (a read
-never writes the index), no replace objects, no pager, no colour, no
+never writes the index), no replace objects nor grafts, no pager, no colour, no
 protocol (so a partial clone cannot fetch), and the repository's own
 settings that run a program in a read overridden on the command line
 (``core.fsmonitor``, ``core.hooksPath``, ``log.showSignature``). The
@@ -65,6 +65,9 @@ def _environment() -> dict[str, str]:
         "GIT_ALLOW_PROTOCOL": "none",
         "GIT_ATTR_NOSYSTEM": "1",
         "GIT_PAGER": "cat",
+        # git 2.39 still reads .git/info/grafts, which gives commits other parents, and
+        # --no-replace-objects leaves it on: a commit's roots must be its own.
+        "GIT_GRAFT_FILE": os.devnull,
     }
 
 
@@ -162,7 +165,7 @@ class GitRepo:
         rev-list --max-parents=0 HEAD``, the smallest id when history has several); None
         in a shallow clone (its cut-off commits look like roots) or without commits.
 
-        The roots of a commit are fixed by its id (replace objects are off), so
+        The roots of a commit are fixed by its id (replace objects and grafts are off), so
         ``known``, a commit id and its first root commit as found before, answers for
         that commit at once, and when HEAD descends from it only the commits since are
         walked: a long history is walked once, not at every call.

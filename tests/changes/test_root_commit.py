@@ -115,21 +115,24 @@ def test_a_known_head_is_answered_by_one_git_command_and_only_for_itself(
     assert at.root_commit((foreign, head)) == (head, first)
 
 
-def test_a_history_with_no_root_has_no_identity(tmp_path: Path) -> None:
-    """git still honours the deprecated ``info/grafts`` file, and a graft can give every
-    commit a parent (here the first commit is made the child of the second): ``rev-list
-    --max-parents=0`` then lists nothing and the repository has no identity, None, not an
-    error. Kills ``GitRepo.root_commit__mutmut_66`` (``if roots or True``: ``min`` of no
-    roots raised ValueError)."""
-    repo = _repo(tmp_path / "app", "a.py", "b.py")
-    first, second = git(repo.path, "rev-list", "--reverse", "HEAD").split()
-    (repo.path / ".git" / "info").mkdir(exist_ok=True)
-    (repo.path / ".git" / "info" / "grafts").write_text(f"{first} {second}\n")
-    assert git(repo.path, "rev-list", "--max-parents=0", "HEAD") == ""
-    at = GitRepo.at(resolve_root(str(repo.path)))
-    assert at is not None
-    assert at.root_commit() is None
-    assert repository_identity(str(repo.path)) is None
+def test_a_grafts_file_does_not_move_the_identity(tmp_path: Path) -> None:
+    """git 2.39 still honours the deprecated ``info/grafts`` file, which gives a commit
+    other parents, and ``--no-replace-objects`` does not turn it off: a repository carrying
+    one (a copied ``.git``, an archive) took a commit of its own history for its root, or,
+    with every commit given a parent, had no root at all. The identity is the history's
+    own root either way."""
+    repo = _repo(tmp_path / "app", "a.py", "b.py", "c.py")
+    first, second, third = git(repo.path, "rev-list", "--reverse", "HEAD").split()
+    grafts = repo.path / ".git" / "info" / "grafts"
+    grafts.parent.mkdir(exist_ok=True)
+    for graft, roots in ((f"{second}\n", second), (f"{first} {third}\n", "")):
+        grafts.write_text(graft)
+        assert git(repo.path, "rev-list", "--max-parents=0", "HEAD") == roots
+        gitrepo._identities.clear()
+        at = GitRepo.at(resolve_root(str(repo.path)))
+        assert at is not None
+        assert at.root_commit() == (third, first)
+        assert repository_identity(str(repo.path)) == first
 
 
 def test_the_database_keeps_the_head_found_for_the_next_process(
