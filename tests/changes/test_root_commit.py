@@ -115,6 +115,22 @@ def test_a_known_head_is_answered_by_one_git_command_and_only_for_itself(
     assert at.root_commit((foreign, head)) == (head, first)
 
 
+def test_a_head_that_is_not_a_commit_has_no_identity(tmp_path: Path) -> None:
+    """A branch file holding a tree's id (written by hand: ``update-ref`` refuses it) passes
+    the check of HEAD's id, and ``rev-list --max-parents=0`` prints nothing for a tree: no
+    root, so no identity, None, not an error. Kills ``GitRepo.root_commit__mutmut_66``
+    (``if roots or True``: ``min`` of no roots raised ValueError), found by the second
+    reader once grafts were off."""
+    repo = _repo(tmp_path / "app", "a.py")
+    tree = git(repo.path, "write-tree")
+    (repo.path / ".git" / "refs" / "heads" / "main").write_text(f"{tree}\n")
+    assert git(repo.path, "rev-list", "--max-parents=0", "HEAD") == ""
+    at = GitRepo.at(resolve_root(str(repo.path)))
+    assert at is not None
+    assert at.root_commit() is None
+    assert repository_identity(str(repo.path)) is None
+
+
 def test_a_grafts_file_does_not_move_the_identity(tmp_path: Path) -> None:
     """git 2.39 still honours the deprecated ``info/grafts`` file, which gives a commit
     other parents, and ``--no-replace-objects`` does not turn it off: a repository carrying
