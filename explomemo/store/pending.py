@@ -90,9 +90,9 @@ def to_line(capture: Capture) -> bytes:
 
 def from_line(line: bytes) -> Capture | None:
     """The capture of one pending line; None for a line that is not one: cut by a crash, or
-    holding no file or more than the store takes (the hook captures only turns that read
-    one and cuts them to 64; a line the store refuses would fail every write that stores
-    the pending captures)."""
+    holding no file, more than the store takes or a file's field of another type (the hook
+    captures only turns that read one and cuts them to 64; a line the store refuses would
+    fail every write that stores the pending captures)."""
     import base64
 
     try:
@@ -128,7 +128,7 @@ def waiting(db: Path) -> bool:
     """Whether a pending file of ``db`` holds anything to claim (it exists, not empty)."""
     try:
         return os.stat(pending_path(db), follow_symlinks=False).st_size > 0
-    except FileNotFoundError:
+    except OSError:
         return False
 
 
