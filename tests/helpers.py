@@ -1105,3 +1105,18 @@ def record_sized(db: Path, root: Path, question: str, sizes: dict[str, int]) -> 
             project="shop",
             root=str(root),
         )
+
+
+def git_commands(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The git commands explomemo runs from now on (their first argument), in order."""
+    from explomemo.changes.gitrepo import GitRepo
+
+    commands: list[str] = []
+    run = GitRepo._run
+
+    def counted(self: GitRepo, args: list[str], given: bytes | None = None) -> bytes | None:
+        commands.append(args[0])
+        return run(self, args, given)
+
+    monkeypatch.setattr(GitRepo, "_run", counted)
+    return commands

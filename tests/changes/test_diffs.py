@@ -24,6 +24,7 @@ import xxhash
 from helpers import (
     Repo,
     git,
+    git_commands,
     invoke_cli,
     open_cache,
 )
@@ -498,21 +499,6 @@ def test_old_database_is_migrated_and_finds_its_content_in_git(repo: Repo, db_pa
     conn.close()
 
 
-def _git_commands(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The git commands explomemo runs from now on (their first argument), in order."""
-    from explomemo.changes.gitrepo import GitRepo
-
-    commands: list[str] = []
-    run = GitRepo._run
-
-    def counted(self: GitRepo, args: list[str], given: bytes | None = None) -> bytes | None:
-        commands.append(args[0])
-        return run(self, args, given)
-
-    monkeypatch.setattr(GitRepo, "_run", counted)
-    return commands
-
-
 def test_a_memo_without_blob_ids_searches_git_once_and_not_past_the_budget(
     repo: Repo, db_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -530,7 +516,7 @@ def test_a_memo_without_blob_ids_searches_git_once_and_not_past_the_budget(
         conn.execute("UPDATE memo_files SET git_blob = NULL WHERE memo_id = ?", (memo,))
     for name in [*big, *old]:
         repo.write(name, "".join(f"LINE {n:04d} of {name}\n" for n in range(400)))
-    commands = _git_commands(monkeypatch)
+    commands = git_commands(monkeypatch)
     with MemoCache.open(db_path) as cache:
         report = cache.stale_report(project="demo")
         changes = cache.stale_changes(report)
@@ -1425,7 +1411,7 @@ def test_git_is_asked_for_the_index_once_per_root_and_not_at_all_with_snapshots(
     repo, root, rows = _committed_rows(tmp_path, {"a.py": b"A = 1\n", "b.py": b"B = 1\n"})
     git(repo.path, "mv", "a.py", "a2.py")
     git(repo.path, "mv", "b.py", "b2.py")
-    commands = _git_commands(monkeypatch)
+    commands = git_commands(monkeypatch)
     finder = ChangeFinder(None)
     moves = [(rows["a.py"], "missing"), (rows["b.py"], "missing")]
     assert [f.moved_to for f in finder.check(root, moves)] == ["a2.py", "b2.py"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from helpers import Repo, git, open_cache
+from helpers import Repo, git, git_commands, open_cache
 
 from explomemo.changes import gitrepo
 from explomemo.changes.gitrepo import GitRepo, repository_identity
@@ -100,14 +100,7 @@ def test_a_known_head_is_answered_by_one_git_command_and_only_for_itself(
     head = git(repo.path, "rev-parse", "HEAD")
     first = git(repo.path, "rev-list", "--max-parents=0", "HEAD")
     assert head != first
-    ran: list[str] = []
-    real_run = GitRepo._run
-
-    def recorded(self: GitRepo, args: list[str], given: bytes | None = None) -> bytes | None:
-        ran.append(args[0])
-        return real_run(self, args, given)
-
-    monkeypatch.setattr(GitRepo, "_run", recorded)
+    ran = git_commands(monkeypatch)
     assert at.root_commit((head, "0" * 40)) == (head, "0" * 40)
     assert ran == ["rev-parse"]
     # Another repository's commit, its root made up as HEAD's id: a full walk.
