@@ -32,6 +32,8 @@ from explomemo.recall.words import STOP_WORDS, stem
 from explomemo.store.database import Store
 
 if TYPE_CHECKING:
+    from concurrent.futures import Executor, Future
+
     import numpy as np
     import numpy.typing as npt
 
@@ -277,8 +279,14 @@ class VectorIndex:
         """Those of ``ids`` the index has no vectors of."""
         return {memo_id for memo_id in ids if memo_id not in self._rows}
 
-    def cosines(self, query: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
-        """(count, 2): each memo's cosine to ``query`` by its whole-memo and its question vector."""
+    def cosines(
+        self, query: npt.NDArray[np.float32], helper: Executor | None = None
+    ) -> npt.NDArray[np.float32]:
+        """(count, 2): each memo's cosine to ``query`` by its whole-memo and its question vector.
+
+        With a ``helper``, a large index's second half is multiplied on it, at the same time
+        as the first on this thread.
+        """
         import numpy as np
 
         count = self._count
@@ -287,7 +295,16 @@ class VectorIndex:
             return sims
         # Both vectors of a memo are rows of one 2-D product (a 3-D matmul
         # runs one small product per memo: 1.6x slower at 100,000 memos).
-        _products(self._codes[:count].reshape(2 * count, -1), query, sims.reshape(-1))
+        vectors = self._codes[:count].reshape(2 * count, -1)
+        flat = sims.reshape(-1)
+        half = 2 * count
+        other: Future[None] | None = None
+        if helper is not None and count >= SPLIT_MEMOS:
+            half = count // (2 * SCAN_ROWS) * (2 * SCAN_ROWS)
+            other = helper.submit(_products, vectors, query, flat[half:], half)
+        _products(vectors[:half], query, flat[:half])
+        if other is not None:
+            other.result()
         sims *= self._scales[:count]
         return sims
 
@@ -296,15 +313,17 @@ class VectorIndex:
         """The memo ids, in the order of :meth:`cosines`' rows (as they were added)."""
         return self._ids[: self._count]
 
-    def top(self, query: npt.NDArray[np.float32], n: int) -> VectorHits:
+    def top(
+        self, query: npt.NDArray[np.float32], n: int, helper: Executor | None = None
+    ) -> VectorHits:
         """The ``n`` memos most similar to ``query`` as (id, :func:`vector_score`), with the
-        sum of every memo's vector score and of their squares."""
+        sum of every memo's vector score and of their squares (``helper``: see :meth:`cosines`)."""
         import numpy as np
 
         count = self._count
         if count == 0:
             return VectorHits(hits=[])
-        sims = self.cosines(query)
+        sims = self.cosines(query, helper)
         scores = vector_score(sims[:, 0], sims[:, 1])
         n = min(n, count)
         best = np.argpartition(-scores, n - 1)[:n]
@@ -361,13 +380,19 @@ def vector_score(
 #: 2 x 384 dimensions, which stays in the core's cache (at 100,000 memos the
 #: product takes 19 ms in blocks of 256, 36 ms in blocks of 1,024).
 SCAN_ROWS = 256
+#: From how many memos a product is shared with a helper thread.
+SPLIT_MEMOS = 4 * SCAN_ROWS
 
 
 def _products(
-    vectors: npt.NDArray[np.int8], query: npt.NDArray[np.float32], out: npt.NDArray[np.float32]
+    vectors: npt.NDArray[np.int8],
+    query: npt.NDArray[np.float32],
+    out: npt.NDArray[np.float32],
+    start: int = 0,
 ) -> None:
-    """``out[i] = vectors[i] . query``, converting the rows to float32 :data:`SCAN_ROWS` memos
-    at a time (in a scratch array of this call: recalls run on several threads at once)."""
+    """``out[i] = vectors[start + i] . query`` for each row of ``out``, converting the rows to
+    float32 :data:`SCAN_ROWS` memos at a time (in a scratch array of this call: products run
+    on several threads at once)."""
     import numpy as np
 
     rows = len(out)
@@ -375,7 +400,7 @@ def _products(
     for at in range(0, rows, 2 * SCAN_ROWS):
         end = min(at + 2 * SCAN_ROWS, rows)
         scratch = block[: end - at]
-        scratch[...] = vectors[at:end]
+        scratch[...] = vectors[start + at : start + end]
         np.matmul(scratch, query, out=out[at:end])
 
 

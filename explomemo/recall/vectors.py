@@ -45,7 +45,7 @@ CLOSE_SECONDS = 2.0
 FILL_BATCH = 2
 #: How often an idle server's vector thread looks whether another process wrote memos.
 POLL_SECONDS = 2.0
-#: Queries embedded at once (each on a lane of its own, see FastembedEmbedder).
+#: Queries embedded and searched at once (each on a lane of its own, see FastembedEmbedder).
 QUERY_THREADS = 2
 
 logger = logging.getLogger("explomemo")
@@ -163,7 +163,7 @@ class Vectors:
         self._fill_running = False
         # The memo version the vector thread last saw (moved by any writer).
         self._seen_version = -1
-        # Made by the first embed_query.
+        # Made by the first query (embed_query, search).
         self._queries: ThreadPoolExecutor | None = None
 
     def close(self) -> None:
@@ -478,7 +478,7 @@ class Vectors:
 
     def search(self, asked: Asked, n: int) -> Searched:
         """The ``n`` memos of the index nearest the query, with what the index held when it
-        was searched.
+        was searched; the product is shared with a query thread.
 
         The vector thread may put vectors into the index at any moment: the memos
         it gave vectors to after this moment were still searched by words.
@@ -486,7 +486,7 @@ class Vectors:
         index = asked.index
         with self._lock:
             seen = (index.version, index.lacking, index.count)
-        return Searched(index.top(asked.vector, n), *seen)
+        return Searched(index.top(asked.vector, n, self._query_threads()), *seen)
 
     def embed_query(self, embedder: Embedder, project: str, query: str) -> Future[Asked]:
         """Embed ``query`` and find ``project``'s :meth:`index`, on a query thread: the caller

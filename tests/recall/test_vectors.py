@@ -404,8 +404,10 @@ def test_vectors_stored_during_a_search_leave_its_memos_counted_as_searched_by_w
     with MemoCache.open(db_path, FixedModel(model)) as cache:
         searched = VectorIndex.top
 
-        def top_then_vectors_arrive(index: VectorIndex, query: Any, n: int) -> Any:
-            hits = searched(index, query, n)
+        def top_then_vectors_arrive(
+            index: VectorIndex, query: Any, n: int, helper: Any = None
+        ) -> Any:
+            hits = searched(index, query, n, helper)
             if not cache.vectors.lacking(model.model_id):
                 return hits
             assert cache.fill_embeddings(model) == 1
