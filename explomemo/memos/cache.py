@@ -45,7 +45,6 @@ from explomemo.store.database import MAX_ID, FileRow, MemoRow, StatRow, Store, n
 # validity engine, and each costs a short command's start-up.
 if TYPE_CHECKING:
     import sqlite3
-    from concurrent.futures import Future
     from pathlib import Path
 
     from explomemo.changes.diffs import Limits
@@ -53,7 +52,7 @@ if TYPE_CHECKING:
     from explomemo.check.validity import Expected, Progress, Seen, Validator
     from explomemo.recall.embeddings import Embedder
     from explomemo.recall.search import VectorHits, VectorIndex, WordSearch
-    from explomemo.recall.vectors import Asked, MemoVectors, Searched, Vectors
+    from explomemo.recall.vectors import MemoVectors, Searched, Vectors
 
 #: The most a recall waits for a model still loading, or for the vectors of memos this
 #: process just recorded, before it searches the memos without vectors by words.
@@ -509,28 +508,26 @@ class MemoCache:
     ) -> RecallResult:
         from explomemo.check.stale import checked_files
         from explomemo.recall.search import CANDIDATES, fuse, ranked
+        from explomemo.recall.vectors import query_vector
 
         vector_hits: VectorHits | None = None
         index: VectorIndex | None = None
         searched: Searched | None = None
-        embedding: Future[Asked] | None = None
         if embedder is not None:
             self.vectors.notice_writes()
-            embedding = self.vectors.embed_query(embedder, project, query)
-        word_search = self._words.get()
-        word_search.index_identifiers(self.store)
-        with self.store.errors(), self.store.read() as conn:
-            word_query = word_search.search(self.store, conn, project, query)
-        if embedding is not None:
-            asked = embedding.result()
-            index = asked.index
-            searched = self.vectors.search(asked, CANDIDATES)
+            asked = query_vector(embedder, query)
+            index = self.vectors.index(embedder, project, len(asked))
+            searched = self.vectors.search(index, asked, CANDIDATES)
             vector_hits = searched.hits
+        self._words.get().index_identifiers(self.store)
         with self.store.errors(), self.store.read() as conn:
-            word_query.add(
-                self.store, conn, (i for i, _ in (vector_hits.hits if vector_hits else ()))
+            words = self._words.get().scores(
+                self.store,
+                conn,
+                project,
+                query,
+                also=(i for i, _ in (vector_hits.hits if vector_hits else ())),
             )
-            words = word_query.scores
             if searched is not None:
                 by_words = self.vectors.searched_by_words(searched, project)
             else:

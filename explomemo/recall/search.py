@@ -23,7 +23,7 @@ import math
 import re
 import sqlite3
 import threading
-from collections.abc import Container, Iterable, Mapping, Sequence
+from collections.abc import Container, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
@@ -32,8 +32,6 @@ from explomemo.recall.words import STOP_WORDS, stem
 from explomemo.store.database import Store
 
 if TYPE_CHECKING:
-    from concurrent.futures import Executor, Future
-
     import numpy as np
     import numpy.typing as npt
 
@@ -119,66 +117,6 @@ class WordScores:
     identifiers: dict[int, float] = field(default_factory=dict)
     #: Memos that alone in their project hold an identifier the query names.
     pinned: frozenset[int] = frozenset()
-
-
-class WordQuery:
-    """The word scores of one query, computed a batch of candidates at a time."""
-
-    def __init__(
-        self,
-        names: dict[int, float],
-        pinned: frozenset[int],
-        words: Sequence[str] = (),
-        total: int = 0,
-        frequencies: Mapping[str, int] | None = None,
-        ranks: Mapping[int, float] | None = None,
-    ) -> None:
-        frequencies = frequencies or {}
-        self._ranks = ranks or {}
-        self._scored: set[int] = set()
-        self.scores = WordScores(
-            {},
-            sum(1 for w in words if not frequencies[w]) / len(words) if words else 0.0,
-            names,
-            pinned,
-        )
-        self._idf = {
-            w: math.log(1.0 + (total - frequencies[w] + 0.5) / (frequencies[w] + 0.5))
-            for w in words
-        }
-        self._weight_sum = sum(self._idf.values())
-        # A word is in a memo when some word of the memo, or part of a name
-        # ("retries" in max_retries), starts with its stem. One pattern for all
-        # stems scans each text once; longest first, so a stem that is a
-        # prefix of another is still seen through the longer one.
-        stems = {w: stem(w) for w in words}
-        alternatives = sorted(set(stems.values()), key=lambda stem: (-len(stem), stem))
-        self._pattern = re.compile(r"(?<![^\W_])(" + "|".join(map(re.escape, alternatives)) + ")")
-        # What each stem the pattern finds covers: the words whose stem it starts
-        # with (computed once, not for every memo).
-        self._covers = {
-            a: frozenset(w for w in words if a.startswith(stems[w])) for a in alternatives
-        }
-
-    def add(self, store: Store, conn: sqlite3.Connection, ids: Iterable[int]) -> None:
-        """Score those of ``ids`` not scored yet (the memos covering none of the words get none)."""
-        fresh = sorted(set(ids) - self._scored)
-        if not self._idf or not fresh:
-            return
-        self._scored.update(fresh)
-        idf, pattern, covers = self._idf, self._pattern, self._covers
-        scores = self.scores.scores
-        for memo_id, text in store.memo_texts(conn, fresh):
-            seen: set[str] = set()
-            for found in set(pattern.findall(text[:MAX_TEXT_CHARS].lower())):
-                seen |= covers[found]
-            covered = sum(weight for w, weight in idf.items() if w in seen)
-            if not covered:
-                continue
-            rank = self._ranks.get(memo_id, 0.0)
-            scores[memo_id] = COVERAGE_WEIGHT * covered / self._weight_sum + (
-                1 - COVERAGE_WEIGHT
-            ) * (1.0 - math.exp(-max(0.0, -rank) / BM25_SCALE))
 
 
 @dataclass
@@ -279,14 +217,8 @@ class VectorIndex:
         """Those of ``ids`` the index has no vectors of."""
         return {memo_id for memo_id in ids if memo_id not in self._rows}
 
-    def cosines(
-        self, query: npt.NDArray[np.float32], helper: Executor | None = None
-    ) -> npt.NDArray[np.float32]:
-        """(count, 2): each memo's cosine to ``query`` by its whole-memo and its question vector.
-
-        With a ``helper``, a large index's second half is multiplied on it, at the same time
-        as the first on this thread.
-        """
+    def cosines(self, query: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
+        """(count, 2): each memo's cosine to ``query`` by its whole-memo and its question vector."""
         import numpy as np
 
         count = self._count
@@ -297,14 +229,13 @@ class VectorIndex:
         # runs one small product per memo: 1.6x slower at 100,000 memos).
         vectors = self._codes[:count].reshape(2 * count, -1)
         flat = sims.reshape(-1)
-        half = 2 * count
-        other: Future[None] | None = None
-        if helper is not None and count >= SPLIT_MEMOS:
-            half = count // (2 * SCAN_ROWS) * (2 * SCAN_ROWS)
-            other = helper.submit(_products, vectors, query, flat[half:], half)
-        _products(vectors[:half], query, flat[:half])
-        if other is not None:
-            other.result()
+        # Scratch of this call (calls run on several threads at once).
+        block = np.empty((min(2 * count, 2 * SCAN_ROWS), vectors.shape[1]), dtype=np.float32)
+        for start in range(0, 2 * count, 2 * SCAN_ROWS):
+            end = min(start + 2 * SCAN_ROWS, 2 * count)
+            rows = block[: end - start]
+            rows[...] = vectors[start:end]
+            np.matmul(rows, query, out=flat[start:end])
         sims *= self._scales[:count]
         return sims
 
@@ -313,17 +244,15 @@ class VectorIndex:
         """The memo ids, in the order of :meth:`cosines`' rows (as they were added)."""
         return self._ids[: self._count]
 
-    def top(
-        self, query: npt.NDArray[np.float32], n: int, helper: Executor | None = None
-    ) -> VectorHits:
+    def top(self, query: npt.NDArray[np.float32], n: int) -> VectorHits:
         """The ``n`` memos most similar to ``query`` as (id, :func:`vector_score`), with the
-        sum of every memo's vector score and of their squares (``helper``: see :meth:`cosines`)."""
+        sum of every memo's vector score and of their squares."""
         import numpy as np
 
         count = self._count
         if count == 0:
             return VectorHits(hits=[])
-        sims = self.cosines(query, helper)
+        sims = self.cosines(query)
         scores = vector_score(sims[:, 0], sims[:, 1])
         n = min(n, count)
         best = np.argpartition(-scores, n - 1)[:n]
@@ -380,28 +309,6 @@ def vector_score(
 #: 2 x 384 dimensions, which stays in the core's cache (at 100,000 memos the
 #: product takes 19 ms in blocks of 256, 36 ms in blocks of 1,024).
 SCAN_ROWS = 256
-#: From how many memos a product is shared with a helper thread.
-SPLIT_MEMOS = 4 * SCAN_ROWS
-
-
-def _products(
-    vectors: npt.NDArray[np.int8],
-    query: npt.NDArray[np.float32],
-    out: npt.NDArray[np.float32],
-    start: int = 0,
-) -> None:
-    """``out[i] = vectors[start + i] . query`` for each row of ``out``, converting the rows to
-    float32 :data:`SCAN_ROWS` memos at a time (in a scratch array of this call: products run
-    on several threads at once)."""
-    import numpy as np
-
-    rows = len(out)
-    block = np.empty((min(rows, 2 * SCAN_ROWS), vectors.shape[1]), dtype=np.float32)
-    for at in range(0, rows, 2 * SCAN_ROWS):
-        end = min(at + 2 * SCAN_ROWS, rows)
-        scratch = block[: end - at]
-        scratch[...] = vectors[start + at : start + end]
-        np.matmul(scratch, query, out=out[at:end])
 
 
 def _quantize(
@@ -533,29 +440,48 @@ class WordSearch:
         that the memo contains), which means the same in a project of 5 memos
         as of 50,000; BM25 breaks ties between memos that cover the same words.
         """
-        found = self.search(store, conn, project, query)
-        found.add(store, conn, also)
-        return found.scores
-
-    def search(self, store: Store, conn: sqlite3.Connection, project: str, query: str) -> WordQuery:
-        """The word side of a search for ``query``: its candidates by FTS5 and by identifier,
-        scored, and ready to score the candidates another side finds (:meth:`WordQuery.add`).
-
-        Recall runs it while the query is embedded on another thread.
-        """
         names, pinned = _identifier_scores(store, conn, project, query)
         words = query_words(query)[:MAX_QUERY_WORDS]
         if not words:
-            return WordQuery(names, pinned)
+            return WordScores({}, identifiers=names, pinned=pinned)
         total, frequencies = self._frequencies_of(store, conn, words)
+        unknown = sum(1 for w in words if not frequencies[w]) / len(words)
         common = max(COMMON_FLOOR, COMMON_SHARE * total)
         rare = [w for w in words if frequencies[w] <= common]
         ranks: dict[int, float] = {}
         if rare:
             ranks = dict(store.word_matches(conn, project, _any_of(rare), CANDIDATES))
-        found = WordQuery(names, pinned, words, total, frequencies, ranks)
-        found.add(store, conn, set(ranks) | set(names))
-        return found
+        candidates = set(ranks) | set(also) | set(names)
+        if not candidates:
+            return WordScores({}, unknown, names, pinned)
+        idf = {
+            w: math.log(1.0 + (total - frequencies[w] + 0.5) / (frequencies[w] + 0.5))
+            for w in words
+        }
+        weight_sum = sum(idf.values())
+        # A word is in a memo when some word of the memo, or part of a name
+        # ("retries" in max_retries), starts with its stem. One pattern for all
+        # stems scans each text once; longest first, so a stem that is a
+        # prefix of another is still seen through the longer one.
+        stems = {w: stem(w) for w in words}
+        alternatives = sorted(set(stems.values()), key=lambda stem: (-len(stem), stem))
+        pattern = re.compile(r"(?<![^\W_])(" + "|".join(map(re.escape, alternatives)) + ")")
+        # What each stem the pattern finds covers: the words whose stem it starts
+        # with (computed once, not for every memo).
+        covers = {a: frozenset(w for w in words if a.startswith(stems[w])) for a in alternatives}
+        scores: dict[int, float] = {}
+        for memo_id, text in store.memo_texts(conn, sorted(candidates)):
+            seen: set[str] = set()
+            for found in set(pattern.findall(text[:MAX_TEXT_CHARS].lower())):
+                seen |= covers[found]
+            covered = sum(weight for w, weight in idf.items() if w in seen)
+            if not covered:
+                continue
+            rank = ranks.get(memo_id, 0.0)
+            scores[memo_id] = COVERAGE_WEIGHT * covered / weight_sum + (1 - COVERAGE_WEIGHT) * (
+                1.0 - math.exp(-max(0.0, -rank) / BM25_SCALE)
+            )
+        return WordScores(scores, unknown, names, pinned)
 
     def _frequencies_of(
         self, store: Store, conn: sqlite3.Connection, words: list[str]

@@ -20,7 +20,6 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -45,8 +44,6 @@ CLOSE_SECONDS = 2.0
 FILL_BATCH = 2
 #: How often an idle server's vector thread looks whether another process wrote memos.
 POLL_SECONDS = 2.0
-#: Queries embedded and searched at once (each on a lane of its own, see FastembedEmbedder).
-QUERY_THREADS = 2
 
 logger = logging.getLogger("explomemo")
 
@@ -112,14 +109,6 @@ class Searched:
 
 
 @dataclass(frozen=True)
-class Asked:
-    """A query's vector, and the index of its project to search it in."""
-
-    vector: npt.NDArray[np.float32]
-    index: VectorIndex
-
-
-@dataclass(frozen=True)
 class _VectorJob:
     """A recorded memo whose vectors are computed after the record returned."""
 
@@ -163,8 +152,6 @@ class Vectors:
         self._fill_running = False
         # The memo version the vector thread last saw (moved by any writer).
         self._seen_version = -1
-        # Made by the first query (embed_query, search).
-        self._queries: ThreadPoolExecutor | None = None
 
     def close(self) -> None:
         """Stop the vector thread: vectors being computed are stored, queued ones computed
@@ -176,10 +163,6 @@ class Vectors:
         if thread is not None:
             self._jobs.put(None)
             thread.join()
-        with self._lock:
-            queries, self._queries = self._queries, None
-        if queries is not None:
-            queries.shutdown()
 
     # Recorded memos --------------------------------------------------------
 
@@ -449,66 +432,34 @@ class Vectors:
         searches the memos it lacks by words); elsewhere it is read again now.
         It never embeds a memo.
         """
-        current = self._current(embedder, project)
-        if current is not None:
-            return current
         with self.store.errors():
+            version = self.store.memo_version()
+            with self._lock:
+                index = self._indexes.get(project)
+            if index is not None and index.model_id == embedder.model_id:
+                if index.version == version:
+                    return index
+                if self._filling is not None:
+                    self.fill_later()
+                    return index
             # Two arrays of a large project must not live at once.
             self.drop_index(project)
+            del index
             index = self._build(embedder.model_id, project, dim)
         release_freed_memory()
         with self._lock:
             self._indexes[project] = index
         return index
 
-    def _current(self, embedder: Embedder, project: str) -> VectorIndex | None:
-        """The project's index of the embedder's model if :meth:`index` uses it as it is."""
-        with self.store.errors():
-            version = self.store.memo_version()
-        with self._lock:
-            index = self._indexes.get(project)
-        if index is None or index.model_id != embedder.model_id:
-            return None
-        if index.version == version:
-            return index
-        if self._filling is not None:
-            self.fill_later()
-            return index
-        return None
-
-    def search(self, asked: Asked, n: int) -> Searched:
-        """The ``n`` memos of the index nearest the query, with what the index held when it
-        was searched; the product is shared with a query thread.
+    def search(self, index: VectorIndex, query: npt.NDArray[np.float32], n: int) -> Searched:
+        """``index.top(query, n)``, with what the index held when it was searched.
 
         The vector thread may put vectors into the index at any moment: the memos
         it gave vectors to after this moment were still searched by words.
         """
-        index = asked.index
         with self._lock:
             seen = (index.version, index.lacking, index.count)
-        return Searched(index.top(asked.vector, n, self._query_threads()), *seen)
-
-    def embed_query(self, embedder: Embedder, project: str, query: str) -> Future[Asked]:
-        """Embed ``query`` and find ``project``'s :meth:`index`, on a query thread: the caller
-        searches by words meanwhile (the model releases the GIL, so both run at once on
-        two cores)."""
-        # Looked up here: the query thread would wait for the read the caller starts next.
-        index = self._current(embedder, project)
-        return self._query_threads().submit(self._embed_query, embedder, project, query, index)
-
-    def _embed_query(
-        self, embedder: Embedder, project: str, query: str, index: VectorIndex | None
-    ) -> Asked:
-        vector = query_vector(embedder, query)
-        if index is None:
-            index = self.index(embedder, project, len(vector))
-        return Asked(vector, index)
-
-    def _query_threads(self) -> ThreadPoolExecutor:
-        with self._lock:
-            if self._queries is None:
-                self._queries = ThreadPoolExecutor(QUERY_THREADS, "explomemo-query")
-            return self._queries
+        return Searched(index.top(query, n), *seen)
 
     def searched_by_words(self, searched: Searched, project: str) -> int:
         """How many of ``project``'s memos a search found by words only: those the index

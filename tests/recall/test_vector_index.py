@@ -5,9 +5,7 @@ from __future__ import annotations
 import sqlite3
 import tracemalloc
 import warnings
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -292,40 +290,3 @@ def test_a_memo_scores_the_same_whether_its_index_was_read_or_added_to(tmp_path:
     added.upsert(memo_id, vector, vector)
     query = np.array([0.0, 1.0], dtype=np.float32)
     assert built.cosines(query).tobytes() == added.cosines(query).tobytes()
-
-
-class CountingExecutor(ThreadPoolExecutor):
-    """A thread pool that counts the calls submitted to it."""
-
-    def __init__(self) -> None:
-        super().__init__(1)
-        self.submitted = 0
-
-    def submit(self, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
-        self.submitted += 1
-        return super().submit(fn, *args, **kwargs)
-
-
-@pytest.mark.parametrize("count", [45, 49])
-def test_a_product_shared_with_a_helper_thread_is_the_same_product(
-    count: int, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(search, "SCAN_ROWS", 7)  # each half several blocks, one partial
-    monkeypatch.setattr(search, "SPLIT_MEMOS", 40)
-    rng = np.random.default_rng(11)
-    vectors = rng.standard_normal((2, count, 384)).astype(np.float32)
-    vectors /= np.linalg.norm(vectors, axis=2, keepdims=True)
-    index = VectorIndex.empty(384, 1, "m")
-    for memo_id, (w, q) in enumerate(zip(*vectors, strict=True), start=1):
-        index.upsert(memo_id, w.tobytes(), q.tobytes())
-    query = vectors[0, count - 1]
-    alone = index.cosines(query)
-    with CountingExecutor() as helper:
-        shared = index.cosines(query, helper)
-        assert helper.submitted == 1
-        np.testing.assert_array_equal(shared, alone)
-        assert index.top(query, 3, helper).hits == index.top(query, 3).hits
-        assert index.top(query, 3).hits[0][0] == count
-        monkeypatch.setattr(search, "SPLIT_MEMOS", count + 1)
-        np.testing.assert_array_equal(index.cosines(query, helper), alone)
-        assert helper.submitted == 2  # the top above; a smaller index is not shared

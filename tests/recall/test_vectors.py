@@ -404,10 +404,8 @@ def test_vectors_stored_during_a_search_leave_its_memos_counted_as_searched_by_w
     with MemoCache.open(db_path, FixedModel(model)) as cache:
         searched = VectorIndex.top
 
-        def top_then_vectors_arrive(
-            index: VectorIndex, query: Any, n: int, helper: Any = None
-        ) -> Any:
-            hits = searched(index, query, n, helper)
+        def top_then_vectors_arrive(index: VectorIndex, query: Any, n: int) -> Any:
+            hits = searched(index, query, n)
             if not cache.vectors.lacking(model.model_id):
                 return hits
             assert cache.fill_embeddings(model) == 1
@@ -421,43 +419,3 @@ def test_vectors_stored_during_a_search_leave_its_memos_counted_as_searched_by_w
         after = cache.recall(**ask)
         assert after.pending_vectors == 0
         assert [m.matched_by for m in after.matches] in (["embedding"], ["both"])
-
-
-def test_a_recall_searches_by_words_while_its_query_is_embedded(
-    app: Path, db_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from explomemo.recall.search import WordSearch
-
-    words_searched = threading.Event()
-    search_by_words = WordSearch.search
-
-    def search_and_say(self: WordSearch, *args: Any, **kwargs: Any) -> Any:
-        found = search_by_words(self, *args, **kwargs)
-        words_searched.set()
-        return found
-
-    class QueryWaitsForWords(FakeEmbedder):
-        """Embeds a query only once the same recall's word search is done: a recall that
-        embedded before searching by words would never get its vector."""
-
-        def __init__(self) -> None:
-            super().__init__(lambda text: _axis(0) if "pool" in text else _axis(1))
-            self.waited: list[bool] = []
-
-        def embed(self, texts: Any) -> Any:
-            if all("\n" not in text for text in texts):
-                self.waited.append(words_searched.wait(10))
-            return super().embed(texts)
-
-    model = QueryWaitsForWords()
-    with MemoCache.open(db_path, FixedModel(model)) as cache:
-        question, conclusion, files = MEMOS["db"]
-        recorded = cache.record(
-            question=question, conclusion=conclusion, files=files, project="svc", root=str(app)
-        )
-        assert cache.wait_for_vectors("svc", 30)
-        monkeypatch.setattr(WordSearch, "search", search_and_say)
-        # Words that no memo holds: the memo is found by its embedding alone.
-        result = cache.recall(query="pooling of sockets", project="svc", root=str(app))
-    assert model.waited == [True]
-    assert [(m.id, m.matched_by) for m in result.matches] == [(recorded.id, "embedding")]
