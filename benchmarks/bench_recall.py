@@ -70,6 +70,10 @@ class SizeResult:
     count: int
     populate_s: float
     first_recall: float = 0.0
+    #: Whether the first recall searched by words while the index was read, and from the
+    #: first recall until a recall had every vector (the index read on the vector thread).
+    first_by_words: bool = False
+    index_ready: float = 0.0
     recall: list[float] = field(default_factory=list)
     matches: list[int] = field(default_factory=list)
     record: list[float] = field(default_factory=list)
@@ -123,10 +127,21 @@ async def drive_server(
         )
         result.first_recall = time.perf_counter() - start
         assert not first.is_error, first.content
-        # One more untimed call: every file the candidates rest on is now in the stat cache.
-        await client.call_tool(
-            "memory_exploration_recall", {"query": texts[1], "project": PROJECT, "root": root}
-        )
+        assert first.structured_content is not None
+        result.first_by_words = "pending_vectors" in first.structured_content
+        # Untimed calls until the index is in memory (a large project's is read on the
+        # server's vector thread): every file the candidates rest on is then in the stat
+        # cache, and every timed call below searches by vectors.
+        while True:
+            again = await client.call_tool(
+                "memory_exploration_recall", {"query": texts[1], "project": PROJECT, "root": root}
+            )
+            assert again.structured_content is not None
+            if "pending_vectors" not in again.structured_content:
+                break
+            assert time.perf_counter() - start < 120, "the index was never read"
+            await asyncio.sleep(0.05)
+        result.index_ready = time.perf_counter() - start
         for query in texts[2 : 2 + calls]:
             start = time.perf_counter()
             out = await client.call_tool(
@@ -135,6 +150,7 @@ async def drive_server(
             result.recall.append(time.perf_counter() - start)
             assert not out.is_error, out.content
             assert out.structured_content is not None
+            assert "pending_vectors" not in out.structured_content
             result.matches.append(len(out.structured_content["matches"]))
         for k in range(record_reps):
             files = [pool.rows[(k * 37 + j * 211) % len(pool.rows)].path for j in range(8)]
@@ -279,7 +295,8 @@ def main() -> int:
                     ms(p95),
                     f"<= {ms(goal)}" if goal else "-",
                     verdict(p95, goal) if goal else "-",
-                    ms(r.first_recall),
+                    ms(r.first_recall) + (" (words)" if r.first_by_words else ""),
+                    ms(r.index_ready),
                     ms(median(r.after_record)),
                     f"{sum(r.matches) / len(r.matches):.1f}",
                 ]
@@ -292,7 +309,8 @@ def main() -> int:
                     "recall p95",
                     "goal p95",
                     "verdict",
-                    "first recall (index build)",
+                    "first recall",
+                    "index in memory after",
                     "recall after record p50",
                     "avg matches",
                 ],

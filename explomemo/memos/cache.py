@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Container, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Generic, TypeVar
 
 from explomemo import inputs
@@ -51,7 +51,7 @@ if TYPE_CHECKING:
     from explomemo.changes.snapshots import SnapshotWriter
     from explomemo.check.validity import Expected, Progress, Seen, Validator
     from explomemo.recall.embeddings import Embedder
-    from explomemo.recall.search import VectorHits, VectorIndex, WordSearch
+    from explomemo.recall.search import Candidate, VectorHits, VectorIndex, WordSearch
     from explomemo.recall.vectors import MemoVectors, Searched, Vectors
 
 #: The most a recall waits for a model still loading, or for the vectors of memos this
@@ -516,9 +516,13 @@ class MemoCache:
         if embedder is not None:
             self.vectors.notice_writes()
             asked = query_vector(embedder, query)
-            index = self.vectors.index(embedder, project, len(asked))
-            searched = self.vectors.search(index, asked, CANDIDATES)
-            vector_hits = searched.hits
+            index = self.vectors.index(embedder, project, len(asked), RECALL_WAIT_MS / 1000)
+            if index is None:
+                # Its vectors are still being read: every memo is searched by words.
+                embedder, later = None, True
+            else:
+                searched = self.vectors.search(index, asked, CANDIDATES)
+                vector_hits = searched.hits
         self._words.get().index_identifiers(self.store)
         with self.store.errors(), self.store.read() as conn:
             words = self._words.get().scores(
@@ -539,41 +543,52 @@ class MemoCache:
         asking = caller(project, where.path, self.store)
         if by_words:
             by_words -= self._elsewhere(asking, project, index)
-        with self.store.errors(), self.store.read() as conn:
-            held = self.store.repositories_of(conn, [c.id for c in fused])
-        # Before the cut: another repository's memos must not take this one's places.
-        candidates = [c for c in fused if not asking.leaves_out(project, held.get(c.id))]
-        candidates = candidates[: max(limit * 3, limit + 10)]
-        ids = [c.id for c in candidates]
-        with self.store.errors(), self.store.read() as conn:
-            memos = {m.id: m for m in self.store.memos(conn, ids=ids)}
-            files = self.store.files_of(conn, ids)
-        observed = self._observe(where, [f for i in ids for f in files.get(i, [])])
+        candidates = self._own(asking, project, fused, max(limit * 3, limit + 10))
+        files: dict[int, list[FileRow]] = {}
+        observed: dict[str, Seen] = {}
         built: dict[int, Match] = {}
         stale_ids: set[int] = set()
         left_out = 0
-        for candidate in candidates:
-            memo = memos.get(candidate.id)
-            if memo is None:
-                continue
-            checked = checked_files(files[memo.id], observed)
-            stale = any(f.state != "unchanged" for f in checked)
-            if stale and not include_stale:
-                left_out += 1
-                continue
-            if stale:
-                stale_ids.add(memo.id)
-            built[memo.id] = Match(
-                id=memo.id,
-                question=memo.question,
-                conclusion=memo.conclusion,
-                score=candidate.score,
-                matched_by=candidate.matched_by,
-                status="stale" if stale else "fresh",
-                recorded_at=memo.recorded_at,
-                origin=inputs.check_origin(memo.origin),
-                files=checked,
-            )
+        done = 0
+        while done < len(candidates) and not (
+            include_stale and _settled(candidates[done], built, candidates, stale_ids, limit)
+        ):
+            # Checked a few at a time, best first: once ``limit`` matches rank above
+            # every candidate left (a stale memo only ever ranks lower), the rest
+            # would not be shown. Without stale memos every one is checked, so
+            # ``stale_left_out`` counts them all.
+            batch = candidates[done : done + max(1, limit - len(built))]
+            if not include_stale:
+                batch = candidates
+            done += len(batch)
+            ids = [c.id for c in batch]
+            with self.store.errors(), self.store.read() as conn:
+                memos = {m.id: m for m in self.store.memos(conn, ids=ids)}
+                batch_files = self.store.files_of(conn, ids)
+            files.update(batch_files)
+            observed.update(self._observe(where, [f for i in ids for f in batch_files.get(i, [])]))
+            for candidate in batch:
+                memo = memos.get(candidate.id)
+                if memo is None:
+                    continue
+                checked = checked_files(files[memo.id], observed)
+                stale = any(f.state != "unchanged" for f in checked)
+                if stale and not include_stale:
+                    left_out += 1
+                    continue
+                if stale:
+                    stale_ids.add(memo.id)
+                built[memo.id] = Match(
+                    id=memo.id,
+                    question=memo.question,
+                    conclusion=memo.conclusion,
+                    score=candidate.score,
+                    matched_by=candidate.matched_by,
+                    status="stale" if stale else "fresh",
+                    recorded_at=memo.recorded_at,
+                    origin=inputs.check_origin(memo.origin),
+                    files=checked,
+                )
         order = ranked([c for c in candidates if c.id in built], stale_ids)
         shown = [built[c.id] for c in order[:limit]]
         result = RecallResult(
@@ -605,6 +620,22 @@ class MemoCache:
             "recall", project, [m for m in answer.served_whole if m.status == "fresh"]
         )
         return answer
+
+    def _own(
+        self, asking: Caller, project: str, fused: list[Candidate], wanted: int
+    ) -> list[Candidate]:
+        """The first ``wanted`` of ``fused`` that do not belong to another repository of the
+        caller's project name, looked up a few at a time (not every fused memo)."""
+        kept: list[Candidate] = []
+        start = 0
+        while len(kept) < wanted and start < len(fused):
+            chunk = fused[start : start + wanted]
+            start += len(chunk)
+            with self.store.errors(), self.store.read() as conn:
+                held = self.store.repositories_of(conn, [c.id for c in chunk])
+            # Before the cut: another repository's memos must not take this one's places.
+            kept += [c for c in chunk if not asking.leaves_out(project, held.get(c.id))]
+        return kept[:wanted]
 
     def _count_served(
         self, surface: str, project: str, served: Sequence[Match | MemoDetail]
@@ -967,6 +998,24 @@ def left_no_memo(source: str, asking: Caller) -> str:
         " here: record memos in this repository, or check from a clone of the one they"
         " were recorded in"
     )
+
+
+def _settled(
+    following: Candidate,
+    built: Mapping[int, Match],
+    candidates: Sequence[Candidate],
+    stale: Container[int],
+    limit: int,
+) -> bool:
+    """Whether ``limit`` of the matches ``built`` so far rank above ``following`` (and so
+    above every candidate after it: candidates come in their order as if fresh, and a
+    stale memo only ranks lower)."""
+    from explomemo.recall.search import rank_key
+
+    if len(built) < limit:
+        return False
+    keys = sorted(rank_key(c, stale) for c in candidates if c.id in built)
+    return keys[limit - 1] < rank_key(following, ())
 
 
 def _overrun(match: Match, room: int) -> Callable[[list[CheckedFile]], int]:

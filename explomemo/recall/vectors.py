@@ -44,6 +44,10 @@ CLOSE_SECONDS = 2.0
 FILL_BATCH = 2
 #: How often an idle server's vector thread looks whether another process wrote memos.
 POLL_SECONDS = 2.0
+#: A server reads the first index of a project of more memos than this on its vector
+#: thread, not in the recall that asks for it (reading takes about 25 us a memo: a recall
+#: waits 50 ms at most). Smaller ones are read at once.
+READ_INLINE_MEMOS = 2_000
 
 logger = logging.getLogger("explomemo")
 
@@ -125,6 +129,15 @@ class _FillJob:
     embedder: Embedder
 
 
+@dataclass(frozen=True)
+class _BuildJob:
+    """Read a project's index from the database for the first time."""
+
+    project: str
+    model_id: str
+    dim: int
+
+
 class Vectors:
     """The vectors of one database's memos: their upkeep and the in-memory indexes.
 
@@ -140,7 +153,9 @@ class Vectors:
         self._indexes: dict[str, VectorIndex] = {}
         self._lock = threading.Lock()
         # _pending counts the jobs of each project not finished yet.
-        self._jobs: queue.SimpleQueue[_VectorJob | _FillJob | None] = queue.SimpleQueue()
+        self._jobs: queue.SimpleQueue[_VectorJob | _FillJob | _BuildJob | None] = (
+            queue.SimpleQueue()
+        )
         self._pending: dict[str, int] = {}
         self._pending_changed = threading.Condition()
         self._thread: threading.Thread | None = None
@@ -152,6 +167,9 @@ class Vectors:
         self._fill_running = False
         # The memo version the vector thread last saw (moved by any writer).
         self._seen_version = -1
+        # Projects whose first index the vector thread is reading, and its signal when done.
+        self._building: set[str] = set()
+        self._built = threading.Condition(self._lock)
 
     def close(self) -> None:
         """Stop the vector thread: vectors being computed are stored, queued ones computed
@@ -252,7 +270,7 @@ class Vectors:
             )
             self._thread.start()
 
-    def _next_job(self) -> _VectorJob | _FillJob | None:
+    def _next_job(self) -> _VectorJob | _FillJob | _BuildJob | None:
         """The next job; while a server keeps the vectors filled, a fill whenever the
         memo version moved without a job of ours (another process wrote)."""
         while True:
@@ -280,6 +298,9 @@ class Vectors:
         while (job := self._next_job()) is not None:
             if isinstance(job, _FillJob):
                 self._fill_step(job)
+                continue
+            if isinstance(job, _BuildJob):
+                self._build_step(job)
                 continue
             try:
                 if not self._closing or time.monotonic() < self._deadline:
@@ -423,14 +444,19 @@ class Vectors:
 
     # Indexes ---------------------------------------------------------------
 
-    def index(self, embedder: Embedder, project: str, dim: int) -> VectorIndex:
+    def index(
+        self, embedder: Embedder, project: str, dim: int, wait: float | None = None
+    ) -> VectorIndex | None:
         """The project's vectors of the embedder's model, as far as they are computed.
 
         Built from the database the first time; after that kept up to date in
         place by this process's writes. When another process wrote, a server's
         vector thread reads it again (this search uses it as it is, and
         searches the memos it lacks by words); elsewhere it is read again now.
-        It never embeds a memo.
+        In a server the first one of a large project is read on the vector
+        thread too: None when it is not there after ``wait`` seconds (a second
+        at 100,000 memos; the search goes by words meanwhile). It never embeds
+        a memo.
         """
         with self.store.errors():
             version = self.store.memo_version()
@@ -442,6 +468,8 @@ class Vectors:
                 if self._filling is not None:
                     self.fill_later()
                     return index
+            if wait is not None and self._filling is not None and self._large(project):
+                return self._built_within(project, embedder.model_id, dim, wait)
             # Two arrays of a large project must not live at once.
             self.drop_index(project)
             del index
@@ -477,6 +505,53 @@ class Vectors:
         with self.store.read() as conn:
             version = self.store.memo_version(conn)
             return build_vector_index(conn, project, model_id, dim, version)
+
+    def _large(self, project: str) -> bool:
+        """Whether ``project`` holds more than :data:`READ_INLINE_MEMOS` memos."""
+        with self.store.read() as conn:
+            return self.store.memo_count(conn, project) > READ_INLINE_MEMOS
+
+    def _built_within(
+        self, project: str, model_id: str, dim: int, wait: float
+    ) -> VectorIndex | None:
+        """Have the vector thread read the project's index (once), and give it if it is
+        there within ``wait`` seconds."""
+
+        def built() -> VectorIndex | None:
+            index = self._indexes.get(project)
+            return index if index is not None and index.model_id == model_id else None
+
+        with self._lock:
+            if built() is None and project not in self._building:
+                self._building.add(project)
+                self._jobs.put(_BuildJob(project, model_id, dim))
+            self._built.wait_for(lambda: built() is not None, wait)
+            return built()
+
+    def _build_step(self, job: _BuildJob) -> None:
+        """Read a project's first index, while this process's writers wait (they would be
+        missing from it)."""
+        try:
+            if self._closing:
+                return
+            with self.store.errors(), self.store.lock:
+                with self._lock:
+                    current = self._indexes.get(job.project)
+                if current is None or current.model_id != job.model_id:
+                    self.drop_index(job.project)
+                    del current
+                    fresh = self._build(job.model_id, job.project, job.dim)
+                    with self._lock:
+                        self._indexes[job.project] = fresh
+                    del fresh
+            release_freed_memory()
+        except Exception as exc:
+            # The next search tries again (or reads it itself, outside a server).
+            logger.warning("could not read the vectors of %s: %s", job.project, _one_line(exc))
+        finally:
+            with self._lock:
+                self._building.discard(job.project)
+                self._built.notify_all()
 
     def _refresh(self, embedder: Embedder) -> None:
         """Read again each index another process's writes outdated (on the vector thread).

@@ -99,20 +99,83 @@ def test_fresh_ranks_above_stale_at_similar_relevance(app: Path, db_path: Path) 
         assert [m.id for m in only_fresh.matches] == [fresh]
 
 
-def test_recall_rehashes_only_returned_memos(
-    words_cache: MemoCache, app: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    record_all(words_cache, app)
+def _checked_paths(cache: MemoCache, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The paths the cache's validator is asked to check from now on, in order."""
     seen: list[str] = []
-    original = words_cache.validator.observe
+    original = cache.validator.observe
 
     def spy(root: Any, expected: Any) -> Any:
         seen.extend(e.rel for e in expected)
         return original(root, expected)
 
-    monkeypatch.setattr(words_cache.validator, "observe", spy)
+    monkeypatch.setattr(cache.validator, "observe", spy)
+    return seen
+
+
+def test_recall_rehashes_only_returned_memos(
+    words_cache: MemoCache, app: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    record_all(words_cache, app)
+    seen = _checked_paths(words_cache, monkeypatch)
     words_cache.recall(query="database pool", project="svc", root=str(app))
     assert seen == ["app/db.py"]
+
+
+def test_recall_checks_memos_best_first_until_the_shown_ones_are_settled(
+    app: Path, db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Only the files of the memos that could still be shown are checked: a stale memo ranks
+    a little lower, so the next one is checked too; the answer is the one a check of every
+    candidate gives."""
+    # All four pass the cut-off, even with the penalty for "zzz", a word no memo holds.
+    cosines = {"Alpha": 0.95, "Beta": 0.93, "Gamma": 0.85, "Delta": 0.80}
+    files = {"Alpha": "app/http.py", "Beta": "app/db.py", "Gamma": "app/tokens.py"}
+    files["Delta"] = "app/middleware.py"
+
+    def vector_of(text: str) -> list[float]:
+        for name, cosine in cosines.items():
+            if text.startswith(name):
+                return [cosine, math.sqrt(1 - cosine**2), 0.0]
+        return [1.0, 0.0, 0.0]
+
+    with MemoCache.open(db_path, FixedModel(FakeEmbedder(vector_of))) as cache:
+        ids = {
+            name: cache.record(
+                question=f"{name} question",
+                conclusion="c",
+                files=[path],
+                project="svc",
+                root=str(app),
+            ).id
+            for name, path in files.items()
+        }
+        seen = _checked_paths(cache, monkeypatch)
+
+        def recall(limit: int, include_stale: bool = True) -> list[tuple[int, str]]:
+            seen.clear()
+            result = cache.recall(
+                query="zzz",
+                project="svc",
+                root=str(app),
+                limit=limit,
+                include_stale=include_stale,
+            )
+            return [(m.id, m.status) for m in result.matches]
+
+        assert recall(1) == [(ids["Alpha"], "fresh")]
+        assert seen == ["app/http.py"]
+        assert recall(2) == [(ids["Alpha"], "fresh"), (ids["Beta"], "fresh")]
+        assert sorted(seen) == ["app/db.py", "app/http.py"]
+        (app / "app" / "http.py").write_text("# changed\n")
+        # Alpha is stale (0.95 less STALE_PENALTY is below Beta's 0.93): Beta, checked
+        # next, goes first. Gamma is never looked at: it ranks below both, whatever it holds.
+        assert recall(1) == [(ids["Beta"], "fresh")]
+        assert sorted(seen) == ["app/db.py", "app/http.py"]
+        assert recall(2) == [(ids["Beta"], "fresh"), (ids["Alpha"], "stale")]
+        assert sorted(seen) == ["app/db.py", "app/http.py"]
+        # Leaving stale memos out checks every candidate, to count them.
+        assert recall(1, include_stale=False) == [(ids["Beta"], "fresh")]
+        assert sorted(seen) == sorted(files.values())
 
 
 def test_server_answers_while_model_warms_up(

@@ -17,6 +17,8 @@ from helpers import (
     save_bare_memo,
     word_scores,
 )
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from explomemo.memos.cache import MemoCache
 from explomemo.recall import search
@@ -369,3 +371,26 @@ def test_a_word_whose_stem_starts_a_longer_ones_is_covered_through_it(tmp_path: 
     memos = ["where does the tokenizer live?", "where is omega set up?"]
     (longer, _), found = word_scores(tmp_path / "memos.db", memos, "token tokenizer")
     assert found.scores[longer] >= search.COVERAGE_WEIGHT
+
+
+_TEXT = st.text(alphabet="abcdeéİ_1 .\n-", max_size=60)
+
+
+@settings(max_examples=400, deadline=None)
+@given(_TEXT, st.lists(st.text(alphabet="abcdeé1", min_size=2, max_size=6), max_size=4))
+def test_the_stem_matcher_holds_a_word_when_a_stem_starts_a_word_of_the_text(
+    text: str, words: list[str]
+) -> None:
+    """Equal to reading every word of the text (letters and digits; "_" and the rest
+    separate them) and asking whether it starts with a query word's stem."""
+    text = text.lower()
+    tokens = re.findall(r"[^\W_]+", text)
+    expected = {w for w in words if any(t.startswith(search.stem(w)) for t in tokens)}
+    assert search.StemMatcher(words).words_in(text) == expected
+
+
+def test_the_stem_matcher_reads_names_and_skips_a_stem_inside_a_word() -> None:
+    matcher = search.StemMatcher(["retries", "token", "tokenizer"])
+    assert matcher.words_in("max_retries=3") == {"retries"}
+    assert matcher.words_in("the retokenizer and maxretries") == set()
+    assert matcher.words_in("a tokenizer") == {"token", "tokenizer"}

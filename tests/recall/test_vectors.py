@@ -419,3 +419,43 @@ def test_vectors_stored_during_a_search_leave_its_memos_counted_as_searched_by_w
         after = cache.recall(**ask)
         assert after.pending_vectors == 0
         assert [m.matched_by for m in after.matches] in (["embedding"], ["both"])
+
+
+def test_a_servers_first_read_of_an_index_is_not_waited_for(
+    app: Path, db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In a server the vector thread reads a large project's vectors the first time (a second
+    at 100,000 memos): a recall waits for it only up to its limit, then answers by words."""
+    fake = FakeEmbedder(lambda text: _axis(0) if "pool" in text else _axis(1))
+    with MemoCache.open(db_path, FixedModel(fake)) as cache:
+        record_all(cache, app)
+        assert cache.wait_for_vectors("svc", 10)
+    held = threading.Event()
+    reading: list[str] = []
+    build = vectors_module.Vectors._build
+
+    def slow_build(self: Any, model_id: str, project: str, dim: int) -> Any:
+        reading.append(project)
+        assert held.wait(30), "the test never let the index be read"
+        return build(self, model_id, project, dim)
+
+    monkeypatch.setattr(vectors_module.Vectors, "_build", slow_build)
+    monkeypatch.setattr(vectors_module, "READ_INLINE_MEMOS", 2)  # 3 memos: a large project
+    with MemoCache.open(db_path, FixedModel(fake)) as server:
+        server.fill_when_loaded()  # as a server starts
+        query = "how big is the connection pool?"
+        first = server.recall(query=query, project="svc", root=str(app))
+        assert reading == ["svc"]
+        assert not first.semantic_index and first.pending_vectors == 3
+        assert {m.matched_by for m in first.matches} == {"words"}
+        again = server.recall(query=query, project="svc", root=str(app))
+        assert reading == ["svc"] and again.pending_vectors == 3  # read once, not again
+        held.set()
+        assert server.vectors.settled(10)
+        deadline = time.monotonic() + 10
+        while server.recall(query=query, project="svc", root=str(app)).pending_vectors:
+            assert time.monotonic() < deadline, "the index read never landed"
+        found = server.recall(query=query, project="svc", root=str(app))
+        assert found.semantic_index and found.pending_vectors == 0
+        assert found.matches[0].matched_by in ("embedding", "both")
+        assert reading == ["svc"]
