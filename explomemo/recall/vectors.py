@@ -502,7 +502,8 @@ class Vectors:
     def _build(self, model_id: str, project: str, dim: int) -> VectorIndex:
         from explomemo.recall.search import build_vector_index
 
-        with self.store.read() as conn:
+        # Not on the shared read connection: the other threads' reads go on meanwhile.
+        with self.store.read_apart() as conn:
             version = self.store.memo_version(conn)
             return build_vector_index(conn, project, model_id, dim, version)
 

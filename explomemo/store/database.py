@@ -578,6 +578,24 @@ class Store:
                 if reader.in_transaction:
                     reader.execute("COMMIT")
 
+    @contextmanager
+    def read_apart(self) -> Iterator[sqlite3.Connection]:
+        """A consistent read on a connection of its own, for a long one (a project's
+        vectors, a second at 100,000 memos) that must not hold up the reads of other
+        threads, which share one connection (see :meth:`read`)."""
+        self._check_file()
+        try:
+            reader = _connect(self.path, self.busy_timeout_ms, query_only=True)
+        except sqlite3.Error as exc:
+            raise describe_sqlite_error(self.path, exc, self.busy_timeout_ms) from exc
+        try:
+            reader.execute("BEGIN")
+            # Opened by its path: the file there must still be the one this store opened.
+            self._check_file()
+            yield reader
+        finally:
+            reader.close()
+
     def memo_version(self, conn: sqlite3.Connection | None = None) -> int:
         """A counter that moves whenever any memo or vector changes, in any process.
 

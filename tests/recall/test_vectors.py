@@ -15,6 +15,7 @@ from fake_embedder import FakeEmbedder, HeldEmbedder
 from helpers import MEMOS, open_cache, record_all
 
 from explomemo.memos.cache import MemoCache
+from explomemo.recall import search as search_module
 from explomemo.recall import vectors as vectors_module
 from explomemo.recall.embeddings import DEFAULT_MODEL_ID, Embedder
 from explomemo.recall.search import VectorIndex
@@ -432,14 +433,16 @@ def test_a_servers_first_read_of_an_index_is_not_waited_for(
         assert cache.wait_for_vectors("svc", 10)
     held = threading.Event()
     reading: list[str] = []
-    build = vectors_module.Vectors._build
+    build = search_module.build_vector_index
 
-    def slow_build(self: Any, model_id: str, project: str, dim: int) -> Any:
+    def slow_build(conn: sqlite3.Connection, project: str, *args: Any) -> Any:
+        # Held inside the read of the vectors: the recalls below read the database
+        # meanwhile (on the shared read connection), so that read must not be it.
         reading.append(project)
         assert held.wait(30), "the test never let the index be read"
-        return build(self, model_id, project, dim)
+        return build(conn, project, *args)
 
-    monkeypatch.setattr(vectors_module.Vectors, "_build", slow_build)
+    monkeypatch.setattr(search_module, "build_vector_index", slow_build)
     monkeypatch.setattr(vectors_module, "READ_INLINE_MEMOS", 2)  # 3 memos: a large project
     with MemoCache.open(db_path, FixedModel(fake)) as server:
         server.fill_when_loaded()  # as a server starts
