@@ -263,7 +263,7 @@ class RecallResult(Shape):
     semantic_index: bool
     pending_vectors: int = shown_when(
         lambda result: result.pending_vectors > 0,
-        "Memos searched by words only (no vector yet).",
+        "Memos searched by words only (their vectors not ready yet).",
         default=0,
     )
     matches: list[Match]

@@ -106,7 +106,11 @@ class FastembedEmbedder:
         else:
             lock.acquire()
         try:
-            rows = np.asarray(list(model.embed(list(texts))), dtype=np.float32)
+            # One text a run: the shipped model quantizes its activations with one scale
+            # for the whole batch (padding included), so a text embedded beside others
+            # got another vector (cosine down to 0.987), and the embedding cache holds one
+            # vector a text. Faster too: 128 memo texts in 0.65 s, 1.2 s in batches of 4.
+            rows = np.asarray(list(model.embed(list(texts), batch_size=1)), dtype=np.float32)
         finally:
             lock.release()
         norms = np.linalg.norm(rows, axis=1, keepdims=True)

@@ -170,6 +170,8 @@ class Vectors:
         # Projects whose first index the vector thread is reading, and its signal when done.
         self._building: set[str] = set()
         self._built = threading.Condition(self._lock)
+        # When the read of a project's index last failed (time.monotonic()).
+        self._read_failed: dict[str, float] = {}
 
     def close(self) -> None:
         """Stop the vector thread: vectors being computed are stored, queued ones computed
@@ -244,14 +246,18 @@ class Vectors:
             return self._pending_changed.wait_for(lambda: not self._pending.get(project), timeout)
 
     def settled(self, timeout: float | None = None) -> bool:
-        """Wait until no fill is queued or running and every recorded memo's vectors are
-        stored (what a server's vector thread was given is done); False when ``timeout``
-        seconds passed first."""
+        """Wait until no fill and no first read of an index is queued or running and every
+        recorded memo's vectors are stored (what a server's vector thread was given is
+        done); False when ``timeout`` seconds passed first."""
         with self._pending_changed:
             return self._pending_changed.wait_for(self._idle, timeout)
 
     def _idle(self) -> bool:
-        return not (self._fill_queued or self._fill_running or any(self._pending.values()))
+        # _building is read without its lock (a set's size): taking _lock under
+        # _pending_changed would order the two locks against _build_step's.
+        return not (
+            self._fill_queued or self._fill_running or self._building or any(self._pending.values())
+        )
 
     def _expect(self, project: str) -> bool:
         """Count one vector job to come for ``project``; False once closing."""
@@ -523,36 +529,49 @@ class Vectors:
             return index if index is not None and index.model_id == model_id else None
 
         with self._lock:
-            if built() is None and project not in self._building:
+            failed = self._read_failed.get(project)
+            if (
+                built() is None
+                and project not in self._building
+                and not self._closing
+                and (failed is None or time.monotonic() - failed > POLL_SECONDS)
+            ):
                 self._building.add(project)
                 self._jobs.put(_BuildJob(project, model_id, dim))
             self._built.wait_for(lambda: built() is not None, wait)
             return built()
 
     def _build_step(self, job: _BuildJob) -> None:
-        """Read a project's first index, while this process's writers wait (they would be
-        missing from it)."""
+        """Read a project's first index. This process's writers go on meanwhile: one that
+        lands during the read leaves the index behind the memo version, and it is read
+        again (see :meth:`index`), as after another process's write."""
         try:
             if self._closing:
                 return
-            with self.store.errors(), self.store.lock:
-                with self._lock:
-                    current = self._indexes.get(job.project)
-                if current is None or current.model_id != job.model_id:
-                    self.drop_index(job.project)
-                    del current
+            with self._lock:
+                current = self._indexes.get(job.project)
+            if current is None or current.model_id != job.model_id:
+                self.drop_index(job.project)
+                del current
+                with self.store.errors():
                     fresh = self._build(job.model_id, job.project, job.dim)
-                    with self._lock:
-                        self._indexes[job.project] = fresh
-                    del fresh
+                with self._lock:
+                    self._indexes[job.project] = fresh
+                    self._read_failed.pop(job.project, None)
+                del fresh
             release_freed_memory()
         except Exception as exc:
-            # The next search tries again (or reads it itself, outside a server).
+            # Searched by words until a search asks again, POLL_SECONDS later at the
+            # soonest (a read failing at once is not repeated on every recall).
             logger.warning("could not read the vectors of %s: %s", job.project, _one_line(exc))
+            with self._lock:
+                self._read_failed[job.project] = time.monotonic()
         finally:
             with self._lock:
                 self._building.discard(job.project)
                 self._built.notify_all()
+            with self._pending_changed:
+                self._pending_changed.notify_all()
 
     def _refresh(self, embedder: Embedder) -> None:
         """Read again each index another process's writes outdated (on the vector thread).

@@ -98,3 +98,16 @@ def test_a_failed_model_marker_that_is_not_a_file_is_replaced_without_blocking(
     with pytest.raises(ModelError, match="cannot be loaded"):
         load_embedder({"EXPLOMEMO_MODEL": name})
     assert marker.is_file() and "not supported" in marker.read_text()
+
+
+def test_a_texts_vector_does_not_depend_on_the_texts_beside_it() -> None:
+    """The embedding cache keeps one vector a text: a query embedded alone and a memo's text
+    embedded in a batch must agree (the int8 model scales each run's activations as one)."""
+    import numpy as np
+
+    model = load_embedder({})
+    assert model is not None
+    text = "where is the retry policy decided?"
+    (alone,) = model.embed([text])
+    beside = model.embed([text, "How does the client pool connections? " * 30])[0]
+    assert np.array_equal(alone, beside)

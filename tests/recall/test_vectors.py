@@ -433,13 +433,16 @@ def test_a_servers_first_read_of_an_index_is_not_waited_for(
         assert cache.wait_for_vectors("svc", 10)
     held = threading.Event()
     reading: list[str] = []
+    ended: list[bool] = []
     build = search_module.build_vector_index
 
     def slow_build(conn: sqlite3.Connection, project: str, *args: Any) -> Any:
         # Held inside the read of the vectors: the recalls below read the database
         # meanwhile (on the shared read connection), so that read must not be it.
         reading.append(project)
-        assert held.wait(30), "the test never let the index be read"
+        let_go = held.wait(30)
+        ended.append(let_go)
+        assert let_go, "the test never let the index be read"
         return build(conn, project, *args)
 
     monkeypatch.setattr(search_module, "build_vector_index", slow_build)
@@ -448,17 +451,57 @@ def test_a_servers_first_read_of_an_index_is_not_waited_for(
         server.fill_when_loaded()  # as a server starts
         query = "how big is the connection pool?"
         first = server.recall(query=query, project="svc", root=str(app))
-        assert reading == ["svc"]
         assert not first.semantic_index and first.pending_vectors == 3
         assert {m.matched_by for m in first.matches} == {"words"}
+        deadline = time.monotonic() + 10
+        while not reading:
+            assert time.monotonic() < deadline, "the vector thread never read the index"
+            time.sleep(0.01)
         again = server.recall(query=query, project="svc", root=str(app))
         assert reading == ["svc"] and again.pending_vectors == 3  # read once, not again
+        assert not server.vectors.settled(0.1)  # the read is the vector thread's work
+        # A record does not wait for the read; the index read before it lands is read
+        # again, as after another process's write.
+        server.record(
+            question="Where is the pool size set?",
+            conclusion="In app/db.py.",
+            files=["app/db.py"],
+            project="svc",
+            root=str(app),
+        )
+        assert ended == []  # the read is still held
         held.set()
-        assert server.vectors.settled(10)
         deadline = time.monotonic() + 10
-        while server.recall(query=query, project="svc", root=str(app)).pending_vectors:
-            assert time.monotonic() < deadline, "the index read never landed"
-        found = server.recall(query=query, project="svc", root=str(app))
-        assert found.semantic_index and found.pending_vectors == 0
-        assert found.matches[0].matched_by in ("embedding", "both")
-        assert reading == ["svc"]
+        while (found := server.recall(query=query, project="svc", root=str(app))).pending_vectors:
+            assert time.monotonic() < deadline, "the index never caught up"
+            server.vectors.settled(1)
+        assert found.semantic_index and found.matches[0].matched_by in ("embedding", "both")
+        assert server.vectors.index(fake, "svc", 8).count == 4
+
+
+def test_a_read_of_an_index_that_fails_is_not_tried_on_every_recall(
+    app: Path, db_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    fake = FakeEmbedder(lambda text: _axis(0) if "pool" in text else _axis(1))
+    with MemoCache.open(db_path, FixedModel(fake)) as cache:
+        record_all(cache, app)
+        assert cache.wait_for_vectors("svc", 10)
+    tries: list[str] = []
+
+    def broken(conn: sqlite3.Connection, project: str, *args: Any) -> Any:
+        tries.append(project)
+        raise sqlite3.OperationalError("disk I/O error")
+
+    monkeypatch.setattr(search_module, "build_vector_index", broken)
+    monkeypatch.setattr(vectors_module, "READ_INLINE_MEMOS", 2)
+    with MemoCache.open(db_path, FixedModel(fake)) as server:
+        server.fill_when_loaded()
+        for _ in range(3):
+            result = server.recall(query="pool size", project="svc", root=str(app))
+            assert server.vectors.settled(10)
+            assert not result.semantic_index and result.matches  # by words
+        assert tries == ["svc"]
+        assert "could not read the vectors of svc" in caplog.text
+        monkeypatch.setattr(vectors_module, "POLL_SECONDS", 0.0)
+        server.recall(query="pool size", project="svc", root=str(app))
+        assert server.vectors.settled(10) and tries == ["svc", "svc"]
