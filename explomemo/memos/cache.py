@@ -15,7 +15,7 @@ from collections.abc import Callable, Container, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Generic, TypeVar
 
 from explomemo import inputs
-from explomemo.errors import InputError, NotFoundError, PathError
+from explomemo.errors import ExplomemoError, InputError, NotFoundError, PathError
 from explomemo.files import Opener, Refused, Root, relative_path, resolve_root
 from explomemo.inputs import AGENT
 from explomemo.projects import Caller, project_name, resolve_project
@@ -223,11 +223,30 @@ class MemoCache:
                 part.made.close()
         self.store.close()
 
-    def fill_when_loaded(self) -> None:
+    def fill_when_loaded(self, ahead: bool = False) -> None:
         """Once the model is loaded, keep every memo's vectors computed on the vector thread,
         off the request path: those recorded without them, and those any other process
-        writes (see :meth:`Vectors.keep_filled`). For a server."""
-        self.model.when_loaded(self.vectors.keep_filled)
+        writes (see :meth:`Vectors.keep_filled`). For a server.
+
+        With ``ahead``, the default project's vectors (of the working directory, as a
+        call that names no project and no root gets) are then read into memory before
+        any recall asks for them.
+        """
+        project = None
+        if ahead:
+            try:
+                project = resolve_project(None, resolve_root(None).path)
+            except (ExplomemoError, OSError):
+                # No default project here (or the working directory is gone): the
+                # first recall names one.
+                project = None
+
+        def loaded(embedder: Embedder) -> None:
+            self.vectors.keep_filled(embedder)
+            if project is not None:
+                self.vectors.read_ahead(embedder, project)
+
+        self.model.when_loaded(loaded)
 
     def fill_embeddings(
         self,

@@ -518,6 +518,20 @@ class Vectors:
         with self.store.read() as conn:
             return self.store.memo_count(conn, project) > READ_INLINE_MEMOS
 
+    def read_ahead(self, embedder: Embedder, project: str) -> None:
+        """Have the vector thread read a large project's index now, before a recall asks
+        for it (a smaller one is read by the recall at no cost to speak of)."""
+        try:
+            with self.store.errors():
+                if not self._large(project):
+                    return
+            dim = int(embedder.embed(["dimension"]).shape[1])
+        except Exception as exc:
+            # Only a head start: the first recall asks for the index anyway.
+            logger.warning("could not read the vectors of %s ahead: %s", project, _one_line(exc))
+            return
+        self._built_within(project, embedder.model_id, dim, 0)
+
     def _built_within(
         self, project: str, model_id: str, dim: int, wait: float
     ) -> VectorIndex | None:

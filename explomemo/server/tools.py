@@ -127,7 +127,7 @@ def create_server(
         cache = MemoCache.open(db_path, model, snapshots_enabled(environment))
         if model.enabled:
             model.start()
-            cache.fill_when_loaded()
+            cache.fill_when_loaded(ahead=True)
         try:
             yield ServerState(cache, model)
         finally:

@@ -505,3 +505,23 @@ def test_a_read_of_an_index_that_fails_is_not_tried_on_every_recall(
         monkeypatch.setattr(vectors_module, "POLL_SECONDS", 0.0)
         server.recall(query="pool size", project="svc", root=str(app))
         assert server.vectors.settled(10) and tries == ["svc", "svc"]
+
+
+def test_a_server_reads_its_default_projects_vectors_before_the_first_recall(
+    app: Path, db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake = FakeEmbedder(lambda text: _axis(0) if "pool" in text else _axis(1))
+    with MemoCache.open(db_path, FixedModel(fake)) as cache:
+        record_all(cache, app)
+        assert cache.wait_for_vectors("svc", 10)
+    monkeypatch.setattr(vectors_module, "READ_INLINE_MEMOS", 2)
+    monkeypatch.chdir(app)
+    monkeypatch.setenv("EXPLOMEMO_PROJECT", "svc")
+    with MemoCache.open(db_path, FixedModel(fake)) as server:
+        server.fill_when_loaded(ahead=True)  # as a server starts
+        assert server.vectors.settled(10)
+        # Read ahead: the first recall has every vector, without waiting for a read.
+        monkeypatch.setattr(vectors_module.Vectors, "_built_within", None)
+        first = server.recall(query="how big is the connection pool?")
+        assert first.semantic_index and first.pending_vectors == 0
+        assert first.matches[0].matched_by in ("embedding", "both")
