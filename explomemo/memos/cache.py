@@ -241,10 +241,14 @@ class MemoCache:
                 # first recall names one.
                 project = None
 
+        # Taken now: a model loaded after close must find these vectors closed, not make
+        # new ones on the closed store.
+        vectors = self.vectors
+
         def loaded(embedder: Embedder) -> None:
-            self.vectors.keep_filled(embedder)
+            vectors.keep_filled(embedder)
             if project is not None:
-                self.vectors.read_ahead(embedder, project)
+                vectors.read_ahead(embedder, project)
 
         self.model.when_loaded(loaded)
 

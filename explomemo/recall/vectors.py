@@ -521,6 +521,8 @@ class Vectors:
     def read_ahead(self, embedder: Embedder, project: str) -> None:
         """Have the vector thread read a large project's index now, before a recall asks
         for it (a smaller one is read by the recall at no cost to speak of)."""
+        if self._closing:
+            return
         try:
             with self.store.errors():
                 if not self._large(project):
@@ -528,7 +530,10 @@ class Vectors:
             dim = int(embedder.embed(["dimension"]).shape[1])
         except Exception as exc:
             # Only a head start: the first recall asks for the index anyway.
-            logger.warning("could not read the vectors of %s ahead: %s", project, _one_line(exc))
+            if not self._closing:
+                logger.warning(
+                    "could not read the vectors of %s ahead: %s", project, _one_line(exc)
+                )
             return
         self._built_within(project, embedder.model_id, dim, 0)
 
@@ -552,6 +557,8 @@ class Vectors:
             ):
                 self._building.add(project)
                 self._jobs.put(_BuildJob(project, model_id, dim))
+            if project not in self._building:
+                return built()  # nothing is being read: no use waiting
             self._built.wait_for(lambda: built() is not None, wait)
             return built()
 

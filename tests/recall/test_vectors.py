@@ -494,6 +494,8 @@ def test_a_read_of_an_index_that_fails_is_not_tried_on_every_recall(
 
     monkeypatch.setattr(search_module, "build_vector_index", broken)
     monkeypatch.setattr(vectors_module, "READ_INLINE_MEMOS", 2)
+    # Not asked again for a minute: the recalls below come well within it, however slow.
+    monkeypatch.setattr(vectors_module, "POLL_SECONDS", 60.0)
     with MemoCache.open(db_path, FixedModel(fake)) as server:
         server.fill_when_loaded()
         for _ in range(3):
@@ -502,7 +504,8 @@ def test_a_read_of_an_index_that_fails_is_not_tried_on_every_recall(
             assert not result.semantic_index and result.matches  # by words
         assert tries == ["svc"]
         assert "could not read the vectors of svc" in caplog.text
-        monkeypatch.setattr(vectors_module, "POLL_SECONDS", 0.0)
+        monkeypatch.setattr(vectors_module, "POLL_SECONDS", 0.05)
+        time.sleep(0.1)
         server.recall(query="pool size", project="svc", root=str(app))
         assert server.vectors.settled(10) and tries == ["svc", "svc"]
 
@@ -525,3 +528,30 @@ def test_a_server_reads_its_default_projects_vectors_before_the_first_recall(
         first = server.recall(query="how big is the connection pool?")
         assert first.semantic_index and first.pending_vectors == 0
         assert first.matches[0].matched_by in ("embedding", "both")
+
+
+def test_a_model_loaded_after_close_starts_nothing_and_says_nothing(
+    app: Path, db_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A client that leaves while the model loads: the load ends after the cache closed."""
+    from explomemo.recall.embeddings import ModelLoader
+
+    fake = FakeEmbedder(lambda text: _axis(0))
+    with MemoCache.open(db_path, FixedModel(fake)) as cache:
+        record_all(cache, app)
+        assert cache.wait_for_vectors("svc", 10)
+    monkeypatch.setattr(vectors_module, "READ_INLINE_MEMOS", 2)
+    monkeypatch.chdir(app)
+    monkeypatch.setenv("EXPLOMEMO_PROJECT", "svc")
+    loading = threading.Event()
+    loader = ModelLoader({}, load=lambda env: fake if loading.wait(30) else None)
+    server = MemoCache.open(db_path, loader)
+    loader.start()
+    server.fill_when_loaded(ahead=True)  # as a server starts
+    server.close()
+    loading.set()
+    assert loader.wait(30) is fake
+    assert loader._thread is not None
+    loader._thread.join(30)  # its callbacks run on it, after the load
+    assert server.vectors._thread is None  # no vector thread started on the closed store
+    assert "could not" not in caplog.text

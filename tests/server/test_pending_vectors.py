@@ -235,3 +235,45 @@ def test_a_server_closed_while_it_fills_keeps_its_vectors_and_the_next_finishes(
     finished = asyncio.run(second_server())
     assert finished["matches"][0]["matched_by"] in {"embedding", "both"}
     assert _vectors_stored(db_path) == count
+
+
+def test_a_server_reads_its_large_projects_vectors_ahead(
+    app: Path, db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Started in the project's folder, a server reads the project's vectors once the model
+    is loaded: its first recall finds them in memory, without a read of its own."""
+    from fake_embedder import FakeEmbedder
+
+    from explomemo.memos.cache import MemoCache
+    from explomemo.recall import vectors as vectors_module
+    from explomemo.recall.sources import FixedModel
+
+    # A model id of its own: queries are remembered by model id, and other tests' fake
+    # models have other dimensions.
+    fake = FakeEmbedder(
+        lambda text: [1.0, 0.0] if "pool" in text else [0.0, 1.0], model_id="fake-ahead"
+    )
+    with MemoCache.open(db_path, FixedModel(fake)) as cache:
+        record_all(cache, app)
+        assert cache.wait_for_vectors("svc", 10)
+    monkeypatch.setattr(vectors_module, "READ_INLINE_MEMOS", 2)
+    monkeypatch.chdir(app)
+    monkeypatch.setenv("EXPLOMEMO_PROJECT", "svc")
+    read = threading.Event()
+    step = vectors_module.Vectors._build_step
+
+    def reading(self: Any, job: Any) -> None:
+        step(self, job)
+        read.set()
+
+    monkeypatch.setattr(vectors_module.Vectors, "_build_step", reading)
+
+    async def run() -> None:
+        async with _serve(db_path, lambda env: fake) as client:
+            assert await asyncio.to_thread(read.wait, 30), "nothing was read ahead"
+            monkeypatch.setattr(vectors_module.Vectors, "_built_within", None)
+            first = await _asker(client, "how big is the connection pool?", app)()
+            assert first["semantic_index"] is True and "pending_vectors" not in first
+            assert first["matches"][0]["matched_by"] in {"embedding", "both"}
+
+    asyncio.run(run())
