@@ -580,9 +580,11 @@ class MemoCache:
             # every candidate left (a stale memo only ever ranks lower), the rest
             # would not be shown. Without stale memos every one is checked, so
             # ``stale_left_out`` counts them all.
-            batch = candidates[done : done + max(1, limit - len(built))]
-            if not include_stale:
-                batch = candidates
+            batch = (
+                candidates[done : done + max(1, limit - len(built))]
+                if include_stale
+                else candidates
+            )
             done += len(batch)
             ids = [c.id for c in batch]
             with self.store.errors(), self.store.read() as conn:

@@ -45,7 +45,7 @@ FILL_BATCH = 2
 #: How often an idle server's vector thread looks whether another process wrote memos.
 POLL_SECONDS = 2.0
 #: A server reads the first index of a project of more memos than this on its vector
-#: thread, not in the recall that asks for it (reading takes about 25 us a memo: a recall
+#: thread, not in the recall that asks for it (reading takes 16 to 24 us a memo: a recall
 #: waits 50 ms at most). Smaller ones are read at once.
 READ_INLINE_MEMOS = 2_000
 
@@ -460,7 +460,7 @@ class Vectors:
         vector thread reads it again (this search uses it as it is, and
         searches the memos it lacks by words); elsewhere it is read again now.
         In a server the first one of a large project is read on the vector
-        thread too: None when it is not there after ``wait`` seconds (a second
+        thread too: None when it is not there after ``wait`` seconds (1.6 s
         at 100,000 memos; the search goes by words meanwhile). It never embeds
         a memo.
         """
@@ -474,7 +474,12 @@ class Vectors:
                 if self._filling is not None:
                     self.fill_later()
                     return index
-            if wait is not None and self._filling is not None and self._large(project):
+            # A read under way is waited for without counting the memos again.
+            if (
+                wait is not None
+                and self._filling is not None
+                and (project in self._building or self._large(project))
+            ):
                 return self._built_within(project, embedder.model_id, dim, wait)
             # Two arrays of a large project must not live at once.
             self.drop_index(project)
@@ -571,16 +576,10 @@ class Vectors:
                 return
             with self._lock:
                 current = self._indexes.get(job.project)
-            if current is None or current.model_id != job.model_id:
-                self.drop_index(job.project)
-                del current
-                with self.store.errors():
-                    fresh = self._build(job.model_id, job.project, job.dim)
-                with self._lock:
-                    self._indexes[job.project] = fresh
-                    self._read_failed.pop(job.project, None)
-                del fresh
-            release_freed_memory()
+                done = current is not None and current.model_id == job.model_id
+            del current
+            if not done:
+                self._read_again(job.model_id, job.project, job.dim)
         except Exception as exc:
             # Searched by words until a search asks again, POLL_SECONDS later at the
             # soonest (a read failing at once is not repeated on every recall).
@@ -609,13 +608,20 @@ class Vectors:
                 if i.model_id == embedder.model_id and i.version != version
             ]
         for project, dim in outdated:
-            with self.store.errors(), self.store.lock:
-                self.drop_index(project)
-                fresh = self._build(embedder.model_id, project, dim)
-                with self._lock:
-                    self._indexes[project] = fresh
-            del fresh
-            release_freed_memory()
+            with self.store.lock:
+                self._read_again(embedder.model_id, project, dim)
+
+    def _read_again(self, model_id: str, project: str, dim: int) -> None:
+        """Replace the project's index with one read now (the old one dropped first: two
+        arrays of a large project must not live at once)."""
+        self.drop_index(project)
+        with self.store.errors():
+            fresh = self._build(model_id, project, dim)
+        with self._lock:
+            self._indexes[project] = fresh
+            self._read_failed.pop(project, None)
+        del fresh
+        release_freed_memory()
 
     def drop_index(self, project: str) -> None:
         """Forget the project's index (the next search builds it again)."""
