@@ -12,7 +12,13 @@ from typing import Any
 
 import pytest
 from fake_embedder import FakeEmbedder, HeldEmbedder
-from helpers import MEMOS, open_cache, record_all
+from helpers import (
+    MEMOS,
+    as_large_default_project,
+    open_cache,
+    record_all,
+    record_all_with_vectors,
+)
 
 from explomemo.memos.cache import MemoCache
 from explomemo.recall import search as search_module
@@ -428,9 +434,7 @@ def test_a_servers_first_read_of_an_index_is_not_waited_for(
     """In a server the vector thread reads a large project's vectors the first time (a second
     at 100,000 memos): a recall waits for it only up to its limit, then answers by words."""
     fake = FakeEmbedder(lambda text: _axis(0) if "pool" in text else _axis(1))
-    with MemoCache.open(db_path, FixedModel(fake)) as cache:
-        record_all(cache, app)
-        assert cache.wait_for_vectors("svc", 10)
+    record_all_with_vectors(db_path, app, fake)
     held = threading.Event()
     reading: list[str] = []
     ended: list[bool] = []
@@ -483,9 +487,7 @@ def test_a_read_of_an_index_that_fails_is_not_tried_on_every_recall(
     app: Path, db_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     fake = FakeEmbedder(lambda text: _axis(0) if "pool" in text else _axis(1))
-    with MemoCache.open(db_path, FixedModel(fake)) as cache:
-        record_all(cache, app)
-        assert cache.wait_for_vectors("svc", 10)
+    record_all_with_vectors(db_path, app, fake)
     tries: list[str] = []
 
     def broken(conn: sqlite3.Connection, project: str, *args: Any) -> Any:
@@ -514,12 +516,8 @@ def test_a_server_reads_its_default_projects_vectors_before_the_first_recall(
     app: Path, db_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     fake = FakeEmbedder(lambda text: _axis(0) if "pool" in text else _axis(1))
-    with MemoCache.open(db_path, FixedModel(fake)) as cache:
-        record_all(cache, app)
-        assert cache.wait_for_vectors("svc", 10)
-    monkeypatch.setattr(vectors_module, "READ_INLINE_MEMOS", 2)
-    monkeypatch.chdir(app)
-    monkeypatch.setenv("EXPLOMEMO_PROJECT", "svc")
+    record_all_with_vectors(db_path, app, fake)
+    as_large_default_project(app, monkeypatch)
     with MemoCache.open(db_path, FixedModel(fake)) as server:
         server.fill_when_loaded(ahead=True)  # as a server starts
         assert server.vectors.settled(10)
@@ -537,12 +535,8 @@ def test_a_model_loaded_after_close_starts_nothing_and_says_nothing(
     from explomemo.recall.embeddings import ModelLoader
 
     fake = FakeEmbedder(lambda text: _axis(0))
-    with MemoCache.open(db_path, FixedModel(fake)) as cache:
-        record_all(cache, app)
-        assert cache.wait_for_vectors("svc", 10)
-    monkeypatch.setattr(vectors_module, "READ_INLINE_MEMOS", 2)
-    monkeypatch.chdir(app)
-    monkeypatch.setenv("EXPLOMEMO_PROJECT", "svc")
+    record_all_with_vectors(db_path, app, fake)
+    as_large_default_project(app, monkeypatch)
     loading = threading.Event()
     loader = ModelLoader({}, load=lambda env: fake if loading.wait(30) else None)
     server = MemoCache.open(db_path, loader)

@@ -20,7 +20,16 @@ from typing import Any
 
 import pytest
 from fake_embedder import HeldEmbedder
-from helpers import MEMOS, PYTHON, _replies, cli_subprocess, open_cache, record_all
+from helpers import (
+    MEMOS,
+    PYTHON,
+    _replies,
+    as_large_default_project,
+    cli_subprocess,
+    open_cache,
+    record_all,
+    record_all_with_vectors,
+)
 
 from explomemo.recall.embeddings import Embedder, ModelLoader
 from explomemo.server.tools import create_server
@@ -244,21 +253,15 @@ def test_a_server_reads_its_large_projects_vectors_ahead(
     is loaded: its first recall finds them in memory, without a read of its own."""
     from fake_embedder import FakeEmbedder
 
-    from explomemo.memos.cache import MemoCache
     from explomemo.recall import vectors as vectors_module
-    from explomemo.recall.sources import FixedModel
 
     # A model id of its own: queries are remembered by model id, and other tests' fake
     # models have other dimensions.
     fake = FakeEmbedder(
         lambda text: [1.0, 0.0] if "pool" in text else [0.0, 1.0], model_id="fake-ahead"
     )
-    with MemoCache.open(db_path, FixedModel(fake)) as cache:
-        record_all(cache, app)
-        assert cache.wait_for_vectors("svc", 10)
-    monkeypatch.setattr(vectors_module, "READ_INLINE_MEMOS", 2)
-    monkeypatch.chdir(app)
-    monkeypatch.setenv("EXPLOMEMO_PROJECT", "svc")
+    record_all_with_vectors(db_path, app, fake)
+    as_large_default_project(app, monkeypatch)
     read = threading.Event()
     step = vectors_module.Vectors._build_step
 
