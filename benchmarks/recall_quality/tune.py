@@ -66,6 +66,7 @@ from run import (
     record_memos,
 )
 
+from explomemo.inputs import check_origin
 from explomemo.memos.cache import MemoCache
 from explomemo.recall import search
 from explomemo.recall.embeddings import load_embedder
@@ -189,13 +190,14 @@ def memo_sizes(cache: MemoCache, root: Path) -> Sizes:
             matched_by="embedding",
             status="fresh",
             recorded_at=memo.recorded_at,
+            origin=check_origin(memo.origin),
             files=[
                 CheckedFile(path=f.path, sha256=f.sha256, size=f.size, state="unchanged")
                 for f in files[memo.id]
             ],
         )
         whole[memo.id] = len(json.dumps(to_dict(match), ensure_ascii=False, separators=(",", ":")))
-        less = replace(match, conclusion=None, files=None, whole=False)
+        less = replace(match, conclusion=None, files=None, origin=None, whole=False)
         by_id[memo.id] = len(json.dumps(to_dict(less), ensure_ascii=False, separators=(",", ":")))
         detail = cache.show(memo.id, root=str(root), project="bench", any_project=False)
         shown[memo.id] = answer_bytes(detail)[0]
