@@ -313,7 +313,9 @@ def _whole(cache: MemoCache, match: Match, root: Path) -> Match:
     if match.whole:
         return match
     memo = cache.show(match.id, root=str(root), project="bench", any_project=False)
-    return replace(match, conclusion=memo.conclusion, files=memo.files, whole=True)
+    return replace(
+        match, conclusion=memo.conclusion, files=memo.files, origin=memo.origin, whole=True
+    )
 
 
 def _uncut(cache: MemoCache, query: str, root: Path) -> list[tuple[int, float]]:
