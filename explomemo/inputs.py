@@ -14,7 +14,9 @@ Origin = Literal["agent", "transcript"]
 AGENT: Origin = "agent"
 TRANSCRIPT: Origin = "transcript"
 ORIGINS: tuple[Origin, ...] = (AGENT, TRANSCRIPT)
-#: The values that turn a switch of the environment off (EXPLOMEMO_SNAPSHOTS, …).
+#: The values that turn a switch of the environment on or off (EXPLOMEMO_SNAPSHOTS, …),
+#: after trimming and case-folding; any other value is refused.
+ON_VALUES = frozenset({"on", "1", "true", "yes"})
 OFF_VALUES = frozenset({"off", "0", "false", "no"})
 
 MAX_QUESTION = 2_000
@@ -73,9 +75,40 @@ def check_files(files: list[str]) -> list[str]:
     return list(dict.fromkeys(files))
 
 
-def switched_on(env: Mapping[str, str], name: str) -> bool:
-    """False when the environment sets the switch ``name`` to ``off`` (or 0, false, no)."""
-    return env.get(name, "").strip().lower() not in OFF_VALUES
+#: The switches of the environment, each with its value when unset.
+SWITCHES: dict[str, bool] = {
+    "EXPLOMEMO_EMBEDDINGS": True,
+    "EXPLOMEMO_SNAPSHOTS": True,
+    "EXPLOMEMO_CAPTURE": True,
+    "EXPLOMEMO_REMIND": False,
+}
+
+
+def check_switches(env: Mapping[str, str]) -> None:
+    """Refuse the first switch of :data:`SWITCHES` set to a value that is not on or off,
+    whether or not the command at hand reads it: a typo is said at once."""
+    for name, default in SWITCHES.items():
+        switched_on(env, name, default)
+
+
+def switched_on(env: Mapping[str, str], name: str, default: bool = True) -> bool:
+    """The switch ``name`` of the environment: ``default`` when unset or empty.
+
+    ``on``/``off`` (also 1/0, true/false, yes/no, any case, spaces around ignored);
+    any other value is refused, never read as one or the other: a misspelt
+    ``EXPLOMEMO_CAPTURE=disabled`` must not leave capture on without a word.
+    """
+    value = env.get(name, "").strip().lower()
+    if not value:
+        return default
+    if value in ON_VALUES:
+        return True
+    if value in OFF_VALUES:
+        return False
+    raise InputError(
+        f"{name}={env[name]!r} is not a switch value: set it to on or off"
+        " (also 1/0, true/false, yes/no), or unset it"
+    )
 
 
 def replaces(new: str, old: str) -> bool:

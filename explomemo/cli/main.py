@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from explomemo import __version__
 from explomemo.errors import ExplomemoError, OutputError
+from explomemo.inputs import check_switches
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -622,6 +623,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     lean = command in COMMANDS and not {"-h", "--help", "--version"} & set(args_list)
     try:
         args = build_parser(command if lean else None).parse_args(args_list)
+        if command != "hook":  # a hook says it in its own way (see run_hook)
+            check_switches(os.environ)
         code: int = args.run(args)
         return code
     except SystemExit as exc:  # --help and --version

@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from explomemo.errors import HookInputError
+from explomemo.inputs import check_switches
 from explomemo.printable import message
 from explomemo.projects import Caller, resolve_project
 from explomemo.store.database import FileRow, MemoRow, Store
@@ -103,6 +104,7 @@ def run_hook(
         source = stdin if stdin is not None else _stream(sys.stdin)
         out = stdout if stdout is not None else _stream(sys.stdout)
         payload = _payload(_bounded(source))
+        check_switches(os.environ)
         handler = _HANDLERS[event]
         if event == "stop":
             handler = functools.partial(stop, capture=capture)
