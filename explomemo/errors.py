@@ -28,6 +28,12 @@ class StoreError(ExplomemoError):
     """The database cannot be opened, read or written."""
 
 
+class NoDatabaseError(StoreError):
+    """No database at the path yet (or one being created): nothing was recorded there.
+
+    For a command that only reads, an error to report; for a hook, nothing to say."""
+
+
 class ExportFileError(ExplomemoError):
     """An export file (JSON Lines) cannot be read or is malformed."""
 

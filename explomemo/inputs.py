@@ -8,12 +8,14 @@ from typing import Literal
 
 from explomemo.errors import InputError
 
-#: Where a memo came from: ``agent`` (the record tool, ``explomemo record``) or
-#: ``transcript`` (captured by the Claude Code Stop hook from a turn).
-Origin = Literal["agent", "transcript"]
+#: Where a memo came from: ``agent`` (the record tool, ``explomemo record``),
+#: ``transcript`` (captured by the Claude Code Stop hook from a turn) or ``subagent``
+#: (captured at SubagentStop from a delegated run that edited nothing).
+Origin = Literal["agent", "transcript", "subagent"]
 AGENT: Origin = "agent"
 TRANSCRIPT: Origin = "transcript"
-ORIGINS: tuple[Origin, ...] = (AGENT, TRANSCRIPT)
+SUBAGENT: Origin = "subagent"
+ORIGINS: tuple[Origin, ...] = (AGENT, TRANSCRIPT, SUBAGENT)
 #: The values that turn a switch of the environment on or off (EXPLOMEMO_SNAPSHOTS, …),
 #: after trimming and case-folding; any other value is refused.
 ON_VALUES = frozenset({"on", "1", "true", "yes"})
@@ -114,16 +116,30 @@ def switched_on(env: Mapping[str, str], name: str, default: bool = True) -> bool
 def replaces(new: str, old: str) -> bool:
     """Whether a memo of origin ``new`` replaces one of origin ``old`` of the same question.
 
-    An agent's memo replaces any; a captured one replaces only a captured one: what
-    an agent chose to record is never overwritten by a turn's text.
+    An agent's memo replaces any; a captured one (``transcript``, ``subagent``) replaces
+    only a captured one: what an agent chose to record is never overwritten by captured
+    text.
     """
-    return new == AGENT or old == TRANSCRIPT
+    return new == AGENT or old != AGENT
+
+
+_MADE_HERE: dict[str, str] = {
+    AGENT: "recorded here",
+    TRANSCRIPT: "captured here from a turn",
+    SUBAGENT: "captured here from a delegated run",
+}
+
+
+def provenance(origin: str, imported: bool) -> str:
+    """Where a memo came from, in a few words: what the hooks and the text output say."""
+    if imported:
+        return "imported: the claim of a committed export, not recorded here"
+    return _MADE_HERE.get(origin, origin)
 
 
 def check_origin(origin: str) -> Origin:
-    """Refuse an origin that is not ``agent`` or ``transcript``."""
-    if origin == AGENT:
-        return AGENT
-    if origin == TRANSCRIPT:
-        return TRANSCRIPT
-    raise InputError(f"origin {origin!r} is not agent or transcript: pass one of those")
+    """Refuse an origin that is not one of :data:`ORIGINS`."""
+    for known in ORIGINS:
+        if origin == known:
+            return known
+    raise InputError(f"origin {origin!r} is not one of {', '.join(ORIGINS)}: pass one of those")

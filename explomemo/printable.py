@@ -8,10 +8,15 @@ and lines that a GitHub Actions runner takes for workflow commands (``::``
 at the start of a line, ``##[`` anywhere in it). People's formats go through
 :func:`one_line` or :func:`block` and then :func:`no_workflow_commands`;
 JSON keeps every value exact, with the same characters written as ``\\u``
-escapes (:func:`json_text`).
+escapes (:func:`json_text`). Zero-width characters, which hide text from a reader
+(a word split so that no filter sees it), are shown escaped too, except a joiner
+that a script or an emoji needs. What a hook hands the agent goes through
+:func:`inert`: there, memo text must not pass for the client's own framing either.
 """
 
 from __future__ import annotations
+
+import re
 
 #: Never shown raw: C0 controls, DEL, C1 controls (ESC, CSI, OSC, NEL...), the
 #: line and paragraph separators, and the bidirectional embedding, override
@@ -35,29 +40,60 @@ def _shown(code: int) -> str:
     return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 
+#: Zero-width characters: the space, word joiner, byte-order mark and Mongolian vowel
+#: separator are always shown escaped; the non-joiner and joiner (:data:`JOINERS`) only
+#: where no script or emoji needs them.
+ZERO_WIDTH = (0x200B, 0x2060, 0xFEFF, 0x180E)
+JOINERS = (0x200C, 0x200D)
+# A joiner stays between two characters past the Latin, Greek and Cyrillic blocks'
+# neighbours (U+0370 on): Persian, Indic scripts and emoji sequences use it there. In
+# ASCII text it only hides a word from whoever searches for it.
+_NEEDED_JOINER = r"(?<=[^\x00-\u036f])[\u200c\u200d](?=[^\x00-\u036f])"
+_HIDDEN = re.compile(rf"(?P<needed>{_NEEDED_JOINER})|[\u200b\u2060\ufeff\u180e\u200c\u200d]")
+
 _ONE_LINE = {code: _shown(code) for code in UNSAFE}
 _BLOCK = {code: shown for code, shown in _ONE_LINE.items() if code not in (0x09, 0x0A)}
 # json.dumps already escapes C0; the rest is written as \u escapes, the same value.
-_JSON = {code: f"\\u{code:04x}" for code in UNSAFE if code >= 0x7F}
+_JSON = {code: f"\\u{code:04x}" for code in (*UNSAFE, *ZERO_WIDTH, *JOINERS) if code >= 0x7F}
+
+
+def _zero_width(text: str) -> str:
+    if not _HIDDEN.search(text):
+        return text
+    return _HIDDEN.sub(lambda m: m[0] if m["needed"] else _shown(ord(m[0])), text)
 
 
 def one_line(text: str) -> str:
-    """``text`` on one line: every unsafe character (new lines too) as an escape like ``\\x1b``."""
-    return text.translate(_ONE_LINE)
+    """``text`` on one line: every unsafe character (new lines too) as an escape like
+    ``\\x1b``, and zero-width characters as ``\\u200b`` (see :data:`ZERO_WIDTH`)."""
+    return _zero_width(text.translate(_ONE_LINE))
 
 
 def block(text: str) -> str:
     """Like :func:`one_line`, but new lines and tabs stay (a conclusion's paragraphs)."""
-    return text.translate(_BLOCK)
+    return _zero_width(text.translate(_BLOCK))
 
 
 def json_text(text: str) -> str:
-    """JSON text (from ``json.dumps``) with DEL, C1, separators and bidi controls escaped.
+    """JSON text (from ``json.dumps``) with DEL, C1, separators, bidi controls and
+    zero-width characters escaped.
 
     JSON puts these characters only inside strings, where an escape means the
     same character: the value read back is exactly the same.
     """
     return text.translate(_JSON)
+
+
+#: ``<`` where it could open or close a tag (``<system-reminder>``, ``</x>``, ``<!--``):
+#: a client frames what a hook adds in tags, and memo text must not end that frame.
+_TAG_OPENING = re.compile(r"<(?=\s*/?\s*[A-Za-z!?])")
+
+
+def inert(text: str) -> str:
+    """Memo text as a hook hands it to an agent: as :func:`block`, and no ``<`` that could
+    open or close a tag (it becomes ``&lt;``). Every line of it is also quoted by the
+    hook (see :mod:`explomemo.clients.hooks`), so no line can pass for the hook's own."""
+    return _TAG_OPENING.sub("&lt;", block(text))
 
 
 def no_workflow_commands(text: str) -> str:

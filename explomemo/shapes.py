@@ -232,6 +232,12 @@ class Match(Shape):
     status: Literal["fresh", "stale"]
     recorded_at: str
     origin: Origin | None = shown_when(_is_whole, None)
+    imported: bool = shown_when(
+        lambda memo: memo.imported,
+        "true: it came in through import, the claim of whoever committed the export, not a"
+        " memo recorded here.",
+        default=False,
+    )
     files: list[CheckedFile] | None = shown_when(_is_whole, None)
     whole: bool = shown_when(
         lambda match: not match.whole,
@@ -332,6 +338,12 @@ class MemoSummary(Shape):
     root: str
     recorded_at: str
     origin: Origin
+    imported: bool = shown_when(
+        lambda memo: memo.imported,
+        "true: it came in through import, the claim of whoever committed the export, not a"
+        " memo recorded here.",
+        default=False,
+    )
     files: int
 
 
@@ -345,6 +357,12 @@ class MemoDetail(Shape):
     root: str
     recorded_at: str
     origin: Origin
+    imported: bool = shown_when(
+        lambda memo: memo.imported,
+        "true: it came in through import, the claim of whoever committed the export, not a"
+        " memo recorded here.",
+        default=False,
+    )
     status: Literal["fresh", "stale"]
     files: list[CheckedFile]
 
@@ -382,7 +400,7 @@ class ExportedMemo(Shape):
     recorded_at: str
     origin: Origin = shown_when(
         lambda m: m.origin != "agent",
-        "transcript for a memo the Stop hook captured; absent (agent) for an agent's memo.",
+        "transcript or subagent for a memo a hook captured; absent (agent) for an agent's memo.",
         default="agent",
     )
     files: list[ExportedFile]
@@ -425,7 +443,7 @@ class ProjectStats(Shape):
     memos: int
     fresh: int
     stale: int
-    origins: dict[str, int] = described("Memos by origin (agent, transcript).")
+    origins: dict[str, int] = described("Memos by origin (agent, transcript, subagent).")
     served: int
     bytes_spared: int
     sessions: int = described("Sessions that were spared some reading.")

@@ -336,6 +336,28 @@ def assert_one_error_line(run: CliResult, *fragments: str) -> str:
     return line
 
 
+def in_a_minute() -> str:
+    """A ``recorded_at`` newer than any memo a test recorded, yet not in the future for
+    ``import`` (within its allowance for clocks that drift)."""
+    from datetime import UTC, datetime, timedelta
+
+    return (datetime.now(UTC) + timedelta(seconds=60)).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def assert_skipped_line(run: CliResult, *fragments: str) -> str:
+    """Exit 0 with exactly one ``explomemo: warning:`` line on stderr, saying a line was
+    skipped and holding every fragment."""
+    assert run.code == 0, (run.code, run.out, run.err)
+    lines = run.err.splitlines()
+    assert len(lines) == 1, f"stderr is not one line: {run.err!r}"
+    line = lines[0]
+    assert line.startswith("explomemo: warning: line "), line
+    assert "it was skipped" in line and "Traceback" not in run.err
+    for fragment in fragments:
+        assert fragment in line, f"{fragment!r} not in {line!r}"
+    return line
+
+
 def cli_subprocess(
     args: list[str], env: dict[str, str] | None = None, timeout: float = 60, **kwargs: Any
 ) -> subprocess.CompletedProcess[str]:

@@ -1114,7 +1114,7 @@ def test_a_path_over_path_max_with_its_root_is_checked_not_missing(tmp_path: Pat
     assert invoke_cli([*db, "export", "-o", str(export)]).code == 0
     checked = invoke_cli(["stale", "--from", str(export), "--root", str(tmp_path), "--check"])
     assert (checked.code, checked.out) == (0, "The one memo is fresh.\n"), checked.err
-    imported = invoke_cli(["--db", str(tmp_path / "other.db"), "import", str(export)])
+    imported = invoke_cli(["--db", str(tmp_path / "other.db"), "import", "--json", str(export)])
     assert imported.code == 0, imported.err
 
 

@@ -172,7 +172,10 @@ def _stale(args: argparse.Namespace) -> int:
                 stale_from_export,
             )
 
-            memos = read_export(args.from_file)
+            skipped: list[str] = []
+            memos = read_export(args.from_file, skipped)
+            for warning in skipped:
+                _err(f"warning: {warning}")
             report = stale_from_export(
                 memos,
                 args.root,
@@ -272,13 +275,17 @@ def _export(args: argparse.Namespace) -> int:
 
 
 def _import(args: argparse.Namespace) -> int:
-    from explomemo.memos.exchange import import_memos, read_export
+    from explomemo.cli.report import import_text
+    from explomemo.memos.exchange import import_memos, read_for_import
     from explomemo.shapes import to_json
 
-    memos = read_export(args.file)
+    skipped: list[str] = []
+    memos = read_for_import(args.file, skipped)
+    for warning in skipped:
+        _err(f"warning: {warning}")
     with _cache(args.db, with_model=False) as cache:
         result = import_memos(cache, memos, args.root)
-    _echo(to_json(result))
+    _echo(to_json(result) if args.json else import_text(result, args.file))
     return EXIT_OK
 
 
@@ -454,6 +461,7 @@ def _export_arguments(sub: argparse.ArgumentParser) -> None:
 
 def _import_arguments(sub: argparse.ArgumentParser) -> None:
     sub.add_argument("file", type=_path, metavar="FILE")
+    sub.add_argument("--json", action="store_true", help="Print the counts as JSON.")
     _root_option(
         sub,
         "The imported memos' root (default: the current directory; memos recorded below the"

@@ -16,10 +16,12 @@ from types import TracebackType
 from typing import TYPE_CHECKING
 
 from explomemo.cli.tables import draw
+from explomemo.inputs import provenance
 from explomemo.printable import block, no_workflow_commands, one_line
 from explomemo.shapes import (
     RECALL_CHARS,
     CheckedFile,
+    ImportResult,
     MemoDetail,
     MemoSummary,
     RecallResult,
@@ -29,6 +31,8 @@ from explomemo.shapes import (
 )
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from rich.progress import Progress, TaskID
 
 
@@ -369,14 +373,16 @@ def recall_text(result: RecallResult) -> str:
     blocks: list[str] = []
     for m in result.matches:
         head = (
-            f"#{m.id} [{m.status}] {one_line(m.question)}  (score {m.score:.2f}, by {m.matched_by})"
+            f"#{m.id} [{m.status}{', imported' if m.imported else ''}] {one_line(m.question)}"
+            f"  (score {m.score:.2f}, by {m.matched_by})"
         )
         if m.conclusion is None or m.files is None:
             blocks.append(head)
             continue
         files = "\n".join(f"    {f.state:<9} {one_line(f.path)}" for f in m.files)
         changes = "".join(f"\n      {line}" for line in changes_lines(m.id, m.files))
-        blocks.append(f"{head}\n  {block(m.conclusion)}\n  files:\n{files}{changes}")
+        made = provenance(m.origin or "agent", m.imported)
+        blocks.append(f"{head}\n  ({made})\n  {block(m.conclusion)}\n  files:\n{files}{changes}")
     no_model = not result.semantic_index and not result.pending_vectors
     notes = ["(found by words only: no embedding model)"] if no_model else []
     notes.extend(pending)
@@ -394,6 +400,16 @@ def recall_text(result: RecallResult) -> str:
     return no_workflow_commands("\n\n".join(blocks) + "".join(f"\n{n}" for n in notes))
 
 
+def import_text(result: ImportResult, source: Path) -> str:
+    """What ``explomemo import`` did, in a line."""
+    counts = f"{result.added} added, {result.replaced} replaced, {result.kept} kept"
+    kept = " (the database held them as newer, or as an agent's memo)" if result.kept else ""
+    return no_workflow_commands(
+        f"Read {result.read} memo{'s' if result.read != 1 else ''} from"
+        f" {one_line(str(source))}: {counts}{kept}."
+    )
+
+
 def pending_note(count: int) -> str:
     """What a recall says of the ``count`` memos it searched by words only."""
     return (
@@ -407,10 +423,18 @@ def list_table(memos: Sequence[MemoSummary], width: int = TABLE_WIDTH) -> str:
     if not memos:
         return "No memos."
     rows = [
-        [str(m.id), one_line(m.project), one_line(m.question), str(m.files), m.recorded_at]
+        [
+            str(m.id),
+            one_line(m.project),
+            one_line(m.question),
+            f"{m.origin}, imported" if m.imported else m.origin,
+            str(m.files),
+            m.recorded_at,
+        ]
         for m in memos
     ]
-    table = draw(("id", "project", "question", "files", "recorded_at"), rows, width)
+    headers = ("id", "project", "question", "origin", "files", "recorded_at")
+    table = draw(headers, rows, width)
     return no_workflow_commands(table)
 
 
@@ -447,7 +471,8 @@ def show_text(memo: MemoDetail) -> str:
     return no_workflow_commands(
         f"memo {memo.id} [{memo.status}]  project {one_line(memo.project)}\n"
         f"question: {one_line(memo.question)}\n"
-        f"recorded: {memo.recorded_at} in {one_line(memo.root)}\n\n"
+        f"recorded: {memo.recorded_at} in {one_line(memo.root)}"
+        f" ({provenance(memo.origin, memo.imported)})\n\n"
         f"{block(memo.conclusion)}\n\nfiles:\n{files}"
         + (f"\n\nwhat changed:\n{changes}" if changes else "")
     )

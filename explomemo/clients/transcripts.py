@@ -158,8 +158,9 @@ EDIT_TOOLS = frozenset({"Edit", "Write", "MultiEdit", "NotebookEdit"})
 SERVING_SUFFIXES = ("__memory_exploration_recall", "__memory_exploration_show")
 #: How Claude Code gives a blocking Stop hook's reason back to the agent.
 STOP_FEEDBACK = "Stop hook feedback:"
-#: How the prompt hook names a fresh memo in its context.
-_FRESH_IN_CONTEXT = re.compile(r"\[memo \d+, fresh\b")
+#: How the prompt hook names a fresh memo in its context: at the start of a line (memo
+#: text is quoted, so a header it forges never starts one).
+_FRESH_IN_CONTEXT = re.compile(r"^\[memo \d+, fresh\b", re.MULTILINE)
 
 
 class Turn(NamedTuple):

@@ -18,6 +18,7 @@ from explomemo import inputs
 from explomemo.errors import ExplomemoError, InputError, NotFoundError, PathError
 from explomemo.files import Opener, Refused, Root, relative_path, resolve_root
 from explomemo.inputs import AGENT
+from explomemo.projects import ENV as PROJECT_ENV
 from explomemo.projects import Caller, project_name, resolve_project
 from explomemo.recall.sources import FixedModel, ModelSource
 from explomemo.shapes import (
@@ -313,7 +314,7 @@ class MemoCache:
         inputs.check_text("question", question, inputs.MAX_QUESTION)
         inputs.check_text("conclusion", conclusion, inputs.MAX_CONCLUSION)
         where = resolve_root(root)
-        project = resolve_project(project, where.path)
+        project = self.project_at(project, where.path)
         rels = self._relative_files(where, inputs.check_files(files))
         # One Opener for the record's files: each folder is opened once (the same
         # checks as open_regular, without resolving every path again).
@@ -484,7 +485,7 @@ class MemoCache:
         inputs.check_text("query", query, inputs.MAX_QUERY)
         inputs.check_limit(limit)
         where = resolve_root(root)
-        project = resolve_project(project, where.path)
+        project = self.project_at(project, where.path)
         wait = RECALL_WAIT_MS / 1000
         embedder = None
         skipped = self.model.enabled and self.model.skips(
@@ -612,6 +613,7 @@ class MemoCache:
                     status="stale" if stale else "fresh",
                     recorded_at=memo.recorded_at,
                     origin=inputs.check_origin(memo.origin),
+                    imported=memo.imported,
                     files=checked,
                 )
         order = ranked([c for c in candidates if c.id in built], stale_ids)
@@ -760,7 +762,7 @@ class MemoCache:
         from explomemo.check.stale import check_memos
 
         where = resolve_root(root)
-        project = resolve_project(project, where.path)
+        project = self.project_at(project, where.path)
         snapshot = self._project_files(project)
         asking = caller(project, where.path, self.store)
         report = check_memos(
@@ -870,6 +872,24 @@ class MemoCache:
         assert owner is not None
         return ForgetResult(id=memo_id, project=owner)
 
+    def project_at(self, project: str | None, root: str) -> str:
+        """The project a call at ``root`` works on (see :mod:`explomemo.projects`): ``project``
+        when given, else ``$EXPLOMEMO_PROJECT``, else the one project under which this
+        database holds memos of the repository at ``root`` (same identity), else the name
+        of the repository's main work tree. So a clone in a folder of another name finds
+        the memos it imported."""
+        if project is not None or os.environ.get(PROJECT_ENV, "").strip():
+            return resolve_project(project, root)
+        from explomemo.changes.gitrepo import repository_identity
+
+        identity = repository_identity(root, self.store)
+        if identity is not None:
+            with self.store.errors(), self.store.read() as conn:
+                holding = self.store.projects_of_repository(conn, identity)
+            if len(holding) == 1:
+                return holding[0]
+        return resolve_project(None, root)
+
     def list(
         self, *, project: str | None = None, origin: str | None = None, root: str | None = None
     ) -> list[MemoSummary]:
@@ -898,6 +918,7 @@ class MemoCache:
                 root=m.root,
                 recorded_at=m.recorded_at,
                 origin=inputs.check_origin(m.origin),
+                imported=m.imported,
                 files=counts.get(m.id, 0),
             )
             for m in memos
@@ -927,7 +948,7 @@ class MemoCache:
         where: Root | None = None
         if not any_project:
             where = resolve_root(root)
-            project = resolve_project(project, where.path)
+            project = self.project_at(project, where.path)
         found: list[MemoRow] = []
         if 1 <= memo_id <= MAX_ID:
             with self.store.errors(), self.store.read() as conn:
@@ -956,6 +977,7 @@ class MemoCache:
             root=memo.root,
             recorded_at=memo.recorded_at,
             origin=inputs.check_origin(memo.origin),
+            imported=memo.imported,
             status="fresh" if all(f.state == "unchanged" for f in checked) else "stale",
             files=checked,
         )

@@ -229,49 +229,81 @@ _EXPORT_FILE = Naming(
 )
 
 
-def read_export(path: Path) -> list[ExportedMemo]:
-    """Parse an export file, refusing it whole at the first bad line.
+def read_export(
+    path: Path, skipped: list[str] | None = None, latest: str | None = None
+) -> list[ExportedMemo]:
+    """Parse an export file: its memos, in file order.
 
-    Every rule ``record`` enforces holds for each line (lengths, at most 64
-    distinct files inside root, 64-hex SHA-256, 40-hex git blob ids, sizes up
-    to 32 MiB, ids a database can hold), and each refusal names the line and
-    the field. ``root`` (exports of earlier versions) and ``git_blob`` may be
-    left out. Lines
-    end at ``\n`` only: a memo's text may hold any other line separator.
-    Only a regular file is read, so ``/dev/zero`` or a FIFO cannot hang it or
-    grow without bound.
+    Every rule ``record`` enforces holds for each line (lengths, no NUL nor lone
+    surrogate, at most 64 distinct files inside root, 64-hex SHA-256, 40-hex git blob
+    ids, sizes up to 32 MiB, ids a database can hold), and each refusal names the line
+    and the field. ``root`` (exports of earlier versions) and ``git_blob`` may be left
+    out. With ``latest`` (a UTC time written as ``recorded_at`` is), a memo recorded
+    after it is refused too: a date in the future would win every "newer wins" merge.
+
+    A bad line (one that is not UTF-8 or JSON, breaks a rule, repeats an id, or comes
+    from a later explomemo) refuses the whole file, unless ``skipped`` is given: then
+    the line is left out, its warning (naming the line and what is wrong) is appended
+    to ``skipped``, and the other lines are read, so that one bad memo never leaves a
+    team's import or CI gate unable to read the rest; a file of which no line can be
+    read is refused at its first bad line either way. Lines end at ``\n`` only: a
+    memo's text may hold any other line separator. Only a regular file is read, so
+    ``/dev/zero`` or a FIFO cannot hang it or grow without bound.
     """
     raw = _read_regular(path)
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        bad_line = raw[: exc.start].count(b"\n") + 1
-        raise ExportFileError(
-            f"line {bad_line} of {path} is not UTF-8 text (byte {exc.start}): regenerate the file"
-            " with explomemo export"
-        ) from None
-    # A byte-order mark is not JSON, but editors on Windows add one: it is ignored.
-    text = text.removeprefix("\ufeff")
     memos: list[ExportedMemo] = []
     ids: set[int] = set()
-    for number, line in enumerate(text.split("\n"), start=1):
-        if not line.strip():
-            continue
+    refusals: list[str] = []
+    # A byte-order mark is not JSON, but editors on Windows add one: it is ignored.
+    for number, data in enumerate(raw.removeprefix(b"\xef\xbb\xbf").split(b"\n"), start=1):
         try:
-            memo = _parse_line(line)
-        except _BadLine as exc:
-            raise ExportFileError(
-                f"line {number} of {path} is not an explomemo memo ({exc}):"
-                " regenerate the file with explomemo export"
-            ) from None
-        if memo.id in ids:
-            raise ExportFileError(
-                f"line {number} of {path} repeats memo id {memo.id}: each memo of an export"
-                " has its own id; regenerate the file with explomemo export"
-            )
-        ids.add(memo.id)
-        memos.append(memo)
+            line = data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            problem = f"is not UTF-8 text (byte {exc.start} of the line)"
+        else:
+            if not line.strip():
+                continue
+            try:
+                memo = _parse_line(line, latest)
+            except _BadLine as exc:
+                problem = f"is not an explomemo memo ({exc})"
+            else:
+                if memo.id not in ids:
+                    ids.add(memo.id)
+                    memos.append(memo)
+                    continue
+                problem = f"repeats memo id {memo.id}: each memo of an export has its own id;"
+        refusal = f"line {number} of {path} {problem}"
+        if skipped is None:
+            raise ExportFileError(_refused(refusal))
+        refusals.append(refusal)
+    if refusals and not memos:
+        # Nothing else to go on with: the file is not an export (or not one of ours).
+        raise ExportFileError(_refused(refusals[0]))
+    if skipped is not None:
+        skipped.extend(f"{r.rstrip(';')}; it was skipped: {_FIX}" for r in refusals)
     return memos
+
+
+_FIX = "regenerate the file with explomemo export"
+
+
+def _refused(refusal: str) -> str:
+    return f"{refusal}{' ' if refusal.endswith(';') else ': '}{_FIX}"
+
+
+#: How far in the future an imported memo's ``recorded_at`` may be (clocks of teammates'
+#: machines drift); past it the line is refused.
+CLOCK_SKEW_SECONDS = 300
+
+
+def read_for_import(path: Path, skipped: list[str]) -> list[ExportedMemo]:
+    """:func:`read_export` as ``import`` reads a file: bad lines skipped into ``skipped``,
+    and a memo recorded after now (give or take :data:`CLOCK_SKEW_SECONDS`) is one."""
+    from datetime import UTC, timedelta
+
+    latest = datetime.now(UTC) + timedelta(seconds=CLOCK_SKEW_SECONDS)
+    return read_export(path, skipped, latest.strftime("%Y-%m-%dT%H:%M:%SZ"))
 
 
 def _read_regular(path: Path) -> bytes:
@@ -311,7 +343,7 @@ _GIT_BLOB = re.compile(r"[0-9a-f]{40}")
 _RECORDED_AT = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z")
 
 
-def _parse_line(line: str) -> ExportedMemo:
+def _parse_line(line: str, latest: str | None = None) -> ExportedMemo:
     try:
         data = json.loads(line, parse_int=_whole)
     except ValueError as exc:
@@ -334,9 +366,17 @@ def _parse_line(line: str) -> ExportedMemo:
         datetime.strptime(recorded_at, "%Y-%m-%dT%H:%M:%SZ")
     except ValueError:
         raise _BadLine(f"recorded_at {recorded_at!r} is not a real date and time") from None
+    if latest is not None and recorded_at > latest:
+        raise _BadLine(
+            f"recorded_at {recorded_at} is in the future (this machine's clock says {latest},"
+            " give or take a few minutes)"
+        )
     origin = data.get("origin", AGENT)
     if origin not in ORIGINS:
-        raise _BadLine("origin is not agent or transcript")
+        raise _BadLine(
+            f"origin {str(origin)[:20]!r} is not one of {', '.join(ORIGINS)}: it may come from"
+            " a later explomemo"
+        )
     listed = data.get("files")
     if not isinstance(listed, list) or not listed:
         raise _BadLine("files is not a list of 1 to 64 files")
@@ -564,7 +604,8 @@ def import_memos(
     Origin comes first, as for a record: an agent's memo replaces a captured one
     whatever their times, and a captured memo never replaces an agent's; between
     memos of one origin the newer is kept, and ties keep the memo already in the
-    database. An imported memo keeps its origin. Everything lands in one
+    database. An imported memo keeps its origin and is marked ``imported``: the claim
+    of whoever committed the export, shown as such. Everything lands in one
     transaction. Imported memos gain vectors the next time a model is used. A blob id
     known for a content (from the export or the database) is given to every row of it.
     A memo's root is, when the export gives its ``root_in_repo``, that folder
@@ -601,6 +642,7 @@ def import_memos(
                 wanted_id=memo.id,
                 origin=memo.origin,
                 repository=memo.repository,
+                imported=True,
             )
             if existing is None:
                 added += 1

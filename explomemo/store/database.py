@@ -26,7 +26,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import NamedTuple, TypeVar
 
-from explomemo.errors import InputError, StoreError
+from explomemo.errors import InputError, NoDatabaseError, StoreError
 from explomemo.identifiers import memo_identifiers, name_parts
 from explomemo.inputs import MAX_FILES, TRANSCRIPT, question_key, replaces
 from explomemo.store import pending
@@ -82,6 +82,13 @@ class MemoRow(NamedTuple):
     #: The identity of the repository it was recorded in (its first root commit); None:
     #: unknown, which matches any (see :class:`explomemo.projects.Caller`).
     repository: str | None = None
+    #: True for a memo that came in through ``import``: the claim of whoever committed
+    #: the export, not a memo recorded here.
+    imported: bool = False
+    #: For a ``subagent`` memo: the delegated agent's type (Explore, Plan, ...).
+    agent_type: str | None = None
+    #: For a ``subagent`` memo: the tokens its run cost, when known.
+    cost_tokens: int | None = None
 
 
 class StatRow(NamedTuple):
@@ -282,15 +289,17 @@ class Store:
 
     @classmethod
     def open_existing(cls, path: Path | None, busy_timeout_ms: int) -> Store:
-        """Open a database that exists and is up to date, for a reader that must not wait.
+        """Open a database that exists, for a reader that must not wait.
 
-        Nothing is created, migrated or switched to WAL, and a lock held by
-        another process is waited for at most ``busy_timeout_ms`` (the Claude
-        Code hooks answer within a fraction of a second, whatever happens).
+        Nothing is created or switched to WAL (a database of an earlier explomemo is
+        migrated, as by :meth:`open`), and a lock held by another process is waited
+        for at most ``busy_timeout_ms`` (the Claude Code hooks answer within a
+        fraction of a second, whatever happens). No database there yet (or one
+        being created) is a :class:`~explomemo.errors.NoDatabaseError`.
         """
         db_path = database_path(path)
         if not db_path.is_file():
-            raise StoreError(f"no database at {db_path} yet: nothing has been recorded there")
+            raise NoDatabaseError(f"no database at {db_path} yet: nothing has been recorded there")
         store = cls._connected(db_path, busy_timeout_ms)
         with store._closed_on_failure(busy_timeout_ms):
             store.conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
@@ -301,16 +310,15 @@ class Store:
             if missing == shipped_migrations():
                 # No migration at all: a file being created (by a server starting at
                 # the same moment, say) or an empty one. Nothing was recorded there.
-                raise StoreError(
+                raise NoDatabaseError(
                     f"database {db_path} has no memos yet: it holds no explomemo schema"
                     " (being created, or an empty file)"
                 )
-            if missing:
-                raise StoreError(
-                    f"database {db_path} lacks schema migrations of this explomemo"
-                    f" ({', '.join(missing)}): run any explomemo command on it once"
-                    " (explomemo list) to upgrade it"
-                )
+        if missing:
+            # A database of an earlier explomemo: migrated, as a command would.
+            store.close()
+            return cls.open(db_path, create=False, busy_timeout_ms=busy_timeout_ms)
+        with store._closed_on_failure(busy_timeout_ms):
             store.conn.execute("PRAGMA foreign_keys = ON")
             store._reader = _connect(db_path, busy_timeout_ms, query_only=True)
         return store
@@ -697,6 +705,9 @@ class Store:
         index_identifiers: bool = True,
         origin: str = "agent",
         repository: str | None = None,
+        imported: bool = False,
+        agent_type: str | None = None,
+        cost_tokens: int | None = None,
     ) -> int:
         """Insert a memo, or replace memo ``memo_id`` keeping its id; returns the id.
 
@@ -705,7 +716,8 @@ class Store:
         With ``index_identifiers`` False the memo's identifiers are left pending:
         :meth:`index_identifiers` stores them later, and :meth:`identifier_holders`
         finds them meanwhile. ``repository`` is the identity of the repository it was
-        recorded in (None: unknown).
+        recorded in (None: unknown); ``imported``, ``agent_type`` and ``cost_tokens`` are
+        its provenance (see :class:`MemoRow`).
 
         A memo rests on 1 to :data:`~explomemo.inputs.MAX_FILES` files, whoever writes
         it: one resting on none would pass every check as fresh.
@@ -731,7 +743,8 @@ class Store:
                 wanted_id = None
             cursor = conn.execute(
                 "INSERT INTO memos (id, project, question, question_key, conclusion, root,"
-                " recorded_at, origin, repository) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                " recorded_at, origin, repository, imported, agent_type, cost_tokens)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     wanted_id,
                     project,
@@ -742,6 +755,9 @@ class Store:
                     recorded_at,
                     origin,
                     repository,
+                    int(imported),
+                    agent_type,
+                    cost_tokens,
                 ),
             )
             assert cursor.lastrowid is not None
@@ -749,10 +765,22 @@ class Store:
         else:
             conn.execute(
                 "UPDATE memos SET question = ?, conclusion = ?, root = ?, recorded_at = ?,"
-                " origin = ?, question_key = ?, repository = ?,"
-                " embedding = NULL, embedding_model = NULL, embedding_text_hash = NULL,"
-                " question_embedding = NULL WHERE id = ?",
-                (question, conclusion, root, recorded_at, origin, stored_key, repository, memo_id),
+                " origin = ?, question_key = ?, repository = ?, imported = ?, agent_type = ?,"
+                " cost_tokens = ?, embedding = NULL, embedding_model = NULL,"
+                " embedding_text_hash = NULL, question_embedding = NULL WHERE id = ?",
+                (
+                    question,
+                    conclusion,
+                    root,
+                    recorded_at,
+                    origin,
+                    stored_key,
+                    repository,
+                    int(imported),
+                    agent_type,
+                    cost_tokens,
+                    memo_id,
+                ),
             )
             replaced = self._contents_of(conn, memo_id)
             conn.execute("DELETE FROM memo_files WHERE memo_id = ?", (memo_id,))
@@ -938,9 +966,14 @@ class Store:
         ids: Iterable[int] | None = None,
     ) -> list[MemoRow]:
         """Memos of one project (or all, or the given ids), sorted by project then id."""
-        columns = "id, project, question, conclusion, root, recorded_at, origin, repository"
+        columns = (
+            "id, project, question, conclusion, root, recorded_at, origin, repository,"
+            " imported = 1, agent_type, cost_tokens"
+        )
         if ids is not None:
-            rows: list[tuple[int, str, str, str, str, str, str, str | None]] = []
+            rows: list[
+                tuple[int, str, str, str, str, str, str, str | None, bool, str | None, int | None]
+            ] = []
             for chunk in _chunks(list(ids)):
                 marks = ",".join("?" * len(chunk))
                 rows += conn.execute(
@@ -953,7 +986,7 @@ class Store:
             rows = conn.execute(
                 f"SELECT {columns} FROM memos WHERE project = ? ORDER BY id", (project,)
             ).fetchall()
-        return [MemoRow(*row) for row in rows]
+        return [MemoRow(*row[:8], bool(row[8]), *row[9:]) for row in rows]
 
     def memos_of_other_repositories(
         self, conn: sqlite3.Connection, project: str, repository: str
@@ -969,6 +1002,16 @@ class Store:
                 (project, repository, project, repository),
             )
         }
+
+    def projects_of_repository(self, conn: sqlite3.Connection, repository: str) -> list[str]:
+        """The projects holding memos recorded in ``repository`` (a known identity), sorted."""
+        return [
+            str(row[0])
+            for row in conn.execute(
+                "SELECT DISTINCT project FROM memos WHERE repository = ? ORDER BY project",
+                (repository,),
+            )
+        ]
 
     def has_repositories(self, conn: sqlite3.Connection, project: str) -> bool:
         """Whether some memo of ``project`` has a repository identity."""

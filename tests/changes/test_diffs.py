@@ -25,6 +25,7 @@ from helpers import (
     Repo,
     git,
     git_commands,
+    in_a_minute,
     invoke_cli,
     open_cache,
 )
@@ -388,7 +389,7 @@ def test_snapshots_go_with_the_last_memo_resting_on_them(
     export = tmp_path / "newer.jsonl"
     line = json.loads(invoke(db_path, "export").stdout)
     line |= {
-        "recorded_at": "2099-01-01T00:00:00Z",
+        "recorded_at": in_a_minute(),
         "files": [
             {
                 "path": "d.py",
@@ -399,7 +400,7 @@ def test_snapshots_go_with_the_last_memo_resting_on_them(
         ],
     }
     export.write_text(json.dumps(line) + "\n")
-    invoke(db_path, "import", str(export), "--root", str(repo.path))
+    invoke(db_path, "import", "--json", str(export), "--root", str(repo.path))
     assert snapshots(db_path) == set()
 
 
@@ -633,7 +634,7 @@ def test_old_export_is_imported(repo: Repo, db_path: Path, tmp_path: Path) -> No
         + "\n"
     )
     # Its absolute root is not taken from the file (it could lead out of the clone).
-    result = invoke(db_path, "import", str(old), "--root", str(repo.path))
+    result = invoke(db_path, "import", "--json", str(old), "--root", str(repo.path))
     assert json.loads(result.stdout) == {"read": 1, "added": 1, "replaced": 0, "kept": 0}
     change(repo)
     detail = json.loads(invoke(db_path, "show", "7", "--json").stdout)
@@ -651,7 +652,7 @@ def test_old_export_is_imported(repo: Repo, db_path: Path, tmp_path: Path) -> No
     line = json.loads(old.read_text())
     line["files"][0]["git_blob"] = "XYZ"
     bad.write_text(json.dumps(line) + "\n")
-    refused = invoke_cli(["--db", str(db_path), "import", str(bad)])
+    refused = invoke_cli(["--db", str(db_path), "import", "--json", str(bad)])
     assert refused.exit_code == 2
     assert "files[0].git_blob is not 40 lowercase hex digits" in refused.stderr
 
@@ -690,7 +691,7 @@ def test_an_import_shares_blob_ids_with_every_row_of_a_content(
         line("Who verifies tokens?", "src/tokens.py", tokens)
         + line("What is the pool size?", "src/db.py", db, git_blob=_blob_id(db))
     )
-    invoke(db_path, "import", str(export))
+    invoke(db_path, "import", "--json", str(export))
     with closing(sqlite3.connect(db_path)) as conn:
         rows = conn.execute("SELECT path, git_blob FROM memo_files ORDER BY path, memo_id")
         assert rows.fetchall() == [

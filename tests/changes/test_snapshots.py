@@ -81,14 +81,13 @@ def _blob_ids(db: Path) -> list[tuple[str, str | None]]:
         ("on", True),
         ("", True),
         ("1", True),
-        ("offline", True),
     ],
 )
 def test_explomemo_snapshots_turns_snapshots_off_by_each_of_its_words(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, setting: str, kept: bool
 ) -> None:
     """Kills ``contents.enabled`` losing one of off, 0, false and no, its strip or its
-    lower-casing, or taking any other value for off."""
+    lower-casing. (Any other value is refused: tests/test_switches.py.)"""
     root = tmp_path / "proj"
     root.mkdir()
     (root / "a.py").write_text("A = 1\n")

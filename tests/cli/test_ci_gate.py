@@ -15,6 +15,7 @@ from helpers import (
     CliResult,
     Repo,
     assert_one_error_line,
+    assert_skipped_line,
     cli_subprocess,
     git,
     hostile_clone,
@@ -179,7 +180,7 @@ def test_import_puts_each_memo_under_its_folder_and_exports_the_same_bytes(
 ) -> None:
     _, clone = committed
     db = str(tmp_path / "ci.db")
-    assert _run(["--db", db, "import", EXPORT], clone).code == 0
+    assert _run(["--db", db, "import", "--json", EXPORT], clone).code == 0
     listed = json.loads(_run(["--db", db, "list", "--json"], clone).out)
     assert [memo["root"] for memo in listed] == [str(clone / "src"), str(clone)]
     run = _run(["--db", db, "stale", "--check"], clone)
@@ -226,18 +227,18 @@ def test_outside_git_the_field_is_taken_from_the_checking_root(
 def test_a_root_in_repo_that_is_not_a_plain_folder_is_refused(
     committed: tuple[Path, Path], value: object, reason: str
 ) -> None:
+    """The line is named and skipped (never read under a root it does not name); the
+    export's other memo is still checked and imported."""
     _, clone = committed
     bad = _export_with_src_as(clone, value)
-    for args in (
-        ["stale", "--from", str(bad), "--check"],
-        ["--db", str(clone / "x.db"), "import", str(bad)],
-    ):
-        sentence = f"line 1 of {bad} is not an explomemo memo ({reason}):"
-        assert_one_error_line(_run(args, clone), sentence)
-    assert (
-        not (clone / "x.db").exists()
-        or "proj" not in _run(["--db", str(clone / "x.db"), "list"], clone).out
-    )
+    sentence = f"line 1 of {bad} is not an explomemo memo ({reason}); it was skipped"
+    checked = _run(["stale", "--from", str(bad), "--check", "--format", "json"], clone)
+    assert_skipped_line(checked, sentence)
+    assert json.loads(checked.out)["checked"] == 1
+    imported = _run(["--db", str(clone / "x.db"), "import", "--json", str(bad)], clone)
+    assert_skipped_line(imported, sentence)
+    listed = json.loads(_run(["--db", str(clone / "x.db"), "list", "--json"], clone).out)
+    assert [memo["root"] for memo in listed] == [str(clone)]
 
 
 def test_a_root_in_repo_at_the_length_limit_is_a_folder_to_look_for(
@@ -271,7 +272,7 @@ def test_a_root_in_repo_through_a_link_out_of_the_clone_is_refused(
     bad = _export_with_src_as(clone, "out")
     for args in (
         ["stale", "--from", str(bad), "--format", "github"],
-        ["--db", str(clone / "x.db"), "import", str(bad)],
+        ["--db", str(clone / "x.db"), "import", "--json", str(bad)],
     ):
         assert_one_error_line(
             _run(args, clone),
@@ -300,7 +301,7 @@ def test_import_below_the_top_puts_memos_under_the_clone_top(
     only_src = clone / "src.jsonl"
     only_src.write_text((clone / EXPORT).read_text().splitlines()[0] + "\n")
     db = str(tmp_path / "sub.db")
-    assert _run(["--db", db, "import", str(only_src)], clone / "src").code == 0
+    assert _run(["--db", db, "import", "--json", str(only_src)], clone / "src").code == 0
     listed = json.loads(_run(["--db", db, "list", "--json"], clone).out)
     assert [memo["root"] for memo in listed] == [str(clone / "src")]
 
@@ -317,7 +318,7 @@ def test_an_earlier_exports_root_gives_way_to_the_root_given(
     (clone / "sub").mkdir()
     for given, root in ((["--root", str(clone / "sub")], str(clone / "sub")), ([], str(clone))):
         db = str(tmp_path / f"old{len(given)}.db")
-        assert _run(["--db", db, "import", str(old), *given], clone).code == 0
+        assert _run(["--db", db, "import", "--json", str(old), *given], clone).code == 0
         listed = json.loads(_run(["--db", db, "list", "--json"], clone).out)
         assert [memo["root"] for memo in listed] == [root]
 
@@ -338,7 +339,7 @@ def test_a_root_in_repo_of_dot_is_the_top_and_adds_no_folder_to_paths(
     run = _run(["stale", "--from", "dot.jsonl", "--format", "markdown"], clone)
     assert "| 2 | proj | what is the readme? | `README` |  |" in run.out, run.out
     db = str(clone / "dot.db")
-    assert _run(["--db", db, "import", "../dot.jsonl"], clone / "src").code == 0
+    assert _run(["--db", db, "import", "--json", "../dot.jsonl"], clone / "src").code == 0
     listed = json.loads(_run(["--db", db, "list", "--json"], clone).out)
     assert [memo["root"] for memo in listed] == [str(clone / "src"), str(clone)]
 

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from helpers import (
     assert_one_error_line,
+    in_a_minute,
     invoke_cli,
     seed,
 )
@@ -126,14 +127,16 @@ def test_export_is_deterministic_and_import_round_trips(
     other = tmp_path / "other.db"
     # Imported at the recorded root (outside git): imported at the working
     # directory, the memos would carry where that lies in its repository.
-    code, out, _ = invoke_cli(["--db", str(other), "import", str(first), "--root", str(tree)])
+    code, out, _ = invoke_cli(
+        ["--db", str(other), "import", "--json", str(first), "--root", str(tree)]
+    )
     assert code == 0 and json.loads(out) == {"read": 2, "added": 2, "replaced": 0, "kept": 2 - 2}
     assert invoke_cli(["--db", str(other), "export"])[1] == first.read_text()
     # Importing again keeps what is there (same age); a newer memo replaces it.
-    newer = lines[0] | {"conclusion": "revised", "recorded_at": "2099-01-01T00:00:00Z"}
+    newer = lines[0] | {"conclusion": "revised", "recorded_at": in_a_minute()}
     update = tmp_path / "newer.jsonl"
     update.write_text(json.dumps(newer) + "\n" + json.dumps(lines[1]) + "\n")
-    code, out, _ = invoke_cli(["--db", str(other), "import", str(update)])
+    code, out, _ = invoke_cli(["--db", str(other), "import", "--json", str(update)])
     assert json.loads(out) == {"read": 2, "added": 0, "replaced": 1, "kept": 1}
     code, out, _ = invoke_cli(["--db", str(other), "show", "2", "--json"])
     assert json.loads(out)["conclusion"] == "revised"
@@ -147,7 +150,7 @@ def test_bad_export_file_is_one_line_exit_2(tmp_path: Path, no_model: None) -> N
     assert err.startswith(f"explomemo: error: line 1 of {bad} is not an explomemo memo")
     assert err.count("\n") == 1
     code, _, err = invoke_cli(
-        ["--db", str(tmp_path / "x.db"), "import", str(tmp_path / "nope.jsonl")]
+        ["--db", str(tmp_path / "x.db"), "import", "--json", str(tmp_path / "nope.jsonl")]
     )
     assert code == 2 and "does not exist" in err
 
@@ -251,7 +254,7 @@ def test_no_command_is_bad_usage(args: list[str]) -> None:
     assert_one_error_line(invoke_cli([*args]), "required: COMMAND", "explomemo --help")
 
 
-@pytest.mark.parametrize("args", [["--db", ""], ["--db", "", "list"], ["import", ""]])
+@pytest.mark.parametrize("args", [["--db", ""], ["--db", "", "list"], ["import", "--json", ""]])
 def test_an_empty_path_is_bad_usage(args: list[str]) -> None:
     """An input or output at the edge, met where users meet it: refused with one line (exit 2),
     never a traceback, and a hook still exits 0."""

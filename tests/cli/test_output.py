@@ -243,8 +243,10 @@ def test_tables_take_the_terminal_s_width(db_path: Path, tree: Path, no_model: N
     assert shown == stale_table(stale, 60) + "\n"
     assert max(map(len, shown.splitlines())) <= 60
     # The layout here is Rich's at that width.
-    headers = ("id", "project", "question", "files", "recorded_at")
-    rows = [[str(m.id), m.project, m.question, str(m.files), m.recorded_at] for m in summaries]
+    headers = ("id", "project", "question", "origin", "files", "recorded_at")
+    rows = [
+        [str(m.id), m.project, m.question, m.origin, str(m.files), m.recorded_at] for m in summaries
+    ]
     assert list_table(summaries, 60) == _rich(headers, rows, 60)
     # $COLUMNS, as Rich and shutil read it, wins over the terminal's own width.
     assert (
@@ -293,7 +295,7 @@ def test_counts_of_zero_and_one_memo_read_right(one_memo: tuple[Path, Path]) -> 
     args = ["--db", str(db), "hook", "session-start", "--project", "p"]
     hook = _to(subprocess.PIPE, args, export.parent, stdin=payload)
     context = json.loads(hook.out)["hookSpecificOutput"]["additionalContext"]
-    assert "project 'p' has 1 memo (1 fresh, 0 stale)" in context, context
+    assert "1 fresh memo of project 'p' (their files are unchanged" in context, context
     assert invoke_cli(["--db", str(db), "stale"]).out == "The one memo is fresh.\n"
     open_cache(db.with_name("empty.db")).close()
     empty = ["--db", str(db.with_name("empty.db")), "stale"]
@@ -340,7 +342,7 @@ def test_memo_text_never_reaches_a_terminal_raw(tmp_path: Path) -> None:
         "stale-markdown": ["stale", "--format", "markdown"],
         "stale-github": ["stale", "--format", "github"],
         "stale-from": ["stale", "--from", str(export), "--root", str(root)],
-        "error-line": ["import", str(tmp_path / f"missing{OSC52}.jsonl")],
+        "error-line": ["import", "--json", str(tmp_path / f"missing{OSC52}.jsonl")],
         "usage-error": [f"no-such-command{TITLE}"],
         "no-match": ["recall", "--project", PROJECT, f"zebra {OSC52}"],
     }.items():

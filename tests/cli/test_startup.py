@@ -105,5 +105,12 @@ def test_tables_are_drawn_without_rich(db_path: Path, tree: Path, no_model: None
     assert table.splitlines()[0].split() == ["id", "project", "question", "changed", "missing"]
     assert "pkg/b.py" in table and table.endswith("2 of 3 memos are stale.\n")
     listed = _probe(db_path, ["list"])
-    assert listed.splitlines()[0].split() == ["id", "project", "question", "files", "recorded_at"]
+    assert listed.splitlines()[0].split() == [
+        "id",
+        "project",
+        "question",
+        "origin",
+        "files",
+        "recorded_at",
+    ]
     assert "How do A and B relate?" in listed

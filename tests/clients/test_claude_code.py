@@ -122,10 +122,10 @@ def test_hooks_bring_memos_into_a_real_claude_session(
     attachments = session(claude, shop.path, env, "where do we validate the JWT tokens?")
     assert_no_hook_error(attachments)
     (index,) = added(attachments, "SessionStart")
-    assert "project 'shop' has 2 memos (2 fresh, 0 stale)" in index
+    assert "2 fresh memos of project 'shop' (their files are unchanged" in index
     assert "#1 Where are JWT tokens validated?" in index
     (answer,) = added(attachments, "UserPromptSubmit")
-    assert "[memo 1, fresh, 2 files unchanged]" in answer
+    assert "[memo 1, fresh, 2 files unchanged, recorded here]" in answer
     assert "checks the HS256 signature against SIGNING_KEY" in answer
     assert "RETRIES" not in answer
 

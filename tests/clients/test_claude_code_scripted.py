@@ -204,7 +204,7 @@ class Project:
         """Create the project's database, empty (``import`` of an empty export)."""
         empty = self.db.parent / "empty.jsonl"
         empty.write_text("")
-        self.explomemo("import", str(empty))
+        self.explomemo("import", "--json", str(empty))
 
     def path(self, rel: str) -> str:
         """The absolute path the agent reads."""
@@ -312,10 +312,10 @@ def test_a_memo_recorded_over_mcp_is_fresh_and_reaches_the_next_session(
 
     second = project.ask(PARAPHRASE, [recall(PARAPHRASE), Answer("As memo 1 says.")])
     (index,) = second.added("SessionStart")
-    assert "project 'shop' has 1 memo (1 fresh, 0 stale)" in index
+    assert "1 fresh memo of project 'shop' (their files are unchanged" in index
     assert f"#{memo['id']} {QUESTION}" in index
     (hint,) = second.added("UserPromptSubmit")
-    assert f"[memo {memo['id']}, fresh, 2 files unchanged] {QUESTION}" in hint
+    assert f"[memo {memo['id']}, fresh, 2 files unchanged, recorded here]\n| {QUESTION}" in hint
     assert CONCLUSION in hint
     (found,) = second.tool_results("mcp__explomemo__memory_exploration_recall")
     match = tool_json(found)["matches"][0]
@@ -459,7 +459,7 @@ def test_the_next_session_gets_the_captured_memo_from_recall_and_the_prompt_hook
     memo = the_captured_memo(captured)
     run = captured.paraphrase
     (hint,) = run.added("UserPromptSubmit")
-    assert f"[memo {memo['id']}, fresh, 3 files unchanged] {QUESTION}" in hint
+    assert f"[memo {memo['id']}, fresh, 3 files unchanged, recorded here]\n| {QUESTION}" in hint
     assert CONCLUSION in hint
     (found,) = run.tool_results("mcp__explomemo__memory_exploration_recall")
     match = tool_json(found)["matches"][0]

@@ -266,12 +266,13 @@ def test_session_start_indexes_fresh_memos_and_counts_stale(project: Repo, db_pa
     answer, err = hook("session-start", {"cwd": str(project.path), "source": "startup"}, db_path)
     text = context(answer, "SessionStart")
     assert err == ""
-    assert "project 'shop' has 3 memos (3 fresh, 0 stale)" in text
+    assert "3 fresh memos of project 'shop' (their files are unchanged" in text
     # Most files first: the JWT memo rests on three files.
     assert text.index("#2 Where are JWT tokens validated?") < text.index("#1 How is the retry")
     project.write("src/parser.py", "# changed\n")
     text = context(hook("session-start", {"cwd": str(project.path)}, db_path)[0], "SessionStart")
-    assert "(2 fresh, 1 stale)" in text and "#3 " not in text
+    assert "2 fresh memos of project 'shop'" in text and "1 stale not listed" in text
+    assert "#3 " not in text
     assert len(text.encode()) <= INDEX_BYTES
 
 
@@ -281,7 +282,7 @@ def test_a_folder_reached_through_a_link_is_the_project_it_leads_to(
     linked = tmp_path / "linked-shop"
     linked.symlink_to(project.path)
     text = context(hook("session-start", {"cwd": str(linked)}, db_path)[0], "SessionStart")
-    assert "project 'shop' has 3 memos (3 fresh, 0 stale)" in text
+    assert "3 fresh memos of project 'shop' (their files are unchanged" in text
     # Recorded through the link, it is the same project's memo.
     with open_cache(db_path) as cache:
         recorded = cache.record(
@@ -292,7 +293,7 @@ def test_a_folder_reached_through_a_link_is_the_project_it_leads_to(
         )
     assert recorded.project == "shop"
     text = context(hook("session-start", {"cwd": str(project.path)}, db_path)[0], "SessionStart")
-    assert "project 'shop' has 4 memos (4 fresh, 0 stale)" in text
+    assert "4 fresh memos of project 'shop' (their files are unchanged" in text
 
 
 def test_session_start_adds_nothing_for_a_project_without_memos(
@@ -316,7 +317,7 @@ def test_session_start_index_stays_within_its_budget(tmp_path: Path, db_path: Pa
             )
     text = context(hook("session-start", {"cwd": str(repo.path)}, db_path)[0], "SessionStart")
     assert len(text.encode()) <= INDEX_BYTES
-    assert text.endswith("more fresh memos.")
+    assert text.endswith("more.")
 
 
 def test_prompt_brings_the_memo_that_answers_it(project: Repo, db_path: Path) -> None:
@@ -324,7 +325,10 @@ def test_prompt_brings_the_memo_that_answers_it(project: Repo, db_path: Path) ->
     answer, err = hook("prompt", payload, db_path)
     text = context(answer, "UserPromptSubmit")
     assert err == ""
-    assert "[memo 2, fresh, 3 files unchanged] Where are JWT tokens validated?" in text
+    assert (
+        "[memo 2, fresh, 3 files unchanged, recorded here]\n| Where are JWT tokens validated?"
+        in text
+    )
     assert "tokens.verify()" in text
     assert "memo 1" not in text and "memo 3" not in text
 
@@ -332,7 +336,9 @@ def test_prompt_brings_the_memo_that_answers_it(project: Repo, db_path: Path) ->
 def test_prompt_counts_one_file_as_one_file(project: Repo, db_path: Path) -> None:
     payload = {"cwd": str(project.path), "prompt": "how does the parser handle escape sequences?"}
     text = context(hook("prompt", payload, db_path)[0], "UserPromptSubmit")
-    assert "[memo 3, fresh, 1 file unchanged] How does the parser handle" in text, text
+    assert (
+        "[memo 3, fresh, 1 file unchanged, recorded here]\n| How does the parser handle" in text
+    ), text
 
 
 @pytest.mark.parametrize(
@@ -356,7 +362,7 @@ def test_prompt_marks_a_stale_memo_with_what_changed(project: Repo, db_path: Pat
     (project.path / "src" / "auth.py").unlink()
     payload = {"cwd": str(project.path), "prompt": "where are JWT tokens validated?"}
     text = context(hook("prompt", payload, db_path)[0], "UserPromptSubmit")
-    assert "[memo 2, stale (changed: src/tokens.py; missing: src/auth.py)]" in text
+    assert "[memo 2, stale (changed: src/tokens.py; missing: src/auth.py), recorded here]" in text
 
 
 @pytest.mark.parametrize(
@@ -392,7 +398,9 @@ def test_prompt_finds_identifiers_as_recall_does_per_project(
             )
     answer, err = hook("prompt", {"cwd": str(project.path), "prompt": prompt}, db_path)
     assert err == ""
-    assert "] How is the configuration loaded at start-up?" in context(answer, "UserPromptSubmit")
+    assert "]\n| How is the configuration loaded at start-up?" in context(
+        answer, "UserPromptSubmit"
+    )
 
 
 def test_an_identifier_two_memos_hold_brings_them_and_one_three_hold_does_not(
@@ -421,7 +429,7 @@ def test_an_identifier_two_memos_hold_brings_them_and_one_three_hold_does_not(
         )
     answer, err = hook("prompt", prompt, db_path)
     assert err == "" and answer is not None, "the identifier of two memos brought nothing"
-    assert f"] {question}" in context(answer, "UserPromptSubmit")
+    assert f"]\n| {question}" in context(answer, "UserPromptSubmit")
     with open_cache(db_path) as cache:
         cache.record(
             question="How are plugins configured?",
@@ -446,7 +454,7 @@ def test_task_words_are_not_what_a_prompt_is_about(project: Repo, db_path: Path)
     answer, err = hook("prompt", payload, db_path)
     assert err == "" and answer is not None, "the task words outweighed the prompt's subject"
     text = context(answer, "UserPromptSubmit")
-    assert "] How is the retry policy of the HTTP client decided?" in text
+    assert "]\n| How is the retry policy of the HTTP client decided?" in text
 
 
 def _shown(db: Path, root: Path, prompt: str) -> str:
@@ -552,7 +560,7 @@ def test_of_two_memos_sharing_words_with_a_prompt_only_the_one_answering_it_come
     tmp_path: Path, db_path: Path, memos: list[Memo], prompt: str, answers: str, does_not: str
 ) -> None:
     text = _shown(db_path, _jobs(tmp_path, db_path, memos), prompt)
-    assert f"] {answers}" in text
+    assert f"]\n| {answers}" in text
     assert does_not not in text
 
 
@@ -571,7 +579,7 @@ def test_a_prompt_word_no_memo_holds_weighs_most(tmp_path: Path, db_path: Path) 
             *[(f"How is the logger configured, case {i}?", "In a.py.", "other") for i in range(3)],
         ],
     )
-    assert f"] {answer}" in _shown(db_path, root, "how does the queue worker retry?")
+    assert f"]\n| {answer}" in _shown(db_path, root, "how does the queue worker retry?")
     assert _shown(db_path, root, "how does the billing queue worker retry?") == ""
 
 
@@ -585,7 +593,7 @@ def test_the_paths_of_a_memo_are_words_it_holds(tmp_path: Path, db_path: Path) -
         [(question, "It is split in two.", None)],
         files=("a.py", "lexer/x.py", "tokens/y.py"),
     )
-    assert f"] {question}" in _shown(db_path, root, "where is the grammar of the lexer tokens?")
+    assert f"]\n| {question}" in _shown(db_path, root, "where is the grammar of the lexer tokens?")
 
 
 def test_the_memo_that_answers_best_comes_first(project: Repo, db_path: Path) -> None:
@@ -600,7 +608,7 @@ def test_the_memo_that_answers_best_comes_first(project: Repo, db_path: Path) ->
             root=str(project.path),
         )
     text = _shown(db_path, project.path, question)
-    assert f"[memo 4, fresh, 1 file unchanged] {question}" in text
+    assert f"[memo 4, fresh, 1 file unchanged, recorded here]\n| {question}" in text
     assert "[memo 1, " in text
     assert text.index("[memo 4, ") < text.index("[memo 1, ")
 
@@ -625,7 +633,7 @@ def test_a_memo_scoring_exactly_the_cutoff_comes(tmp_path: Path, db_path: Path) 
     held = _cutoff_share()
     question = " ".join(NATO[:held]) + "?"
     memos: list[Memo] = [(question, "Nothing else.", None), (" ".join(NATO[held:]), "No.", "other")]
-    assert f"] {question}" in _shown(db_path, _jobs(tmp_path, db_path, memos), " ".join(NATO))
+    assert f"]\n| {question}" in _shown(db_path, _jobs(tmp_path, db_path, memos), " ".join(NATO))
 
 
 def test_an_identifier_lifts_only_a_memo_its_words_leave_under_the_cutoff(
@@ -640,7 +648,7 @@ def test_an_identifier_lifts_only_a_memo_its_words_leave_under_the_cutoff(
     memos: list[Memo] = [(named, "load_config() reads it.", None), (plain, "No.", None)]
     prompt = " ".join(NATO[:held]) + " amber basil cedar daisy elm fern ginger hazel load_config"
     text = _shown(db_path, _jobs(tmp_path, db_path, memos), prompt)
-    assert f"] {named}" in text and f"] {plain}" in text
+    assert f"]\n| {named}" in text and f"]\n| {plain}" in text
     assert text.index(plain) < text.index(named)
 
 
@@ -658,7 +666,10 @@ def test_a_word_index_row_whose_memo_is_gone_is_skipped(project: Repo, db_path: 
         conn.execute("DELETE FROM memos WHERE id = 4")
     conn.close()
     text = _shown(db_path, project.path, "where are JWT tokens validated?")
-    assert "[memo 2, fresh, 3 files unchanged] Where are JWT tokens validated?" in text
+    assert (
+        "[memo 2, fresh, 3 files unchanged, recorded here]\n| Where are JWT tokens validated?"
+        in text
+    )
     assert "[memo 4" not in text
 
 
@@ -672,7 +683,10 @@ def test_a_memo_of_another_project_that_cannot_be_read_leaves_the_match_alone(
         conn.execute("UPDATE memos SET conclusion = CAST(X'C328' AS TEXT) WHERE project = 'other'")
     conn.close()
     text = _shown(db_path, project.path, "where are JWT tokens validated?")
-    assert "[memo 2, fresh, 3 files unchanged] Where are JWT tokens validated?" in text
+    assert (
+        "[memo 2, fresh, 3 files unchanged, recorded here]\n| Where are JWT tokens validated?"
+        in text
+    )
 
 
 def test_prompt_context_stays_within_its_budget(tmp_path: Path, db_path: Path) -> None:
@@ -780,15 +794,19 @@ def test_malformed_input_is_one_line_and_nothing_added(
 
 def test_the_error_line_escapes_control_characters(tmp_path: Path) -> None:
     db = tmp_path / "no\x1b]52;c;SGVsbG8=\x07" / "x.db"
+    db.parent.mkdir()
+    db.write_bytes(b"not a database, " * 512)
     answer, err = hook("session-start", {"cwd": str(tmp_path)}, db)
     assert answer is None and err.count("\n") == 1
     assert "no\\x1b]52;c;SGVsbG8=\\x07" in err and "\x1b" not in err and "\x07" not in err
 
 
-def test_a_missing_database_is_one_line_and_is_not_created(tmp_path: Path) -> None:
+@pytest.mark.parametrize("event", ["session-start", "prompt"])
+def test_a_missing_database_is_silent_and_is_not_created(tmp_path: Path, event: str) -> None:
+    """Nothing recorded yet is no error: the hooks that only read say nothing at all."""
     db = tmp_path / "none" / "x.db"
-    answer, err = hook("prompt", {"cwd": str(tmp_path), "prompt": "where is auth"}, db)
-    assert answer is None and "no database at" in err and err.count("\n") == 1
+    answer, err = hook(event, {"cwd": str(tmp_path), "prompt": "where is auth"}, db)
+    assert (answer, err) == (None, "")
     assert not db.parent.exists()
 
 
@@ -877,10 +895,13 @@ def test_a_session_in_a_subfolder_sees_the_memos_fresh(
     monkeypatch.setenv("CLAUDE_PROJECT_DIR", str(project.path))
     answer, err = hook("session-start", {"cwd": src, "source": "startup"}, db_path)
     assert err == ""
-    assert "(3 fresh, 0 stale)" in context(answer, "SessionStart")
+    assert "3 fresh memos of project" in context(answer, "SessionStart")
     payload = {"cwd": src, "prompt": "where are JWT tokens validated?"}
     text = context(hook("prompt", payload, db_path)[0], "UserPromptSubmit")
-    assert "[memo 2, fresh, 3 files unchanged] Where are JWT tokens validated?" in text
+    assert (
+        "[memo 2, fresh, 3 files unchanged, recorded here]\n| Where are JWT tokens validated?"
+        in text
+    )
     assert "missing" not in text
 
 
@@ -891,17 +912,16 @@ def test_without_a_usable_project_dir_the_cwd_is_the_root(
     cwd, which follows its shell into subfolders."""
     src = str(project.path / "src")
     # Unset: the cwd, where every recorded path is missing.
-    text = context(hook("session-start", {"cwd": src}, db_path)[0], "SessionStart")
-    assert "(0 fresh, 3 stale)" in text
+    # (every memo is stale there, and the index lists fresh memos only: nothing)
+    assert hook("session-start", {"cwd": src}, db_path) == (None, "")
     # Relative, or not an existing folder: the cwd, here the project's top.
     for given in ("shop", str(tmp_path / "gone"), str(project.path / "src" / "auth.py")):
         monkeypatch.setenv("CLAUDE_PROJECT_DIR", given)
         text = context(
             hook("session-start", {"cwd": str(project.path)}, db_path)[0], "SessionStart"
         )
-        assert "(3 fresh, 0 stale)" in text, given
-        text = context(hook("session-start", {"cwd": src}, db_path)[0], "SessionStart")
-        assert "(0 fresh, 3 stale)" in text, given
+        assert "3 fresh memos of project" in text, given
+        assert hook("session-start", {"cwd": src}, db_path) == (None, ""), given
 
 
 def test_stop_names_the_files_read_relative_to_the_project_dir(
@@ -933,7 +953,7 @@ def test_the_command_reads_the_variable_claude_code_sets(project: Repo, db_path:
         check=True,
     )
     assert done.stderr == ""
-    assert "(3 fresh, 0 stale)" in context(json.loads(done.stdout), "SessionStart")
+    assert "3 fresh memos of project" in context(json.loads(done.stdout), "SessionStart")
 
 
 # A standard output that cannot be written -----------------------------------
@@ -953,12 +973,11 @@ def test_a_hook_whose_output_cannot_be_written_exits_0(one_memo: tuple[Path, Pat
 
 
 @pytest.mark.parametrize("event", ["session-start", "prompt"])
-def test_a_database_being_created_says_it_has_no_memos_yet(tmp_path: Path, event: str) -> None:
+def test_a_database_being_created_is_as_silent_as_none(tmp_path: Path, event: str) -> None:
     """A hook that opens the file a starting server is creating (no schema committed
-    yet) says that nothing is recorded there, not that the user should upgrade it."""
+    yet) finds nothing recorded there: no error, no advice to upgrade it."""
     db = tmp_path / "x.db"
     sqlite3.connect(db).close()  # the file exists, no table yet
     answer, err = hook(event, {"cwd": str(tmp_path), "prompt": "where is auth"}, db)
-    assert answer is None and err.count("\n") == 1
-    assert "has no memos yet" in err and "explomemo list" not in err
+    assert (answer, err) == (None, "")
     assert db.stat().st_size == 0  # a reader created and migrated nothing

@@ -9,6 +9,7 @@ import json
 import os
 import resource
 import signal
+import sqlite3
 import stat
 import subprocess
 import sys
@@ -26,6 +27,7 @@ from helpers import (
     _export_file,
     _export_line,
     assert_one_error_line,
+    assert_skipped_line,
     cli_subprocess,
     counts,
     edited,
@@ -33,7 +35,6 @@ from helpers import (
     hostile_clone,
     invoke_cli,
     open_cache,
-    sha256_bytes,
     stale_json,
     user_files,
 )
@@ -114,7 +115,12 @@ BAD_EXPORT_LINES: list[tuple[str, str, str]] = [
         "files[0].path '..' is not a plain path relative to root (no leading /,"
         " no . or .. parts, / separators)",
     ),
-    ("origin-unknown", _export_line(1, origin="model"), "origin is not agent or transcript"),
+    (
+        "origin-unknown",
+        _export_line(1, origin="model"),
+        "origin 'model' is not one of agent, transcript, subagent: it may come from a later"
+        " explomemo",
+    ),
     (
         "repository-upper-case",
         _export_line(1, repository="A" * 40),
@@ -355,7 +361,7 @@ def test_export_sorts_by_project_then_id_and_reads_back(
         ("b", 3),
     ]
     fresh = tmp_path / "fresh.db"
-    run = invoke_cli(["--db", str(fresh), "import", str(export), "--root", str(root)])
+    run = invoke_cli(["--db", str(fresh), "import", "--json", str(export), "--root", str(root)])
     assert json.loads(run.out) == {"read": 3, "added": 3, "replaced": 0, "kept": 0}
     assert invoke_cli(["--db", str(fresh), "export"]).out == text
     code, report = stale_json(
@@ -505,7 +511,7 @@ def test_an_export_that_is_not_utf_8_or_repeats_an_id_is_refused_by_its_line(
     good = (_export_line(1) + "\n" + _export_line(2) + "\n").encode()
     export.write_bytes(good + b'{"id": 3, "question": "\xff"}\n')
     assert _refusal(export) == (
-        f"line 3 of {export} is not UTF-8 text (byte {len(good) + 23}): regenerate the file"
+        f"line 3 of {export} is not UTF-8 text (byte 23 of the line): regenerate the file"
         " with explomemo export"
     )
     export.write_text(_export_line(7) + "\n" + _export_line(7, question="other") + "\n")
@@ -732,7 +738,9 @@ def test_an_export_file_that_is_a_folder_is_refused(tmp_path: Path) -> None:
     never a traceback, and a hook still exits 0."""
     folder = tmp_path / "src"
     folder.mkdir()
-    assert_one_error_line(invoke_cli(["import", str(folder)]), str(folder), "not a regular file")
+    assert_one_error_line(
+        invoke_cli(["import", "--json", str(folder)]), str(folder), "not a regular file"
+    )
     run = cli_subprocess(["stale", "--from", str(folder), "--check"], cwd=tmp_path)
     assert_one_error_line(
         CliResult(run.returncode, run.stdout, run.stderr), str(folder), "not a regular file"
@@ -749,7 +757,7 @@ def test_an_export_line_nested_too_deeply_is_refused(tmp_path: Path) -> None:
     deep.write_text(DEEP + "\n")
     # The test's folder is named after it: "nested" alone is in the path.
     expected = (f"line 1 of {deep} is not an explomemo memo (JSON nested too deeply)",)
-    assert_one_error_line(invoke_cli(["import", str(deep)]), *expected)
+    assert_one_error_line(invoke_cli(["import", "--json", str(deep)]), *expected)
     run = cli_subprocess(["stale", "--from", str(deep), "--check"], cwd=tmp_path)
     assert_one_error_line(CliResult(run.returncode, run.stdout, run.stderr), *expected)
 
@@ -780,7 +788,9 @@ def test_an_overlong_number_in_an_export_is_named_plainly(tmp_path: Path) -> Non
     never a traceback, and a hook still exits 0."""
     export = tmp_path / "memos.jsonl"
     export.write_text('{"id": ' + "1" * 5000 + "}\n")
-    line = assert_one_error_line(invoke_cli(["import", str(export)]), "line 1", "5,000 digits")
+    line = assert_one_error_line(
+        invoke_cli(["import", "--json", str(export)]), "line 1", "5,000 digits"
+    )
     assert "set_int_max_str_digits" not in line
 
 
@@ -821,7 +831,12 @@ def test_any_recordable_memo_survives_export_import_export(
             recorded = {(m.project, m.question) for m in cache.list()}
         first, second = base / "first.jsonl", base / "second.jsonl"
         assert invoke_cli(["--db", str(source), "export", "-o", str(first)])[0] == 0
-        assert invoke_cli(["--db", str(target), "import", str(first), "--root", str(root)])[0] == 0
+        assert (
+            invoke_cli(["--db", str(target), "import", "--json", str(first), "--root", str(root)])[
+                0
+            ]
+            == 0
+        )
         assert invoke_cli(["--db", str(target), "export", "-o", str(second)])[0] == 0
         assert first.read_bytes() == second.read_bytes()
         assert invoke_cli(["--db", str(target), "export"])[1].encode() == first.read_bytes()
@@ -876,24 +891,33 @@ def test_lone_surrogates_are_refused_at_record_time(
 def test_one_bad_line_is_named_among_odd_line_breaks(
     good: int, bad_at: int, bad: tuple[str, str]
 ) -> None:
-    """Export and import under hostile and careless use: an export breaking a rule record
-    enforces is refused whole, naming the line and the field, and nothing is written."""
+    """Export and import under hostile and careless use: a line breaking a rule record
+    enforces is named by its number (among any line breaks), and skipped with a warning
+    when other lines can be read; a file of which no line can be read is refused whole,
+    and then nothing is written."""
     bad_at = min(bad_at, good)
     lines = [_raw(_line(i + 1)) for i in range(good)]
     lines.insert(bad_at, bad[0])
     with tempfile.TemporaryDirectory() as tmp:
         export = Path(tmp) / "memos.jsonl"
         export.write_text("\n".join(lines) + "\n", encoding="utf-8")
-        for args in (["import", str(export)], ["stale", "--from", str(export)]):
+        for args in (["import", "--json", str(export)], ["stale", "--from", str(export)]):
             out, err = io.StringIO(), io.StringIO()
             with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
                 code = main(["--db", str(Path(tmp) / "m.db"), *args])
-            assert code == 2 and out.getvalue() == ""
             message = err.getvalue()
             assert message.count("\n") == 1
             assert f"line {bad_at + 1} of {export}" in message, message
             assert bad[1] in message, message
-        assert not (Path(tmp) / "m.db").exists()
+            if good:
+                assert code == 0 and "it was skipped" in message
+            else:
+                assert code == 2 and out.getvalue() == ""
+        if good:
+            with sqlite3.connect(Path(tmp) / "m.db") as conn:
+                assert conn.execute("SELECT count(*) FROM memos").fetchone() == (good,)
+        else:
+            assert not (Path(tmp) / "m.db").exists()
 
 
 def test_odd_line_breaks_in_an_older_export_are_read(
@@ -907,7 +931,7 @@ def test_odd_line_breaks_in_an_older_export_are_read(
     export = tmp_path / "old.jsonl"
     export.write_text("".join(_raw(_line(i)) + "\n" for i in (1, 2, 3)), encoding="utf-8")
     db = tmp_path / "m.db"
-    run = invoke_cli(["--db", str(db), "import", str(export)])
+    run = invoke_cli(["--db", str(db), "import", "--json", str(export)])
     assert run.code == 0, run.err
     assert json.loads(run.out)["added"] == 3
     again = invoke_cli(["--db", str(db), "export"])
@@ -930,41 +954,45 @@ def test_import_refuses_what_record_refuses(
     change: dict[str, Any],
     names: tuple[str, ...],
 ) -> None:
-    """Export and import under hostile and careless use: an export breaking a rule record
-    enforces is refused whole, naming the line and the field, and nothing is written."""
+    """Export and import under hostile and careless use: a line breaking a rule record
+    enforces is skipped with a warning naming the line and the field; the other lines
+    are imported (one bad memo must not block a team's import)."""
     db = tmp_path / "m.db"
     root = tmp_path / "root"
     root.mkdir()
     (root / "a.py").write_text("abc")
     with open_cache(db) as cache:
         cache.record(question="kept", conclusion="c", project="p", files=["a.py"], root=str(root))
-    before = sha256_bytes(db), counts(db)
     export = tmp_path / "bad.jsonl"
     good = json.dumps(_line(7))
     export.write_text(good + "\n" + json.dumps(_line(8, **change)) + "\n")
     run = invoke_cli(["--db", str(db), "import", str(export)])
-    assert_one_error_line(run, f"line 2 of {export}", *names)
-    assert run.out == ""
-    assert (sha256_bytes(db), counts(db)) == before
+    assert_skipped_line(run, f"line 2 of {export}", *names)
+    assert run.out == f"Read 1 memo from {export}: 1 added, 0 replaced, 0 kept.\n"
+    with sqlite3.connect(db) as conn:
+        assert sorted(conn.execute("SELECT id, imported FROM memos")) == [(1, 0), (7, 1)]
 
 
 @pytest.mark.timeout(60)
 def test_import_refuses_a_surrogate_escape_and_repeated_ids(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Export and import under hostile and careless use: an export breaking a rule record
-    enforces is refused whole, naming the line and the field, and nothing is written."""
+    """Export and import under hostile and careless use: a line holding a lone surrogate,
+    or repeating an id, is skipped by its number; the lines before it are imported."""
     db = tmp_path / "m.db"
     export = tmp_path / "bad.jsonl"
     export.write_text(
         json.dumps(_line(1)) + "\n" + json.dumps(_line(2, question="a\ud800b")) + "\n"
     )
-    assert_one_error_line(
-        invoke_cli(["--db", str(db), "import", str(export)]), "line 2", "question"
+    assert_skipped_line(
+        invoke_cli(["--db", str(db), "import", "--json", str(export)]), "line 2", "question"
     )
     export.write_text(json.dumps(_line(4)) + "\n" + json.dumps(_line(4, question="other")) + "\n")
-    assert_one_error_line(invoke_cli(["--db", str(db), "import", str(export)]), "line 2", "id 4")
-    assert not db.exists()
+    assert_skipped_line(
+        invoke_cli(["--db", str(db), "import", "--json", str(export)]), "line 2", "id 4"
+    )
+    with sqlite3.connect(db) as conn:
+        assert sorted(conn.execute("SELECT id FROM memos")) == [(1,), (4,)]
 
 
 @pytest.mark.parametrize("count", [0, 65])
@@ -1002,7 +1030,7 @@ def test_imported_ids_can_be_shown_and_forgotten(
     db = tmp_path / "m.db"
     export = tmp_path / "ids.jsonl"
     export.write_text(json.dumps(_line(1)) + "\n" + json.dumps(_line(2**63 - 1)) + "\n")
-    assert invoke_cli(["--db", str(db), "import", str(export)]).code == 0
+    assert invoke_cli(["--db", str(db), "import", "--json", str(export)]).code == 0
     for memo_id in ("1", str(2**63 - 1)):
         assert invoke_cli(["--db", str(db), "show", memo_id, "--json"]).code == 0
         assert invoke_cli(["--db", str(db), "forget", memo_id]).code == 0
@@ -1015,21 +1043,21 @@ def test_a_byte_order_mark_is_ignored(tmp_path: Path, capsys: pytest.CaptureFixt
     export = tmp_path / "bom.jsonl"
     export.write_bytes(b"\xef\xbb\xbf" + (json.dumps(_line(1)) + "\n").encode())
     db = tmp_path / "m.db"
-    run = invoke_cli(["--db", str(db), "import", str(export)])
+    run = invoke_cli(["--db", str(db), "import", "--json", str(export)])
     assert run.code == 0, run.err
     assert json.loads(run.out)["added"] == 1
     run = invoke_cli(["stale", "--from", str(export), "--format", "json"])
     assert run.code == 0 and json.loads(run.out)["checked"] == 1
     # A mark anywhere else is not ignored: it is named.
     export.write_bytes((json.dumps(_line(1)) + "\n\ufeff" + json.dumps(_line(2))).encode())
-    assert_one_error_line(invoke_cli(["--db", str(db), "import", str(export)]), "line 2")
+    assert_skipped_line(invoke_cli(["--db", str(db), "import", "--json", str(export)]), "line 2")
 
 
 # Only regular files are read -----------------------------------------------
 
 
 @pytest.mark.timeout(60)
-@pytest.mark.parametrize("command", ["import", "stale-from"])
+@pytest.mark.parametrize("command", ["import", "--json", "stale-from"])
 @pytest.mark.parametrize("source", ["/dev/zero", "fifo", "/dev/null"])
 def test_an_export_that_is_not_a_regular_file_is_refused(
     tmp_path: Path, command: str, source: str
@@ -1040,7 +1068,7 @@ def test_an_export_that_is_not_a_regular_file_is_refused(
         os.mkfifo(tmp_path / "fifo")
         source = str(tmp_path / "fifo")
     db = tmp_path / "m.db"
-    args = ["import", source] if command == "import" else ["stale", "--from", source]
+    args = ["import", "--json", source] if command == "import" else ["stale", "--from", source]
     done = cli_subprocess(["--db", str(db), *args], timeout=30)
     assert done.returncode == 2, done
     assert done.stderr.count("\n") == 1
@@ -1290,7 +1318,7 @@ def test_import_never_takes_an_absolute_root_from_the_file(
     line["files"][0]["path"] = "keys.txt"
     hostile = clone / "old-export.jsonl"
     hostile.write_text(json.dumps(line) + "\n")
-    imported = invoke_cli(["--db", db, "import", str(hostile)])
+    imported = invoke_cli(["--db", db, "import", "--json", str(hostile)])
     assert imported.exit_code == 0, imported.output
     listed = json.loads(invoke_cli(["--db", db, "list", "--json"]).stdout)
     assert {memo["root"] for memo in listed} == {str(clone)}

@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 
 import pytest
-from helpers import invoke_cli, open_cache
+from helpers import in_a_minute, invoke_cli, open_cache
 
 from explomemo.check.hashing import git_blob_id
 from explomemo.errors import InputError
@@ -124,7 +124,7 @@ def test_import_keeps_origin_and_an_agents_memo_wins_whatever_its_time(
     lines = [json.loads(x) for x in export.read_text().splitlines()]
 
     other = tmp_path / "other.db"
-    run = invoke_cli(["--db", str(other), "import", str(export), "--root", str(root)])
+    run = invoke_cli(["--db", str(other), "import", "--json", str(export), "--root", str(root)])
     assert run.code == 0, run.err
     with open_cache(other) as cache:
         assert {m.question: m.origin for m in cache.list()} == {
@@ -136,9 +136,10 @@ def test_import_keeps_origin_and_an_agents_memo_wins_whatever_its_time(
     lines[0].pop("origin")
     lines[0]["recorded_at"] = "2020-01-01T00:00:00Z"
     lines[1]["origin"] = "transcript"
-    lines[1]["recorded_at"] = "2030-01-01T00:00:00Z"
+    # Newer than the agent's memo recorded above, and not in the future (that is refused).
+    lines[1]["recorded_at"] = in_a_minute()
     export.write_text("".join(json.dumps(x) + "\n" for x in lines))
-    run = invoke_cli(["--db", str(other), "import", str(export), "--root", str(root)])
+    run = invoke_cli(["--db", str(other), "import", "--json", str(export), "--root", str(root)])
     assert json.loads(run.out) == {"read": 2, "added": 0, "replaced": 1, "kept": 1}
     with open_cache(other) as cache:
         assert {m.question: m.origin for m in cache.list()} == {
@@ -159,15 +160,15 @@ def test_an_export_line_with_an_unknown_origin_is_refused(tmp_path: Path, root: 
     }
     export = tmp_path / "e.jsonl"
     export.write_text(json.dumps(line) + "\n")
-    run = invoke_cli(["--db", str(tmp_path / "x.db"), "import", str(export)])
-    assert run.code == 2 and "origin is not agent or transcript" in run.err
+    run = invoke_cli(["--db", str(tmp_path / "x.db"), "import", "--json", str(export)])
+    assert run.code == 2 and "origin 'model' is not one of agent, transcript, subagent" in run.err
 
 
 def test_a_library_caller_asking_for_an_unknown_origin_is_told_the_two(db_path: Path) -> None:
     """The CLI's ``--origin`` takes only the two choices; a library caller reaches
     ``inputs.check_origin`` itself, and its message is all it gets (mutant
     ``check_origin`` 3 made it ``None``)."""
-    wanted = "origin 'model' is not agent or transcript: pass one of those"
+    wanted = "origin 'model' is not one of agent, transcript, subagent: pass one of those"
     with open_cache(db_path) as cache:
         with pytest.raises(InputError) as listing:
             cache.list(origin="model")

@@ -14,6 +14,7 @@ import shutil
 import sqlite3
 import subprocess
 import sys
+from contextlib import chdir
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -118,7 +119,7 @@ def test_another_repository_of_the_same_name_never_gets_the_memo(
         assert _recalled(apps.db, here) == [CONCLUSION], here
         assert _checked(apps.db, here) == 1, here
         assert CONCLUSION in _hook(apps.db, here, "prompt"), here
-        assert "has 1 memo (1 fresh, 0 stale)" in _hook(apps.db, here, "session-start"), here
+        assert "1 fresh memo of project" in _hook(apps.db, here, "session-start"), here
     assert _listed(apps.db, apps.clone, monkeypatch) == [QUESTION]
     # The other repository of that name: named or defaulted, the memo is left out.
     for named in ((), ("--project", "app")):
@@ -193,7 +194,9 @@ def test_an_export_carries_the_identity_through_import_and_stale_from(
     assert empty.code == 2 and "nothing to check" in empty.err, empty.output
     # An import keeps it: the other repository still does not get the memo.
     other_db = tmp_path / "other.db"
-    run = invoke_cli(["--db", str(other_db), "import", "--root", str(apps.clone), str(export)])
+    run = invoke_cli(
+        ["--db", str(other_db), "import", "--json", "--root", str(apps.clone), str(export)]
+    )
     assert run.code == 0, run.err
     assert _recalled(other_db, apps.clone) == [CONCLUSION]
     assert _recalled(other_db, apps.b) == []
@@ -392,3 +395,47 @@ def test_a_stale_from_gate_for_a_named_project_leaves_out_another_repositorys_me
         " nothing to check here: record memos in this repository, or check from a clone of"
         " the one they were recorded in\n"
     )
+
+
+def test_a_clone_under_another_folder_name_recalls_what_it_imported(tmp_path: Path) -> None:
+    """A newcomer clones into ``newcomer``, imports the committed export (project ``app``)
+    and recalls with no project: the memos of this repository are found, because the
+    database keeps them under one project name for this repository's identity. Before,
+    the project was the folder's name, and nothing matched."""
+    origin = Repo(tmp_path / "app")
+    origin.write("auth.py", "def verify(token): ...\n")
+    origin.commit("auth")
+    team = tmp_path / "team.db"
+    with open_cache(team) as cache:
+        cache.record(
+            question="How is auth wired?",
+            conclusion="auth.py verify() checks the token.",
+            files=["auth.py"],
+            root=str(origin.path),
+        )
+    export = tmp_path / "memos.jsonl"
+    assert invoke_cli(["--db", str(team), "export", "-o", str(export)]).exit_code == 0
+    clone = tmp_path / "newcomer"
+    git(tmp_path, "clone", "-q", str(origin.path), str(clone))
+    db = tmp_path / "mine.db"
+    imported = invoke_cli(["--db", str(db), "import", str(export), "--root", str(clone)])
+    assert imported.exit_code == 0, imported.stderr
+    with chdir(clone):
+        found = invoke_cli(["--db", str(db), "recall", "--json", "how is auth wired?"])
+        assert found.exit_code == 0, found.stderr
+        answer = json.loads(found.stdout)
+        assert answer["project"] == "app"
+        assert [m["question"] for m in answer["matches"]] == ["How is auth wired?"]
+        # A memo recorded here with no project joins them.
+        recorded = invoke_cli(
+            ["--db", str(db), "record", "--question", "Where are tokens made?",
+             "--conclusion", "auth.py", "auth.py"]
+        )  # fmt: skip
+        assert json.loads(recorded.stdout)["project"] == "app"
+    # A repository of its own in a folder of that name is not taken for it.
+    stranger = Repo(tmp_path / "elsewhere" / "newcomer")
+    stranger.write("auth.py", "x = 1\n")
+    stranger.commit("other")
+    with chdir(stranger.path):
+        other = json.loads(invoke_cli(["--db", str(db), "recall", "--json", "auth"]).stdout)
+    assert other["project"] == "newcomer" and other["matches"] == []

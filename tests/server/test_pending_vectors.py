@@ -207,7 +207,7 @@ def test_a_server_closed_while_it_fills_keeps_its_vectors_and_the_next_finishes(
     export = tmp_path / "memos.jsonl"
     for args in (
         ["--db", str(source), "export", "-o", str(export)],
-        ["--db", str(db_path), "import", str(export), "--root", str(app)],
+        ["--db", str(db_path), "import", "--json", str(export), "--root", str(app)],
     ):
         done = cli_subprocess(args, cwd=app)
         assert done.returncode == 0, done.stderr

@@ -129,7 +129,7 @@ def _commands(root: Path, tmp: Path) -> dict[str, list[str]]:
     export = tmp / "in.jsonl"
     export.write_text(
         '{"id":1,"project":"p","question":"imported q","conclusion":"c","root":"/x",'
-        '"recorded_at":"2030-01-01T00:00:00Z","files":[{"path":"a.py","sha256":"'
+        '"recorded_at":"2026-01-01T00:00:00Z","files":[{"path":"a.py","sha256":"'
         + "0" * 64
         + '","xxh3":"'
         + "0" * 32
@@ -167,7 +167,7 @@ def _commands(root: Path, tmp: Path) -> dict[str, list[str]]:
         "show": ["show", "1"],
         "forget": ["forget", "1"],
         "export": ["export"],
-        "import": ["import", str(export)],
+        "import": ["import", "--json", str(export)],
     }
 
 
