@@ -32,6 +32,7 @@ _PUBLIC = {
             "PathError",
             "NotFoundError",
             "StoreError",
+            "NoDatabaseError",
             "ExportFileError",
             "ModelError",
             "SetupError",
@@ -101,6 +102,9 @@ if TYPE_CHECKING:
     )
     from explomemo.errors import (
         ModelError as ModelError,
+    )
+    from explomemo.errors import (
+        NoDatabaseError as NoDatabaseError,
     )
     from explomemo.errors import (
         NotFoundError as NotFoundError,

@@ -192,8 +192,8 @@ class CheckedFile(RecordedFile):
     )
     diff_source: DiffSource | None = shown_when(
         _is_changed,
-        "snapshot or git: where the recorded content came from; unavailable, too_large"
-        " (over 1 MiB) or budget (answer's diffs spent): why there is no diff.",
+        "snapshot or git: the recorded content's source; else why no diff: unavailable,"
+        " too_large (>1 MiB), budget.",
     )
     added: int | None = shown_when(_is_changed, "Lines added.")
     removed: int | None = shown_when(_is_changed, "Lines removed.")
@@ -232,12 +232,9 @@ class Match(Shape):
     status: Literal["fresh", "stale"]
     recorded_at: str
     origin: Origin | None = shown_when(_is_whole, None)
-    imported: bool = shown_when(
-        lambda memo: memo.imported,
-        "true: it came in through import, the claim of whoever committed the export, not a"
-        " memo recorded here.",
-        default=False,
-    )
+    # True for a memo that came in through import (docs/reference.md); undescribed in the
+    # tools' output schemas, whose bytes every session pays for.
+    imported: bool = shown_when(lambda memo: memo.imported, None, default=False)
     files: list[CheckedFile] | None = shown_when(_is_whole, None)
     whole: bool = shown_when(
         lambda match: not match.whole,
@@ -338,12 +335,9 @@ class MemoSummary(Shape):
     root: str
     recorded_at: str
     origin: Origin
-    imported: bool = shown_when(
-        lambda memo: memo.imported,
-        "true: it came in through import, the claim of whoever committed the export, not a"
-        " memo recorded here.",
-        default=False,
-    )
+    # True for a memo that came in through import (docs/reference.md); undescribed in the
+    # tools' output schemas, whose bytes every session pays for.
+    imported: bool = shown_when(lambda memo: memo.imported, None, default=False)
     files: int
 
 
@@ -357,12 +351,9 @@ class MemoDetail(Shape):
     root: str
     recorded_at: str
     origin: Origin
-    imported: bool = shown_when(
-        lambda memo: memo.imported,
-        "true: it came in through import, the claim of whoever committed the export, not a"
-        " memo recorded here.",
-        default=False,
-    )
+    # True for a memo that came in through import (docs/reference.md); undescribed in the
+    # tools' output schemas, whose bytes every session pays for.
+    imported: bool = shown_when(lambda memo: memo.imported, None, default=False)
     status: Literal["fresh", "stale"]
     files: list[CheckedFile]
 

@@ -67,12 +67,11 @@ RECORD_DESCRIPTION = (
     " 32 MB each. Recording the same question again for the project replaces the earlier memo."
 )
 RECALL_DESCRIPTION = (
-    "Find earlier memos of a project by meaning (with a word-overlap fallback) before"
-    " exploring. Each match is `fresh` (every file byte-identical: reuse it without"
-    " re-reading) or `stale`: a `changed` file carries `diff` (recorded -> current, unified),"
-    " a `missing` one `moved_to`. For a stale memo read the diffs, check the conclusion, and"
-    " record it again. A later match may come by id (`whole: false`): memory_exploration_show"
-    " gives it whole."
+    "Find earlier memos of a project by meaning and words before exploring. A `fresh` match"
+    " (every file byte-identical) is reused without re-reading; in a `stale` one a `changed`"
+    " file carries its `diff`, a `missing` one `moved_to`: read them, check the conclusion,"
+    " record it again. A match with `whole: false` comes by id: memory_exploration_show gives"
+    " it whole."
 )
 STALE_DESCRIPTION = (
     "Check every memo of a project against the files on disk and list the stale ones with"

@@ -322,7 +322,9 @@ def test_a_memo_recorded_over_mcp_is_fresh_and_reaches_the_next_session(
     assert (match["id"], match["status"], match["conclusion"]) == (memo["id"], "fresh", CONCLUSION)
     # What the hooks added reached the model, in the request of the turn's first step.
     asked = json.dumps(model.scripted(PARAPHRASE)[0].body["messages"])
-    assert json.dumps(f"[memo {memo['id']}, fresh, 2 files unchanged]")[1:-1] in asked
+    assert (
+        json.dumps(f"[memo {memo['id']}, fresh, 2 files unchanged, recorded here]")[1:-1] in asked
+    )
     assert second.blocks() == []
 
 
@@ -459,7 +461,8 @@ def test_the_next_session_gets_the_captured_memo_from_recall_and_the_prompt_hook
     memo = the_captured_memo(captured)
     run = captured.paraphrase
     (hint,) = run.added("UserPromptSubmit")
-    assert f"[memo {memo['id']}, fresh, 3 files unchanged, recorded here]\n| {QUESTION}" in hint
+    header = f"[memo {memo['id']}, fresh, 3 files unchanged, captured here from a turn]"
+    assert f"{header}\n| {QUESTION}" in hint
     assert CONCLUSION in hint
     (found,) = run.tool_results("mcp__explomemo__memory_exploration_recall")
     match = tool_json(found)["matches"][0]

@@ -135,7 +135,7 @@ def test_a_prompt_of_exactly_match_chars_is_matched_whole(tmp_path: Path) -> Non
     data = json.dumps({"cwd": str(tmp_path), "prompt": prompt}).encode()
     code, out, err = run("prompt", data, db)
     assert (code, err) == (0, b"")
-    assert b"] What is a frobnicator?" in out
+    assert b"]\\n| What is a frobnicator?" in out
 
 
 def test_a_word_ending_where_the_match_ends_is_kept(tmp_path: Path) -> None:
@@ -146,4 +146,4 @@ def test_a_word_ending_where_the_match_ends_is_kept(tmp_path: Path) -> None:
     data = json.dumps({"cwd": str(tmp_path), "prompt": prompt}).encode()
     code, out, err = run("prompt", data, db)
     assert (code, err) == (0, b"")
-    assert b"] What is a frobnicator?" in out
+    assert b"]\\n| What is a frobnicator?" in out

@@ -154,7 +154,7 @@ def test_the_prompt_hook_never_creates_a_database(shop: Path, tmp_path: Path) ->
         timeout=60,
         check=True,
     )
-    assert done.stdout == "" and "no database" in done.stderr and not missing.exists()
+    assert done.stdout == "" and done.stderr == "" and not missing.exists()
 
 
 def test_the_stop_hook_takes_off_the_files_read_after_the_memo_was_served(

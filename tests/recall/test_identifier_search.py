@@ -424,7 +424,7 @@ def test_the_prompt_hook_in_another_process_finds_it_by_identifier_at_once(
     )
     assert done.stderr == ""
     text = json.loads(done.stdout)["hookSpecificOutput"]["additionalContext"]
-    assert "] What does the plugin loader warn about?" in text
+    assert "]\n| What does the plugin loader warn about?" in text
     assert _pending(db_path) == [1, 2, 3]
 
 

@@ -95,8 +95,9 @@ def test_show_of_an_unknown_id_or_another_project_s_is_an_error_naming_it(
     assert_tool_refused(replies[1], "no memo with id 99 in project 'demo'")
     assert_tool_refused(replies[2], "no memo with id 1 in project 'other'")
     assert_tool_refused(replies[3], "id: must be a JSON integer")
-    # Left out, the project is the repository's (its folder's name here), as for recall.
-    assert_tool_refused(replies[4], f"no memo with id 1 in project {repo.path.name!r}")
+    # Left out, the project is the one holding this repository's memos, as for recall.
+    assert not replies[4].is_error, replies[4].text
+    assert json.loads(replies[4].text)["project"] == "demo"
 
 
 def test_cli_recall_lists_the_matches_by_id_readably(
