@@ -672,8 +672,9 @@ def plan_claude_code(target: Target) -> Plan:
 
     def local_settings(settings: dict[str, Any]) -> None:
         for choice in _add_hooks(target, settings, local, earlier):
+            event = next(event for event, _, name, _ in CLAUDE_HOOKS if name == choice.hook)
             plan.notes.append(
-                f"The {choice.hook} hook keeps {choice.flag} from the earlier setup: setup"
+                f"The {event} hook keeps {choice.flag} from the earlier setup: setup"
                 f" claude-code {choice.undo} takes it away."
             )
         if claude is None:

@@ -204,7 +204,7 @@ def test_the_stop_hooks_choices_stay_until_given_anew(shop: Repo, db_path: Path)
     code, out, _ = setup(db_path, "claude-code", "--remind")
     assert stop_flags(shop.path) == ["--no-capture", "--remind"]
     note = (
-        "The stop hook keeps --no-capture from the earlier setup: setup claude-code --capture"
+        "The Stop hook keeps --no-capture from the earlier setup: setup claude-code --capture"
         " takes it away."
     )
     assert note in out.splitlines()
