@@ -206,7 +206,7 @@ def main() -> int:
         size = transcripts["capture"].stat().st_size
         changed = root / "src" / "f2.py"
 
-        def stop(transcript: Path, prompt_id: bool = True) -> list[str]:
+        def stop(transcript: Path, *extra: str, prompt_id: bool = True) -> list[str]:
             payload: dict[str, object] = {
                 "session_id": "s",
                 "transcript_path": str(transcript),
@@ -220,7 +220,7 @@ def main() -> int:
             data = tmp / f"stop-{transcript.stem}-{prompt_id}.json"
             data.write_text(json.dumps(payload))
             return ["sh", "-c", f'exec "$0" "$@" < {data}', EXPLOMEMO, "--db", str(db),
-                    "hook", "stop", "--project", PROJECT]  # fmt: skip
+                    "hook", "stop", "--project", PROJECT, *extra]  # fmt: skip
 
         prompt_input = tmp / "prompt.json"
         prompt_input.write_text(json.dumps({"cwd": str(root), "prompt": "hello there"}))
@@ -231,8 +231,11 @@ def main() -> int:
             "hook prompt, no match (reference: reads only)": (prompt_hook, ""),
             "hook stop: capture": (stop(transcripts["capture"]), ""),
             "hook stop: capture, a file changed since its Read": (stop(transcripts["capture"]), ""),
-            "hook stop: reminder (turn edited)": (stop(transcripts["reminder"]), "block"),
-            "hook stop: capture, no prompt_id": (stop(transcripts["capture"], False), ""),
+            "hook stop: reminder (turn edited)": (
+                stop(transcripts["reminder"], "--remind"),
+                "block",
+            ),
+            "hook stop: capture, no prompt_id": (stop(transcripts["capture"], prompt_id=False), ""),
         }
         times: dict[str, list[float]] = {name: [] for name in kinds}
         for name, (argv, expected) in kinds.items():

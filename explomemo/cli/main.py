@@ -314,7 +314,13 @@ def _index(args: argparse.Namespace) -> int:
 def _hook(args: argparse.Namespace) -> int:
     from explomemo.clients.hooks import run_hook
 
-    return run_hook(args.event, db=args.db, project=args.project, capture=not args.no_capture)
+    return run_hook(
+        args.event,
+        db=args.db,
+        project=args.project,
+        capture=not args.no_capture,
+        remind=args.remind,
+    )
 
 
 def _setup(args: argparse.Namespace) -> int:
@@ -326,7 +332,8 @@ def _setup(args: argparse.Namespace) -> int:
         project=args.project,
         root=args.root,
         dry_run=args.dry_run,
-        capture=not args.no_capture,
+        capture=args.capture,
+        remind=args.remind,
     ):
         _echo(line)
     return EXIT_OK
@@ -481,6 +488,12 @@ def _hook_arguments(sub: argparse.ArgumentParser) -> None:
         action="store_true",
         help="stop: never record the turn itself (as setup --no-capture writes it).",
     )
+    sub.add_argument(
+        "--remind",
+        action="store_true",
+        help="stop: ask the agent once to record after a turn that changed files and read"
+        " several, unless EXPLOMEMO_REMIND is off (as setup --remind writes it).",
+    )
 
 
 def _setup_arguments(sub: argparse.ArgumentParser) -> None:
@@ -495,9 +508,17 @@ def _setup_arguments(sub: argparse.ArgumentParser) -> None:
         "--dry-run", action="store_true", help="Show the change as a diff; write nothing."
     )
     sub.add_argument(
-        "--no-capture",
-        action="store_true",
-        help="Claude Code: the Stop hook never records a turn itself (it may still remind).",
+        "--capture",
+        action=argparse.BooleanOptionalAction,
+        help="Claude Code: --no-capture writes the Stop hook so that it never records a turn"
+        " itself; --capture takes that away (default: as the earlier setup wrote it).",
+    )
+    sub.add_argument(
+        "--remind",
+        action=argparse.BooleanOptionalAction,
+        help="Claude Code: --remind writes the Stop hook so that it asks the agent once to"
+        " record after a turn that changed files and read several; --no-remind takes that"
+        " away (default: as the earlier setup wrote it; else no reminder).",
     )
 
 

@@ -1,4 +1,4 @@
-"""Claude Code hooks: memos reach the agent unasked, and a turn that explored is asked to record.
+"""Claude Code hooks: memos reach the agent unasked, and a turn that explored is recorded.
 
 ``explomemo hook EVENT`` reads the hook's JSON object on stdin and answers in
 the hook's JSON on stdout:
@@ -12,10 +12,12 @@ the hook's JSON on stdout:
   with id, provenance, question and conclusion, and up to :data:`MAX_STALE` stale
   ones with what changed, within :data:`PROMPT_BYTES`; nothing when none clears the
   cut-off. An imported memo never comes unasked.
-* ``stop``: when the turn read :data:`MIN_FILES_READ` files or more inside
-  the root (files ``record`` would take) and recorded no memo, blocks once
-  with a reason listing them; never when ``stop_hook_active`` is set (the
-  agent is already answering a block).
+* ``stop``: records a turn that answered a question about the code
+  (:mod:`explomemo.clients.capture`). Only when the user opted in
+  (``EXPLOMEMO_REMIND=on``, or ``--remind``, as ``setup --remind`` writes it): when the
+  turn changed files, read :data:`MIN_FILES_READ` files or more inside the root (files
+  ``record`` would take) and recorded no memo, blocks once with a reason listing them;
+  never when ``stop_hook_active`` is set (the agent is already answering a block).
 
 The prompt hook counts the fresh memos it served whole, and the Stop hook takes
 the files each turn read off what they spared in the session (see
@@ -48,7 +50,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from explomemo.errors import HookInputError, NoDatabaseError
-from explomemo.inputs import MAX_QUESTION, check_switches, provenance
+from explomemo.inputs import MAX_QUESTION, check_switches, provenance, switched_on
 from explomemo.printable import inert, message, one_line
 from explomemo.projects import Caller, resolve_project
 from explomemo.store.database import FileRow, MemoRow, Store
@@ -74,6 +76,9 @@ MAX_FRESH = 3
 MAX_STALE = 2
 #: Files a turn must have read for the Stop hook to ask for a memo.
 MIN_FILES_READ = 3
+#: The switch that turns the Stop hook's reminder on (off unless the user opts in: each
+#: block costs the user one more model turn).
+REMIND_SWITCH = "EXPLOMEMO_REMIND"
 #: How the Stop hook's reason starts (a turn given it once is not given it again).
 REASON_START = "explomemo: this turn read "
 #: Files named in the Stop hook's reason.
@@ -99,10 +104,12 @@ def run_hook(
     stdout: BinaryIO | None = None,
     stderr: BinaryIO | None = None,
     capture: bool = True,
+    remind: bool = False,
 ) -> int:
     """Answer one hook event; always returns 0 (a hook never fails the client).
 
-    ``capture`` False turns the Stop hook's capture off (``--no-capture``)."""
+    ``capture`` False turns the Stop hook's capture off (``--no-capture``); ``remind``
+    True its reminder on (``--remind``), unless ``EXPLOMEMO_REMIND`` is off."""
     err = stderr if stderr is not None else _stream(sys.stderr)
     try:
         source = stdin if stdin is not None else _stream(sys.stdin)
@@ -111,7 +118,7 @@ def run_hook(
         check_switches(os.environ)
         handler = _HANDLERS[event]
         if event == "stop":
-            handler = functools.partial(stop, capture=capture)
+            handler = functools.partial(stop, capture=capture, remind=remind)
         answer = handler(payload, db, project)
         if answer is not None:
             _write(out, answer)
@@ -457,13 +464,21 @@ def prompt_context(
 
 
 def stop(
-    payload: dict[str, Any], db: Path | None, project: str | None, *, capture: bool = True
+    payload: dict[str, Any],
+    db: Path | None,
+    project: str | None,
+    *,
+    capture: bool = True,
+    remind: bool = False,
 ) -> Answer:
     """Record the turn when it answered a question (see :mod:`explomemo.clients.capture`);
-    else block once when it changed files, read several and recorded no memo; else None.
+    else, when the reminder is on, block once when it changed files, read several and
+    recorded no memo; else None.
 
     ``capture`` False (``--no-capture``, as ``setup --no-capture`` writes it) or
-    ``EXPLOMEMO_CAPTURE=off`` turns capture off.
+    ``EXPLOMEMO_CAPTURE=off`` turns capture off. The reminder is off unless
+    ``EXPLOMEMO_REMIND`` is on, or unset with ``remind`` True (``--remind``, as
+    ``setup --remind`` writes it).
     """
     from explomemo.clients.capture import TurnFacts, capture_enabled, should_capture
     from explomemo.clients.transcripts import last_turn, read_turn, tail_entries
@@ -488,6 +503,8 @@ def stop(
         if answer.strip():
             _record_turn(turn, answer, root, db, project)
             return None
+    if not switched_on(os.environ, REMIND_SWITCH, default=remind):
+        return None
     reminded = any(text.startswith(REASON_START) for text in turn.feedback)
     if _field(payload, "stop_hook_active", bool, False) or reminded:
         return None

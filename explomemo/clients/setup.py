@@ -6,9 +6,16 @@ Every client gets the MCP server; Claude Code also gets the three hooks
 command that set them up, so what the agent records, the hooks find.
 
 Configuration files are merged: only explomemo's own entries are added or
-updated, every other value stays as it was. A TOML file keeps its layout; a
-JSON file is written again with its own indentation (the standard library
-keeps no layout), so its values stay and its layout may not. A file that is
+updated, every other value stays as it was. Within its own server entry setup
+writes the command, its arguments, its environment and its folder itself: a
+cloned repository can commit that entry with ``env: {LD_PRELOAD: ./evil.so}``
+or a ``cwd``, which setup would otherwise keep and approve. It keeps the user's own
+``EXPLOMEMO_*`` variables, drops every other variable, ``cwd`` and ``envFile``,
+and says what it removed. In the Claude Code settings it writes, it names the
+hooks, permissions and variables that are not its own, and leaves them as they
+are. A TOML file keeps its layout; a JSON file is written again with its own
+indentation (the standard library keeps no layout), so its values stay and its
+layout may not. A file that is
 not valid JSON or TOML (or holds a number JSON cannot write back, such as
 ``1e400``) is refused with one line and left alone, and so is anything that
 is not a regular file. Writes go through
@@ -44,7 +51,7 @@ import shutil
 import stat
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -64,6 +71,37 @@ CLAUDE_HOOKS = (
     ("Stop", None, "stop", 10),
 )
 LABELS = {"claude-code": "Claude Code", "cursor": "Cursor", "codex": "Codex"}
+#: The prefix of the variables of explomemo's server entry that setup keeps.
+OWN_VARIABLES = "EXPLOMEMO_"
+#: Keys of explomemo's server entry that setup removes: it runs in the folder the client
+#: gives it, with only the environment setup writes (Cursor's ``envFile`` loads one).
+DROPPED_KEYS = ("cwd", "envFile", "env_file")
+
+
+@dataclass(frozen=True)
+class HookChoice:
+    """A choice of ``setup claude-code`` written into one hook's command as a flag.
+
+    Running setup again keeps the flag the hook's command already has, unless the
+    choice is given anew (``--capture`` takes ``--no-capture`` away).
+    """
+
+    #: The choice, as :func:`setup` takes it.
+    name: str
+    #: The explomemo hook whose command carries it.
+    hook: str
+    #: What the choice is when the flag is not written.
+    default: bool
+    #: The flag written when the choice is not the default.
+    flag: str
+    #: The setup option that takes the flag away.
+    undo: str
+
+
+HOOK_CHOICES = (
+    HookChoice("capture", "stop", default=True, flag="--no-capture", undo="--capture"),
+    HookChoice("remind", "stop", default=False, flag="--remind", undo="--no-remind"),
+)
 
 
 @dataclass
@@ -73,6 +111,9 @@ class FileChange:
     path: Path
     before: str | None
     after: str
+    #: What the file holds that is not explomemo's and may run or allow something, said
+    #: when the file is written.
+    foreign: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -82,6 +123,8 @@ class Plan:
     files: list[FileChange] = field(default_factory=list)
     commands: list[list[str]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    #: What setup takes out of its own server entries (see :func:`own_server`).
+    removed: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -92,8 +135,9 @@ class Target:
     command: list[str]
     db: str
     project: str
-    #: False: the Stop hook records no turn itself (``hook stop --no-capture``).
-    capture: bool = True
+    #: The choices of :data:`HOOK_CHOICES` given to this setup; one left out (or None)
+    #: stays as the hook's command had it.
+    choices: Mapping[str, bool | None] = field(default_factory=dict)
 
     def server_env(self) -> dict[str, str]:
         """The environment the MCP server is started with."""
@@ -107,12 +151,35 @@ class Target:
             "env": self.server_env(),
         }
 
-    def hook_command(self, event: str) -> str:
-        """The shell command of one Claude Code hook."""
-        off = ["--no-capture"] if event == "stop" and not self.capture else []
+    def hook_command(self, event: str, before: Sequence[str] = ()) -> str:
+        """The shell command of one Claude Code hook; ``before``, the words of the
+        command an earlier setup wrote, gives the choices not given to this one."""
+        flags = [
+            choice.flag
+            for choice in HOOK_CHOICES
+            if choice.hook == event and self.chosen(choice, before) != choice.default
+        ]
         return shlex.join(
-            [*self.command, "--db", self.db, "hook", event, "--project", self.project, *off]
+            [*self.command, "--db", self.db, "hook", event, "--project", self.project, *flags]
         )
+
+    def chosen(self, choice: HookChoice, before: Sequence[str]) -> bool:
+        """``choice`` as given, else as the earlier command ``before`` had it."""
+        given = self.choices.get(choice.name)
+        if given is not None:
+            return given
+        return choice.default != (choice.flag in before)
+
+    def kept(self, event: str, before: Sequence[str]) -> list[HookChoice]:
+        """The choices of hook ``event`` not given, whose flag the earlier command
+        ``before`` had (so it stays)."""
+        return [
+            choice
+            for choice in HOOK_CHOICES
+            if choice.hook == event
+            and self.choices.get(choice.name) is None
+            and choice.flag in before
+        ]
 
 
 def setup(
@@ -122,12 +189,14 @@ def setup(
     project: str | None,
     root: str | None,
     dry_run: bool,
-    capture: bool = True,
+    capture: bool | None = None,
+    remind: bool | None = None,
 ) -> list[str]:
     """Set up ``client`` for the project folder; returns the lines to print.
 
-    ``capture`` False writes the Claude Code Stop hook with ``--no-capture``: it then
-    records no turn itself (running setup again without it turns capture back on).
+    Claude Code: ``capture`` False writes the Stop hook with ``--no-capture`` (it then
+    records no turn itself), ``remind`` True with ``--remind`` (it then asks the agent
+    to record after a turn that changed files). None keeps what an earlier setup wrote.
 
     The lines are safe to show: paths, and the files' contents in a diff, come
     from the project (a cloned repository), so their control characters are
@@ -139,7 +208,7 @@ def setup(
         command=_explomemo_command(),
         db=os.path.abspath(database_path(db)),
         project=resolve_project(project, str(folder)),
-        capture=capture,
+        choices={"capture": capture, "remind": remind},
     )
     plan = PLANNERS[client](target)
     label = LABELS[client]
@@ -156,10 +225,17 @@ def setup(
         # refusal never leaves a setup half done.
         writable_target(change.path, CONFIG_FILE, folder)
     lines: list[str] = []
+    said = [message(f"{'would remove' if dry_run else 'removed'} {what}") for what in plan.removed]
+    said += [
+        message(f"left as it is in {change.path}, not explomemo's: {what}")
+        for change in changes
+        for what in change.foreign
+    ]
     if dry_run:
         for change in changes:
             lines.append(no_workflow_commands(block(_diff(change, folder).rstrip("\n"))))
         lines += [message(f"would run: {shlex.join(argv)}") for argv in plan.commands]
+        lines += said
         lines.append("dry run: nothing was written.")
         return lines
     for change in changes:
@@ -171,6 +247,7 @@ def setup(
     for argv in plan.commands:
         _run(argv, folder)
         lines.append(message(f"ran: {shlex.join(argv)}"))
+    lines += said
     lines.append(
         message(
             f"explomemo is set up for {label} in {folder}: project {target.project!r},"
@@ -319,8 +396,13 @@ def _indent(text: str | None) -> int | str:
     return 2
 
 
-def _merge_json(path: Path, change: Callable[[dict[str, Any]], None]) -> FileChange:
-    """The change of one JSON file: ``change`` edits its object in place."""
+def _merge_json(
+    path: Path,
+    change: Callable[[dict[str, Any]], None],
+    foreign: Callable[[dict[str, Any]], list[str]] | None = None,
+) -> FileChange:
+    """The change of one JSON file: ``change`` edits its object in place; ``foreign``
+    names what the changed object holds that is not explomemo's."""
     before = _read(path)
     data = _json_object(path, before)
     change(data)
@@ -328,7 +410,7 @@ def _merge_json(path: Path, change: Callable[[dict[str, Any]], None]) -> FileCha
     after += "\n"
     if before is not None and json.loads(after) == _json_object(path, before):
         after = before
-    return FileChange(path, before, after)
+    return FileChange(path, before, after, foreign(data) if foreign is not None else [])
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -347,20 +429,44 @@ def _table(data: dict[str, Any], key: str, path: Path) -> dict[str, Any]:
     return found
 
 
-def _set_server(servers: dict[str, Any], entry: dict[str, Any]) -> None:
+def _set_server(servers: dict[str, Any], entry: dict[str, Any], where: str) -> list[str]:
+    """Set explomemo's entry in ``servers`` (see :func:`own_server`); what it removed."""
     current = servers.get(SERVER_NAME)
     if isinstance(current, dict):
-        merge_into(current, entry)
-    else:
-        servers[SERVER_NAME] = entry
+        return own_server(current, entry, where)
+    servers[SERVER_NAME] = entry
+    return []
+
+
+def own_server(current: dict[str, Any], wanted: dict[str, Any], where: str) -> list[str]:
+    """Make ``current``, explomemo's server entry in ``where``, the server ``wanted``;
+    returns what was removed, one line each.
+
+    setup writes what the entry runs: the command and its arguments, its environment
+    (the user's own ``EXPLOMEMO_*`` variables stay, every other one goes) and its
+    folder (a ``cwd`` goes, and so does an ``envFile``: see :data:`DROPPED_KEYS`).
+    The user's other keys (a ``timeout``, a comment) stay.
+    """
+    removed = []
+    for key in DROPPED_KEYS:
+        if key in current:
+            del current[key]
+            removed.append(f"{key} from explomemo's server entry in {where}")
+    env = current.get("env")
+    if isinstance(env, dict):
+        for name in [name for name in env if not name.startswith(OWN_VARIABLES)]:
+            del env[name]
+            removed.append(f"the variable {name} from explomemo's server entry in {where}")
+    merge_into(current, wanted)
+    return removed
 
 
 def merge_into(current: dict[str, Any], wanted: dict[str, Any]) -> None:
     """Set ``wanted``'s keys in ``current``, merging nested tables key by key.
 
-    The user's own keys in explomemo's entry (an ``env`` variable of theirs,
-    a ``timeout``, a TOML comment) stay; a key already holding the wanted
-    value is not assigned again, so a TOML table keeps its layout.
+    The keys ``wanted`` does not name (a ``timeout``, a TOML comment, an ``env``
+    variable) stay; a key already holding the wanted value is not assigned again,
+    so a TOML table keeps its layout.
     """
     for key, value in wanted.items():
         mine = current.get(key)
@@ -373,15 +479,25 @@ def merge_into(current: dict[str, Any], wanted: dict[str, Any]) -> None:
 # Claude Code ------------------------------------------------------------------
 
 
-def _add_hooks(target: Target, settings: dict[str, Any], path: Path) -> None:
-    """Add (or update) explomemo's three hooks in the settings object of ``path``."""
+def _add_hooks(
+    target: Target, settings: dict[str, Any], path: Path, earlier: Mapping[str, list[str]]
+) -> list[HookChoice]:
+    """Add (or update) explomemo's three hooks in the settings object of ``path``.
+
+    A hook's choices not given to this setup stay as its command in ``path`` had them,
+    else as ``earlier`` (the words of its command elsewhere, by hook name) had them;
+    returns the choices so kept."""
     hooks = _table(settings, "hooks", path)
+    kept = []
     for event, matcher, name, timeout in CLAUDE_HOOKS:
         groups = hooks.setdefault(event, [])
         if not isinstance(groups, list):
             raise SetupError(f"hooks.{event} in {path} is not a list: fix it; it was left as is")
-        wanted = {"type": "command", "command": target.hook_command(name), "timeout": timeout}
         mine = next((e for g in _groups_entries(groups) for e in g[1] if _is_own(e, name)), None)
+        before = _command_words(mine) if mine is not None else earlier.get(name, [])
+        kept += target.kept(name, before)
+        command = target.hook_command(name, before)
+        wanted = {"type": "command", "command": command, "timeout": timeout}
         if mine is not None:
             mine.update(wanted)
             continue
@@ -389,6 +505,64 @@ def _add_hooks(target: Target, settings: dict[str, Any], path: Path) -> None:
         if matcher is not None:
             group = {"matcher": matcher, **group}
         groups.append(group)
+    return kept
+
+
+def _own_hooks(settings: dict[str, Any]) -> dict[str, list[str]]:
+    """The words of the command of each of explomemo's hooks in a settings object, by
+    hook name."""
+    hooks = settings.get("hooks")
+    found: dict[str, list[str]] = {}
+    if not isinstance(hooks, dict):
+        return found
+    for event, _, name, _ in CLAUDE_HOOKS:
+        groups = hooks.get(event)
+        if not isinstance(groups, list):
+            continue
+        for _, entries in _groups_entries(groups):
+            for entry in entries:
+                if _is_own(entry, name):
+                    found.setdefault(name, _command_words(entry))
+    return found
+
+
+def _foreign_settings(settings: dict[str, Any]) -> list[str]:
+    """What a Claude Code settings object holds that may run or allow something and is
+    not explomemo's: other hooks, permissions, approved servers, variables."""
+    found = []
+    hooks = settings.get("hooks")
+    for event, groups in hooks.items() if isinstance(hooks, dict) else ():
+        for group in groups if isinstance(groups, list) else ():
+            entries = group.get("hooks") if isinstance(group, dict) else None
+            for entry in entries if isinstance(entries, list) else ():
+                if not any(_is_own(entry, name) for _, _, name, _ in CLAUDE_HOOKS):
+                    found.append(f"the {event} hook {_hook_text(entry)}")
+    permissions = settings.get("permissions")
+    if isinstance(permissions, dict):
+        for key in ("allow", "additionalDirectories"):
+            listed = permissions.get(key)
+            for value in listed if isinstance(listed, list) else ():
+                found.append(f"permissions.{key} {json.dumps(value, ensure_ascii=False)}")
+        mode = permissions.get("defaultMode")
+        if mode is not None and mode != "default":
+            found.append(f"permissions.defaultMode {json.dumps(mode, ensure_ascii=False)}")
+    if settings.get("enableAllProjectMcpServers") is True:
+        found.append("enableAllProjectMcpServers true (every server of .mcp.json approved)")
+    approved = settings.get("enabledMcpjsonServers")
+    for name in approved if isinstance(approved, list) else ():
+        if name != SERVER_NAME:
+            found.append(f"the approved server {json.dumps(name, ensure_ascii=False)}")
+    env = settings.get("env")
+    for name in env if isinstance(env, dict) else ():
+        found.append(f"the variable {name} (set for Claude Code and every hook)")
+    return found
+
+
+def _hook_text(entry: Any) -> str:
+    """A hook entry in a few words: its command, else the entry itself."""
+    command = entry.get("command") if isinstance(entry, dict) else None
+    shown = command if isinstance(command, str) else json.dumps(entry, ensure_ascii=False)
+    return repr(shown if len(shown) <= 200 else shown[:199] + "…")
 
 
 def _drop_hooks(settings: dict[str, Any]) -> None:
@@ -427,13 +601,7 @@ def _is_own(entry: Any, name: str) -> bool:
     itself (a program named explomemo, or ``PYTHON -m explomemo``), as setup writes it
     (``EXPLOMEMO [--db DB] hook NAME …``). A user's command that merely contains it (a
     wrapper script) is theirs."""
-    command = entry.get("command") if isinstance(entry, dict) else None
-    if not isinstance(command, str):
-        return False
-    try:
-        argv = shlex.split(command)
-    except ValueError:
-        return False
+    argv = _command_words(entry)
     if argv and os.path.basename(argv[0]) == SERVER_NAME:
         rest = argv[1:]
     elif argv[1:3] == ["-m", SERVER_NAME]:
@@ -443,6 +611,17 @@ def _is_own(entry: Any, name: str) -> bool:
     if rest[:1] == ["--db"]:
         rest = rest[2:]
     return rest[:2] == ["hook", name]
+
+
+def _command_words(entry: Any) -> list[str]:
+    """The words of a hook entry's command; none when it has no command a shell can split."""
+    command = entry.get("command") if isinstance(entry, dict) else None
+    if not isinstance(command, str):
+        return []
+    try:
+        return shlex.split(command)
+    except ValueError:
+        return []
 
 
 def _claude_config() -> Path:
@@ -480,9 +659,24 @@ def plan_claude_code(target: Target) -> Plan:
     mcp_json = config_path(folder, ".mcp.json")
     server = target.server()
     claude = shutil.which("claude")
+    plan = Plan()
+    earlier: dict[str, list[str]] = {}
+
+    def shared_settings(settings: dict[str, Any]) -> None:
+        earlier.update(_own_hooks(settings))
+        _drop_hooks(settings)
+
+    shared = _merge_json(
+        config_path(folder, ".claude", "settings.json"), shared_settings, _foreign_settings
+    )
 
     def local_settings(settings: dict[str, Any]) -> None:
-        _add_hooks(target, settings, local)
+        for choice in _add_hooks(target, settings, local, earlier):
+            event = next(event for event, _, name, _ in CLAUDE_HOOKS if name == choice.hook)
+            plan.notes.append(
+                f"The {event} hook keeps {choice.flag} from the earlier setup: setup"
+                f" claude-code {choice.undo} takes it away."
+            )
         if claude is None:
             approved = settings.setdefault("enabledMcpjsonServers", [])
             if not isinstance(approved, list):
@@ -493,16 +687,17 @@ def plan_claude_code(target: Target) -> Plan:
                 approved.append(SERVER_NAME)
 
     def add_server(config: dict[str, Any]) -> None:
-        _set_server(_table(config, "mcpServers", mcp_json), {"type": "stdio", **server})
+        servers = _table(config, "mcpServers", mcp_json)
+        plan.removed += _set_server(servers, {"type": "stdio", **server}, str(mcp_json))
 
-    plan = Plan(files=[_merge_json(local, local_settings)])
-    shared = _merge_json(config_path(folder, ".claude", "settings.json"), _drop_hooks)
+    plan.files.append(_merge_json(local, local_settings, _foreign_settings))
     if shared.before is not None:
         plan.files.append(shared)
     if claude is not None:
         current = _claude_local_server(folder)
         wanted = copy.deepcopy(current) if current is not None else {}
-        merge_into(wanted, {"type": "stdio", **server})
+        where = f"Claude Code's local scope for {folder}"
+        plan.removed += own_server(wanted, {"type": "stdio", **server}, where)
         if wanted != current:
             if current is not None:
                 plan.commands.append([claude, "mcp", "remove", "--scope", "local", SERVER_NAME])
@@ -525,14 +720,13 @@ def plan_claude_code(target: Target) -> Plan:
 def plan_cursor(target: Target) -> Plan:
     """The server in .cursor/mcp.json."""
     path = config_path(target.folder, ".cursor", "mcp.json")
+    plan = Plan(notes=["Cursor lists it under Settings > MCP; switch it on there if it is off."])
 
     def add_server(config: dict[str, Any]) -> None:
-        _set_server(_table(config, "mcpServers", path), target.server())
+        plan.removed += _set_server(_table(config, "mcpServers", path), target.server(), str(path))
 
-    return Plan(
-        files=[_merge_json(path, add_server)],
-        notes=["Cursor lists it under Settings > MCP; switch it on there if it is off."],
-    )
+    plan.files.append(_merge_json(path, add_server))
+    return plan
 
 
 def plan_codex(target: Target) -> Plan:
@@ -559,8 +753,9 @@ def plan_codex(target: Target) -> Plan:
     env.update(server["env"])
     wanted = {"command": server["command"], "args": server["args"], "env": env}
     current = servers.get(SERVER_NAME)
+    removed = []
     if isinstance(current, dict):
-        merge_into(current, wanted)
+        removed = own_server(current, wanted, str(path))
     else:
         entry = tomlkit.table()
         entry.update(wanted)
@@ -568,6 +763,7 @@ def plan_codex(target: Target) -> Plan:
     return Plan(
         files=[FileChange(path, before, tomlkit.dumps(document))],
         notes=["Codex reads a project's .codex/config.toml once the project is trusted."],
+        removed=removed,
     )
 
 

@@ -535,7 +535,44 @@ def test_a_capture_replaces_a_capture_of_the_same_question(
     assert show(db_path, memo["id"], shop.path)["conclusion"] == "A better answer."
 
 
-# The reminder gives way -----------------------------------------------------------------
+# The reminder: only when the user opted in, and it gives way ------------------------------
+
+REMIND = {"EXPLOMEMO_REMIND": "on"}
+
+
+@pytest.mark.parametrize(
+    ("extra", "env", "blocks"),
+    [
+        ((), {}, False),
+        ((), {"EXPLOMEMO_REMIND": "off"}, False),
+        ((), REMIND, True),
+        ((), {"EXPLOMEMO_REMIND": " Yes "}, True),
+        (("--remind",), {}, True),
+        (("--remind",), {"EXPLOMEMO_REMIND": "off"}, False),
+    ],
+)
+def test_the_reminder_asks_only_when_the_user_opted_in(
+    tmp_path: Path,
+    db_path: Path,
+    shop: Repo,
+    extra: tuple[str, ...],
+    env: dict[str, str],
+    blocks: bool,
+) -> None:
+    """Issue 38: each block costs the user one more model turn. A real hook process, on a
+    turn that changed files and read three: no reminder unless ``EXPLOMEMO_REMIND`` is on
+    or the hook was set up with ``--remind`` (an explicit ``off`` wins over it)."""
+    turn = question_turn(shop)
+    _edit(turn, shop)
+    path = write_transcript(tmp_path / "t.jsonl", turn)
+    answer, err = stop(db_path, path, shop.path, *extra, env=env, process=True)
+    assert err == ""
+    if blocks:
+        assert answer["decision"] == "block"
+        assert "read 3 files (src/auth.py, src/tokens.py, src/crlf.py)" in answer["reason"]
+    else:
+        assert answer is None
+    assert not db_path.exists()
 
 
 def test_the_reminder_asks_once_for_a_turn_that_changed_files(
@@ -544,7 +581,7 @@ def test_the_reminder_asks_once_for_a_turn_that_changed_files(
     turn = question_turn(shop)
     _edit(turn, shop)
     path = write_transcript(tmp_path / "t.jsonl", turn)
-    answer, err = stop(db_path, path, shop.path)
+    answer, err = stop(db_path, path, shop.path, env=REMIND)
     assert answer["decision"] == "block" and err == ""
     assert "read 3 files (src/auth.py, src/tokens.py, src/crlf.py)" in answer["reason"]
     # Claude Code gives the reason back as meta feedback: never a second time in the turn,
@@ -552,8 +589,8 @@ def test_the_reminder_asks_once_for_a_turn_that_changed_files(
     turn.feedback(answer["reason"])
     turn.say("done")
     path = write_transcript(tmp_path / "t.jsonl", turn)
-    assert stop(db_path, path, shop.path) == (None, "")
-    assert stop(db_path, path, shop.path, active=True) == (None, "")
+    assert stop(db_path, path, shop.path, env=REMIND) == (None, "")
+    assert stop(db_path, path, shop.path, env=REMIND, active=True) == (None, "")
     assert not db_path.exists()
 
 
@@ -566,7 +603,8 @@ def test_a_read_only_turn_is_recorded_not_reminded(
     for name in ("a", "b", "c"):
         turn.read(shop.path / f"src/{name}.py")
     turn.say(ANSWER)
-    assert stop(db_path, write_transcript(tmp_path / "t.jsonl", turn), shop.path) == (None, "")
+    path = write_transcript(tmp_path / "t.jsonl", turn)
+    assert stop(db_path, path, shop.path, env=REMIND) == (None, "")
     assert len(memos(db_path)) == 1
 
 

@@ -285,7 +285,7 @@ def tool_json(result: Any) -> dict[str, Any]:
     return value
 
 
-# Passing today: MCP, hooks, reminder -----------------------------------------------------
+# MCP, hooks, the reminder --------------------------------------------------------------
 
 
 def test_a_memo_recorded_over_mcp_is_fresh_and_reaches_the_next_session(
@@ -328,10 +328,18 @@ def test_a_memo_recorded_over_mcp_is_fresh_and_reaches_the_next_session(
     assert second.blocks() == []
 
 
-def test_the_stop_hook_asks_once_after_a_turn_that_edited_and_read_several_files(
-    project: Project, model: ScriptedModel
+@pytest.mark.parametrize("opted_in", ["no", "setup --remind", "EXPLOMEMO_REMIND=on"])
+def test_the_stop_hook_asks_once_after_an_edit_only_when_the_user_opted_in(
+    tmp_path: Path, claude: Path, model: ScriptedModel, opted_in: str
 ) -> None:
-    prompt = "Fix the parser: it must strip the spaces around each field."
+    """Issue 38: a block costs the user one more model turn, so a turn that edited a file
+    after reading three is let finish unless the user opted in to the reminder."""
+    project = Project(
+        tmp_path, claude, model, *(["--remind"] if opted_in == "setup --remind" else [])
+    )
+    env = {"EXPLOMEMO_REMIND": "on"} if opted_in == "EXPLOMEMO_REMIND=on" else None
+    # Each case its own prompt: the model keeps every request of the test run.
+    prompt = f"Fix the parser: it must strip the spaces around each field ({opted_in})."
     fixed = "def parse(text):\n    return [field.strip() for field in text.split(',')]\n"
     edit = Tool(
         "Edit",
@@ -350,8 +358,15 @@ def test_the_stop_hook_asks_once_after_a_turn_that_edited_and_read_several_files
             Answer("Fixed: parse() strips each field."),
             Answer(done),
         ],
+        env=env,
     )
     assert (project.root / "src/parser.py").read_text() == fixed
+    assert project.memos() == []
+    if opted_in == "no":
+        assert run.blocks() == [] and len(run.hooks("Stop")) == 1
+        assert run.result["result"] == "Fixed: parse() strips each field."
+        assert "this turn read" not in json.dumps([seen.body for seen in model.scripted(prompt)])
+        return
     (reason,) = run.blocks()
     assert "this turn read 3 files (src/auth.py, src/tokens.py, src/parser.py)" in reason
     assert len(run.hooks("Stop")) == 2
@@ -362,7 +377,6 @@ def test_the_stop_hook_asks_once_after_a_turn_that_edited_and_read_several_files
         if "this turn read 3 files" in json.dumps(seen.body["messages"][-1])
     ]
     assert len(told) == 1
-    assert project.memos() == []
 
 
 def _damaged_database(project: Project) -> None:

@@ -17,6 +17,7 @@ import pytest
 from helpers import (
     Repo,
     _to,
+    invoke_cli,
     open_cache,
 )
 
@@ -710,6 +711,53 @@ def test_prompt_context_stays_within_its_budget(tmp_path: Path, db_path: Path) -
 # Stop --------------------------------------------------------------------------
 
 
+@pytest.fixture
+def remind_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The Stop hook's reminder switched on (it is off unless the user opts in)."""
+    monkeypatch.setenv("EXPLOMEMO_REMIND", "on")
+
+
+def test_the_stop_hook_setup_writes_reminds_only_when_set_up_with_remind(
+    tmp_path: Path, db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The Stop hook's command exactly as ``setup claude-code`` writes it, run as Claude Code
+    runs it (its own process, the hook input on stdin): after a turn that changed files
+    and read three, it blocks only when set up with ``--remind`` or when
+    ``EXPLOMEMO_REMIND`` is on (issue 38)."""
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")  # no claude: setup writes files only
+    top = _top(tmp_path)
+    path = transcript(tmp_path / "t.jsonl", [f"{top}/src/{n}.py" for n in "abc"], record=False)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("EXPLOMEMO_", "CLAUDE"))}
+
+    def stop_hook(*options: str, **more: str) -> Any:
+        run = invoke_cli(["--db", str(db_path), "setup", "claude-code", "--root", top, *options])
+        assert run.exit_code == 0, run.stderr
+        settings = json.loads(Path(top, ".claude", "settings.local.json").read_text())
+        (group,) = settings["hooks"]["Stop"]
+        done = subprocess.run(
+            group["hooks"][0]["command"],
+            shell=True,
+            input=json.dumps(stop_payload(path, top)),
+            capture_output=True,
+            text=True,
+            env={**env, **more},
+            timeout=60,
+            check=False,
+        )
+        assert (done.returncode, done.stderr) == (0, "")
+        return json.loads(done.stdout) if done.stdout else None
+
+    assert stop_hook() is None
+    assert stop_hook(EXPLOMEMO_REMIND="on")["decision"] == "block"
+    answer = stop_hook("--remind")
+    assert answer["decision"] == "block"
+    assert "read 3 files (src/a.py, src/b.py, src/c.py)" in answer["reason"]
+    assert stop_hook()["decision"] == "block"  # setup again keeps --remind
+    assert stop_hook(EXPLOMEMO_REMIND="off") is None
+    assert stop_hook("--no-remind") is None
+
+
+@pytest.mark.usefixtures("remind_on")
 def test_stop_blocks_once_when_files_were_read_and_nothing_recorded(
     tmp_path: Path, db_path: Path
 ) -> None:
@@ -724,6 +772,7 @@ def test_stop_blocks_once_when_files_were_read_and_nothing_recorded(
     assert hook("stop", stop_payload(path, top, active=True), db_path) == (None, "")
 
 
+@pytest.mark.usefixtures("remind_on")
 def test_stop_is_silent_when_a_memo_was_recorded(tmp_path: Path, db_path: Path) -> None:
     top = _top(tmp_path)
     files = [f"{top}/src/{n}.py" for n in ("a", "b", "c", "d")]
@@ -731,6 +780,7 @@ def test_stop_is_silent_when_a_memo_was_recorded(tmp_path: Path, db_path: Path) 
     assert hook("stop", stop_payload(path, top), db_path) == (None, "")
 
 
+@pytest.mark.usefixtures("remind_on")
 def test_stop_counts_only_this_turns_successful_reads(tmp_path: Path, db_path: Path) -> None:
     top = _top(tmp_path)
     files = [f"{top}/a.py", f"{top}/b.py", f"{top}/c.py"]
@@ -738,6 +788,7 @@ def test_stop_counts_only_this_turns_successful_reads(tmp_path: Path, db_path: P
     assert hook("stop", stop_payload(path, top), db_path) == (None, "")
 
 
+@pytest.mark.usefixtures("remind_on")
 def test_stop_counts_only_files_inside_the_root(tmp_path: Path, db_path: Path) -> None:
     """Files ``record`` would refuse (outside root, also through ``..`` or a link) do not
     count: reading three of them and one project file asks for nothing."""
@@ -757,6 +808,7 @@ def test_stop_counts_only_files_inside_the_root(tmp_path: Path, db_path: Path) -
     assert "/etc" not in answer["reason"] and "lib.py" not in answer["reason"]
 
 
+@pytest.mark.usefixtures("remind_on")
 def test_stop_skips_a_transcript_line_nested_too_deep_to_parse(
     tmp_path: Path, db_path: Path
 ) -> None:
@@ -924,6 +976,7 @@ def test_without_a_usable_project_dir_the_cwd_is_the_root(
         assert hook("session-start", {"cwd": src}, db_path) == (None, ""), given
 
 
+@pytest.mark.usefixtures("remind_on")
 def test_stop_names_the_files_read_relative_to_the_project_dir(
     tmp_path: Path, db_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -364,7 +364,7 @@ def test_the_users_own_keys_in_explomemos_entry_stay(shop: Repo, db_path: Path) 
                     "explomemo": {
                         "command": "/old/explomemo",
                         "timeout": 60,
-                        "env": {"EXTRA_VAR": "keep me", "EXPLOMEMO_DB": "/old.db"},
+                        "env": {"EXPLOMEMO_SNAPSHOTS": "off", "EXPLOMEMO_DB": "/old.db"},
                     }
                 }
             }
@@ -377,14 +377,14 @@ def test_the_users_own_keys_in_explomemos_entry_stay(shop: Repo, db_path: Path) 
         'command = "/old/explomemo"\n'
         "startup_timeout_sec = 60 # slow disk\n"
         "[mcp_servers.explomemo.env]\n"
-        'EXTRA_VAR = "keep me"\n'
+        'EXPLOMEMO_SNAPSHOTS = "off"\n'
     )
     assert setup(db_path, "claude-code")[0] == 0
     assert setup(db_path, "codex")[0] == 0
     server = json.loads(mcp.read_text())["mcpServers"]["explomemo"]
     assert server["timeout"] == 60 and server["command"] != "/old/explomemo"
     assert server["env"] == {
-        "EXTRA_VAR": "keep me",
+        "EXPLOMEMO_SNAPSHOTS": "off",
         "EXPLOMEMO_DB": str(db_path),
         "EXPLOMEMO_PROJECT": "shop",
     }
@@ -392,7 +392,7 @@ def test_the_users_own_keys_in_explomemos_entry_stay(shop: Repo, db_path: Path) 
     assert "startup_timeout_sec = 60 # slow disk" in text
     table = tomllib.loads(text)["mcp_servers"]["explomemo"]
     assert table["env"] == {
-        "EXTRA_VAR": "keep me",
+        "EXPLOMEMO_SNAPSHOTS": "off",
         "EXPLOMEMO_DB": str(db_path),
         "EXPLOMEMO_PROJECT": "shop",
     }
@@ -414,7 +414,12 @@ def test_claude_local_scope_keeps_the_users_own_keys(
     monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
     monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path / "cc"))
     (tmp_path / "cc").mkdir()
-    mine = {"type": "stdio", "command": "/old", "timeout": 60, "env": {"EXTRA_VAR": "keep me"}}
+    mine = {
+        "type": "stdio",
+        "command": "/old",
+        "timeout": 60,
+        "env": {"EXPLOMEMO_SNAPSHOTS": "off"},
+    }
     config = {"projects": {str(shop.path): {"mcpServers": {"explomemo": mine}}}}
     (tmp_path / "cc" / ".claude.json").write_text(json.dumps(config))
     code, out, _ = setup(db_path, "claude-code", "--dry-run")
@@ -423,7 +428,7 @@ def test_claude_local_scope_keeps_the_users_own_keys(
     entry = json.loads(shlex.split(line.removeprefix("would run: "))[-1])
     assert entry["timeout"] == 60 and entry["args"] == ["serve"]
     assert entry["env"] == {
-        "EXTRA_VAR": "keep me",
+        "EXPLOMEMO_SNAPSHOTS": "off",
         "EXPLOMEMO_DB": str(db_path),
         "EXPLOMEMO_PROJECT": "shop",
     }
@@ -549,28 +554,3 @@ def test_a_refused_file_is_refused_before_anything_is_written(shop: Repo, db_pat
         assert code == 2 and out == "", (code, out, err)
         assert "symbolic link to a file that does not exist" in err
     assert not (shop.path / ".claude").exists()
-
-
-def test_no_capture_writes_the_stop_hook_with_it_and_setup_again_takes_it_away(
-    shop: Repo, db_path: Path
-) -> None:
-    settings = shop.path / ".claude" / "settings.local.json"
-
-    def stop_command() -> list[str]:
-        merged = json.loads(settings.read_text())
-        (group,) = merged["hooks"]["Stop"]
-        return shlex.split(group["hooks"][0]["command"])
-
-    code, _, err = setup(db_path, "claude-code", "--no-capture")
-    assert code == 0 and err == "", err
-    assert stop_command()[1:] == [
-        "--db", str(db_path), "hook", "stop", "--project", "shop", "--no-capture"
-    ]  # fmt: skip
-    merged = json.loads(settings.read_text())
-    assert "--no-capture" not in merged["hooks"]["UserPromptSubmit"][0]["hooks"][0]["command"]
-    code, out, _ = setup(db_path, "claude-code", "--no-capture")
-    assert "nothing changed" in out
-    # Setting up again without it replaces the hook (one Stop hook, capture on).
-    code, out, _ = setup(db_path, "claude-code")
-    assert code == 0 and f"wrote {settings}" in out
-    assert stop_command()[1:] == ["--db", str(db_path), "hook", "stop", "--project", "shop"]
