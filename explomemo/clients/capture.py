@@ -41,8 +41,6 @@ from explomemo.store.pending import Capture, CapturedFile
 
 #: The switch of the environment that turns capture off.
 CAPTURE_SWITCH = "EXPLOMEMO_CAPTURE"
-#: What marks a prompt that must never be recorded, in any spelling (see :func:`private`).
-PRIVATE = "<private>"
 #: Longer prompts are pasted logs or files, not a question: the rule reads none of them.
 MAX_PROMPT = 20_000
 #: Words a prompt needs at least to stand on its own ("why?" does not).

@@ -138,6 +138,8 @@ def test_secrets_in_a_turn_reach_neither_the_database_nor_the_export(
         "</private>",
         "<PRIVATE>",
         "&lt;private&gt;",
+        "&#60;private&#62;",
+        "&amp;lt;private&amp;gt;",
         "\uff1cprivate\uff1e",
         "<pri\nvate>",
         "<private\n>",
