@@ -78,7 +78,7 @@ def _bare_secret(value: str) -> bool:
     return (
         len(value) >= 6
         and not _PLACEHOLDER.match(value)
-        and _PASSWORD_SYMBOLS.intersection(value) != set()
+        and not _PASSWORD_SYMBOLS.isdisjoint(value)
         and _DOTTED_NAME.fullmatch(value) is None
     )
 
@@ -104,8 +104,10 @@ _KINDS: tuple[_Kind, ...] = (
         (
             r"-----BEGIN[A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----"
             r"(?:(?s:.*?)-----END[A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----"
-            # No END (a cut text): up to the last line of the key's characters.
-            r"|(?:\r?\n[A-Za-z0-9+/=:,. -]*)*)"
+            # No END (a cut text): its header lines and lines of key characters (of 16 or
+            # more, or ending in base64's padding), not the prose after them.
+            r"|(?:\r?\n(?:(?:Proc-Type|DEK-Info|Comment):[^\n]*"
+            r"|[A-Za-z0-9+/]{16,}={0,2}|[A-Za-z0-9+/]*={1,2}|(?=\r?\n)))*)"
         ),
         ("PRIVATE KEY",),
         bounded=False,

@@ -83,3 +83,12 @@ def test_a_secret_is_replaced_by_a_mark_naming_its_kind() -> None:
 )
 def test_files_that_hold_secrets(path: str, content: bytes | None, held: bool) -> None:
     assert secret_file(path, content) is held
+
+
+def test_a_key_cut_before_its_end_line_is_redacted_to_its_last_key_line() -> None:
+    text = (
+        "the key:\n-----BEGIN RSA PRIVATE KEY-----\nProc-Type: 4,ENCRYPTED\n"
+        "DEK-Info: AES-128-CBC,0A1B\n\nMIIEpAIBAAKCAQEA7x9Vq3kT2mY8bLwR4n\nJ7hP0sA6cE1f==\n"
+        "The rest is elided."
+    )
+    assert redact(text).text == "the key:\n[redacted: private key]\nThe rest is elided."
