@@ -283,3 +283,29 @@ def test_record_keeps_no_snapshot_of_a_file_that_holds_secrets(db_path: Path, sh
     kept = {f.path: snapshot_count(db_path, f.sha256) for f in recorded.files}
     assert kept == {".env": 0, "deploy/id_ed25519": 0, "notes.txt": 0, "src/auth.py": 1}
     assert_no_secret(stored_bytes(db_path))
+
+
+def test_scrub_forgets_a_memo_whose_redacted_question_is_another_memos(
+    db_path: Path, shop: Repo
+) -> None:
+    other = "ghp_" + "Z" * 36
+    with open_cache(db_path) as cache:
+        kept = cache.record(
+            question=f"why is {GITHUB} refused?", conclusion="c", files=["src/auth.py"],
+            root=str(shop.path),
+        )  # fmt: skip
+        gone = cache.record(
+            question=f"why is {other} refused?", conclusion="d", files=["src/auth.py"],
+            root=str(shop.path),
+        )  # fmt: skip
+    run = invoke_cli(["--db", str(db_path), "scrub"])
+    assert run.code == 0, run.err
+    assert run.out.splitlines() == [
+        f"memo {kept.id} (shop): redacted github token",
+        f"memo {gone.id} (shop): forgotten (held github token; once redacted, its question"
+        f" is memo {kept.id}'s)",
+    ]
+    (memo,) = memos(db_path)
+    assert memo["id"] == kept.id and memo["question"] == "why is [redacted: github token] refused?"
+    assert_no_secret(stored_bytes(db_path))
+    assert other.lower() not in stored_bytes(db_path).decode("utf-8", "replace").lower()
