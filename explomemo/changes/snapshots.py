@@ -4,7 +4,8 @@ A record reads every byte of its files once; that read gives each file's
 git blob id, stored with the memo, and the bytes of each file of at most
 :data:`~explomemo.changes.contents.SNAPSHOT_MAX_BYTES`, handed to a :class:`SnapshotWriter`, whose
 thread compresses the contents no snapshot holds yet, off the request path
-(zlib at 25-60 MB/s would otherwise double a record's time). A snapshot is
+(zlib at 25-60 MB/s would otherwise double a record's time); a content that holds a
+secret (:func:`~explomemo.redaction.holds_secret`) gets none. A snapshot is
 stored once per SHA-256, shared by every memo that read that content, and
 deleted with the last memo resting on it
 (:meth:`~explomemo.store.database.Store.collect_snapshots`). ``EXPLOMEMO_SNAPSHOTS=off``
@@ -25,6 +26,7 @@ from dataclasses import dataclass
 
 from explomemo.changes.contents import compress
 from explomemo.errors import StoreError
+from explomemo.redaction import holds_secret
 from explomemo.store.database import Store
 
 #: Kept contents waiting for the writer, at most: a record waits beyond it.
@@ -159,7 +161,8 @@ class SnapshotWriter:
                 if sha256 not in present:
                     if time.monotonic() >= self._close_by:
                         return
-                    snapshots.append((sha256, *compress(data)))
+                    if not holds_secret(data):
+                        snapshots.append((sha256, *compress(data)))
         with store.errors():
             while (left := min(give_up, self._close_by) - time.monotonic()) > 0:
                 if not store.lock.acquire(timeout=left):

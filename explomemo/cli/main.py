@@ -252,6 +252,29 @@ def _forget(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _scrub(args: argparse.Namespace) -> int:
+    from explomemo.memos.scrub import scrub
+    from explomemo.printable import one_line
+
+    with _cache(args.db, with_model=False, create=False) as cache:
+        result = scrub(cache.store)
+    for memo in result.memos:
+        what = ", ".join(dict.fromkeys(memo.kinds))
+        if memo.forgotten_for is None:
+            _echo(f"memo {memo.id} ({one_line(memo.project)}): redacted {what}")
+        else:
+            _echo(
+                f"memo {memo.id} ({one_line(memo.project)}): forgotten (held {what}; once"
+                f" redacted, its question is memo {memo.forgotten_for}'s)"
+            )
+    if result.snapshots:
+        plural = "s" if result.snapshots != 1 else ""
+        _echo(f"deleted {result.snapshots} snapshot{plural} of files that hold secrets")
+    if not result.memos and not result.snapshots:
+        _echo("Nothing to scrub: no memo or snapshot holds a secret.")
+    return EXIT_OK
+
+
 def _export(args: argparse.Namespace) -> int:
     from explomemo.inputs import TRANSCRIPT
     from explomemo.memos.exchange import export_line, exported_memos, write_export
@@ -572,6 +595,11 @@ COMMANDS: dict[
         _stats,
         "Count memos (fresh, stale, by origin), the memos served and the reading they spared.",
         _list_arguments,
+    ),
+    "scrub": (
+        _scrub,
+        "Redact the secrets stored memos hold and delete the snapshots of files that hold secrets.",
+        lambda sub: None,
     ),
     "export": (
         _export,

@@ -17,11 +17,14 @@ when:
 * it recorded no memo, and no fresh memo was served to it (the prompt hook's
   context naming a fresh memo, or a recall or show answer with a fresh memo
   whole): that memo exists already;
-* its prompt holds no ``<private>``.
+* neither its prompt nor its answer is marked private (:func:`private`: ``<private>`` in
+  any spelling of the tag).
 
 The memo (:func:`capture_of`): what the user typed as question, the turn's final text as
-conclusion, the files read as its files, each hashed as the agent read it
-(:func:`read_file_row`), cut to the limits of a record with the cut said.
+conclusion, each with its secrets redacted (:mod:`explomemo.redaction`), the files read as
+its files, each hashed as the agent read it (:func:`read_file_row`), cut to the limits of a
+record with the cut said. A file that holds secrets (:func:`~explomemo.redaction.secret_file`)
+keeps its SHA-256 and no snapshot.
 """
 
 from __future__ import annotations
@@ -38,8 +41,6 @@ from explomemo.store.pending import Capture, CapturedFile
 
 #: The switch of the environment that turns capture off.
 CAPTURE_SWITCH = "EXPLOMEMO_CAPTURE"
-#: What marks a prompt that must never be recorded.
-PRIVATE = "<private>"
 #: Longer prompts are pasted logs or files, not a question: the rule reads none of them.
 MAX_PROMPT = 20_000
 #: Words a prompt needs at least to stand on its own ("why?" does not).
@@ -223,9 +224,36 @@ def typed(prompt: str) -> str:
     return prompt[end:].strip()
 
 
+#: The private tag once its text is normalised: opening, closing or empty, with attributes,
+#: spaces or line breaks inside; not ``<privateer>`` nor ``<private-key>``.
+_PRIVATE_TAG = re.compile(
+    r"<\s*/?\s*p\s*r\s*i\s*v\s*a\s*t\s*e(?![\w-])[^<>]{0,200}>", re.IGNORECASE
+)
+#: Characters that hide inside a tag without showing: zero-width spaces and joiners, word
+#: joiner, byte-order mark, soft hyphen.
+_INVISIBLE = dict.fromkeys(map(ord, "\u200b\u200c\u200d\u2060\ufeff\u00ad\u180e"))
+#: Angle brackets NFKC leaves as they are.
+_ANGLES = str.maketrans("\u2039\u203a\u27e8\u27e9\u3008\u3009", "<><><>")
+
+
+def private(text: str) -> bool:
+    """Whether ``text`` is marked private: the tag ``<private>`` in any of its spellings
+    (``<private/>``, ``</private>``, ``<private reason="x">``, ``< private >``, any case,
+    full-width, HTML-escaped, split by a line break or a zero-width character)."""
+    import html
+    import unicodedata
+
+    seen = unicodedata.normalize("NFKC", text).translate(_INVISIBLE).translate(_ANGLES)
+    for _ in range(3):  # "&amp;lt;private&amp;gt;" is escaped twice
+        seen, before = html.unescape(seen), seen
+        if seen == before:
+            break
+    return _PRIVATE_TAG.search(seen) is not None
+
+
 def should_capture(prompt: str, turn: TurnFacts) -> bool:
     """The rule: whether the Stop hook records this turn itself (see the module's text)."""
-    if PRIVATE in prompt.lower():
+    if private(prompt):
         return False
     if turn.reads < 1 or turn.edits or turn.recorded or turn.answered_from_fresh_memo:
         return False
@@ -274,7 +302,12 @@ def capture_of(
     recorded_at: str,
     snapshots: bool,
 ) -> Capture | None:
-    """The memo of a captured turn; None when none of its files can be recorded."""
+    """The memo of a captured turn, its secrets redacted; None when its answer is marked
+    private (:func:`private`) or none of its files can be recorded."""
+    if private(conclusion):
+        return None
+    from explomemo.redaction import redact, secret_file
+
     by_file: dict[str, list[ReadResult]] = {}
     for read in reads:
         try:
@@ -296,7 +329,7 @@ def capture_of(
             if snapshots:
                 from explomemo.changes.contents import SNAPSHOT_MAX_BYTES, compress
 
-                if len(content) <= SNAPSHOT_MAX_BYTES:
+                if len(content) <= SNAPSHOT_MAX_BYTES and not secret_file(rel, content):
                     kept.append((found.sha256, *compress(content)))
             if len(files) == inputs.MAX_FILES:
                 break
@@ -304,8 +337,9 @@ def capture_of(
         return None
     return Capture(
         project=project,
-        question=cut(question, inputs.MAX_QUESTION),
-        conclusion=cut(conclusion, inputs.MAX_CONCLUSION),
+        # Redacted before the cut: a secret cut in half would no longer be found.
+        question=cut(redact(question).text, inputs.MAX_QUESTION),
+        conclusion=cut(redact(conclusion).text, inputs.MAX_CONCLUSION),
         root=root.path,
         recorded_at=recorded_at,
         files=files,

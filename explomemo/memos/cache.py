@@ -321,7 +321,15 @@ class MemoCache:
         with Opener(where) as opener:
             hashed = [self._hash_for_record(opener, rel, given) for rel, given in rels.items()]
         recorded = [row for row, _, _ in hashed]
-        contents = {row.sha256: data for row, _, data in hashed if data is not None}
+        from explomemo.redaction import secret_file
+
+        # A file that holds secrets keeps no snapshot: by its name here, by its content in
+        # the snapshot writer's thread (off the request path).
+        contents = {
+            row.sha256: data
+            for row, _, data in hashed
+            if data is not None and not secret_file(row.path)
+        }
         embedder = self.model.ready()
         from explomemo.recall.vectors import MemoTexts
 

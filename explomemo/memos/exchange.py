@@ -72,7 +72,9 @@ def exported_memos(
     line of the file is :func:`export_line` of one.
 
     A project named but without memos is refused: a misspelt name must not
-    empty a committed export."""
+    empty a committed export. So is a memo whose question or conclusion holds a secret
+    (see :mod:`explomemo.redaction`), before any memo is given: an export is meant to be
+    committed."""
     if project is not None:
         inputs.check_text("project", project, inputs.MAX_PROJECT)
     if origin is not None:
@@ -82,10 +84,10 @@ def exported_memos(
         memos = store.memos(conn, project=project)
         cache.require_project(conn, project, memos)
         files = store.all_files(conn, project)
+    chosen = [memo for memo in memos if origin is None or memo.origin == origin]
+    _refuse_secrets(chosen)
     in_repo: dict[str, str | None] = {}
-    for memo in memos:
-        if origin is not None and memo.origin != origin:
-            continue
+    for memo in chosen:
         if memo.root not in in_repo:
             in_repo[memo.root] = root_in_repo(memo.root)
         exported = ExportedMemo(
@@ -105,6 +107,35 @@ def exported_memos(
             repository=memo.repository,
         )
         yield exported
+
+
+def _refuse_secrets(memos: Iterable[MemoRow]) -> None:
+    """Refuse to export memos whose text holds a secret, naming each."""
+    from explomemo.redaction import secrets_in
+
+    named: dict[int, list[str]] = {}
+    for memo in memos:
+        found = [
+            f"{kind} in its {field}"
+            for field, text in (("question", memo.question), ("conclusion", memo.conclusion))
+            for kind in secrets_in(text)
+        ]
+        if found:
+            named[memo.id] = found
+    if not named:
+        return
+    first, found = next(iter(named.items()))
+    what = ", ".join(found)
+    held = (
+        f"memo {first} holds a secret ({what})"
+        if len(named) == 1
+        else f"memos {', '.join(map(str, named))} hold secrets (memo {first}: {what})"
+    )
+    raise InputError(
+        f"{held}, and an export is meant to be committed: nothing was exported; run"
+        " `explomemo scrub` to redact the secrets in the database, or `explomemo forget"
+        f" {first}`"
+    )
 
 
 def export_line(memo: ExportedMemo) -> str:

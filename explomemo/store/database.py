@@ -563,6 +563,21 @@ class Store:
             self._storing_pending = False
 
     @contextmanager
+    def erasing(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction (see :meth:`write`) whose deleted and overwritten content is
+        zeroed on disk (SQLite's ``secure_delete``), then a checkpoint that empties the
+        write-ahead log (when no reader holds it): for text that must stay nowhere in the
+        file."""
+        with self.lock:
+            self.conn.execute("PRAGMA secure_delete = ON")
+            try:
+                with self.write() as conn:
+                    yield conn
+                self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            finally:
+                self.conn.execute("PRAGMA secure_delete = OFF")
+
+    @contextmanager
     def read(self) -> Iterator[sqlite3.Connection]:
         """A consistent read (one snapshot), on the read connection.
 
@@ -793,6 +808,25 @@ class Store:
             [(memo_id, f.path, f.sha256, f.xxh3, f.size, f.git_blob) for f in files],
         )
         paths = [f.path for f in files]
+        self._index_words(conn, memo_id, project, question, conclusion, paths)
+        self.collect_snapshots(conn, replaced)
+        if index_identifiers:
+            self._save_identifiers(conn, memo_id, project, question, conclusion, paths)
+        else:
+            conn.execute(
+                "INSERT OR IGNORE INTO memos_without_identifiers (memo_id) VALUES (?)", (memo_id,)
+            )
+        return memo_id
+
+    def _index_words(
+        self,
+        conn: sqlite3.Connection,
+        memo_id: int,
+        project: str,
+        question: str,
+        conclusion: str,
+        paths: Sequence[str],
+    ) -> None:
         conn.execute(
             "INSERT INTO memos_fts (rowid, question, conclusion, paths, name_parts, project)"
             " VALUES (?, ?, ?, ?, ?, ?)",
@@ -805,14 +839,31 @@ class Store:
                 project,
             ),
         )
-        self.collect_snapshots(conn, replaced)
-        if index_identifiers:
-            self._save_identifiers(conn, memo_id, project, question, conclusion, paths)
-        else:
-            conn.execute(
-                "INSERT OR IGNORE INTO memos_without_identifiers (memo_id) VALUES (?)", (memo_id,)
-            )
-        return memo_id
+
+    def rewrite_memo_text(
+        self, conn: sqlite3.Connection, memo: MemoRow, question: str, conclusion: str
+    ) -> None:
+        """Give ``memo`` a new question and conclusion, keeping everything else (its files,
+        origin, date, id); its word index and identifiers follow, and its vectors are
+        computed again. The caller makes sure no other memo of its project holds the new
+        question (see :meth:`question_holder`)."""
+        conn.execute(
+            "UPDATE memos SET question = ?, conclusion = ?, question_key = ?,"
+            " embedding = NULL, embedding_model = NULL, embedding_text_hash = NULL,"
+            " question_embedding = NULL WHERE id = ?",
+            (question, conclusion, _stored_key(question_key(question), memo.repository), memo.id),
+        )
+        paths = [f.path for f in self.files_of(conn, [memo.id])[memo.id]]
+        conn.execute("DELETE FROM memos_fts WHERE rowid = ?", (memo.id,))
+        self._index_words(conn, memo.id, memo.project, question, conclusion, paths)
+        conn.execute("DELETE FROM memo_identifiers WHERE memo_id = ?", (memo.id,))
+        conn.execute("DELETE FROM memos_without_identifiers WHERE memo_id = ?", (memo.id,))
+        self._save_identifiers(conn, memo.id, memo.project, question, conclusion, paths)
+
+    def purge_deleted_text(self, conn: sqlite3.Connection) -> None:
+        """Merge the word index's segments, so that no deleted or rewritten text stays in
+        them (an FTS5 index keeps a deleted row's words until its segments merge)."""
+        conn.execute("INSERT INTO memos_fts (memos_fts) VALUES ('optimize')")
 
     def _save_identifiers(
         self,
@@ -1188,6 +1239,28 @@ class Store:
             " WHERE EXISTS (SELECT 1 FROM memo_files WHERE sha256 = ?)",
             [(sha256, codec, data, sha256) for sha256, codec, data in snapshots],
         )
+
+    def snapshot_paths(self, conn: sqlite3.Connection) -> dict[str, list[str]]:
+        """Every snapshot's SHA-256, with the paths of the recorded files that hold it."""
+        found: dict[str, list[str]] = {}
+        for sha256, path in conn.execute(
+            "SELECT s.sha256, f.path FROM snapshots s LEFT JOIN memo_files f"
+            " ON f.sha256 = s.sha256 ORDER BY s.sha256"
+        ):
+            paths = found.setdefault(str(sha256), [])
+            if path is not None:
+                paths.append(str(path))
+        return found
+
+    def delete_snapshots(self, conn: sqlite3.Connection, contents: Iterable[str]) -> int:
+        """Delete the snapshots of ``contents`` (SHA-256s), whatever rests on them; how many."""
+        deleted = 0
+        for chunk in _chunks(sorted(set(contents))):
+            marks = ",".join("?" * len(chunk))
+            deleted += conn.execute(
+                f"DELETE FROM snapshots WHERE sha256 IN ({marks})", chunk
+            ).rowcount
+        return deleted
 
     def snapshot(self, conn: sqlite3.Connection, sha256: str) -> tuple[str, bytes] | None:
         """(codec, data) of a content's snapshot, or None."""
