@@ -21,7 +21,9 @@ when:
 
 The memo (:func:`capture_of`): what the user typed as question, the turn's final text as
 conclusion, the files read as its files, each hashed as the agent read it
-(:func:`read_file_row`), cut to the limits of a record with the cut said.
+(:func:`read_file_row`), cut to the limits of a record with the cut said. Its texts follow
+the input rule of a record: a NUL is dropped and a lone surrogate becomes U+FFFD
+(:func:`~explomemo.inputs.cleaned`).
 """
 
 from __future__ import annotations
@@ -274,7 +276,12 @@ def capture_of(
     recorded_at: str,
     snapshots: bool,
 ) -> Capture | None:
-    """The memo of a captured turn; None when none of its files can be recorded."""
+    """The memo of a captured turn; None when none of its files can be recorded, or its
+    question or conclusion holds nothing once cleaned."""
+    question = cut(inputs.cleaned(question), inputs.MAX_QUESTION)
+    conclusion = cut(inputs.cleaned(conclusion), inputs.MAX_CONCLUSION)
+    if not question or not conclusion:
+        return None
     by_file: dict[str, list[ReadResult]] = {}
     for read in reads:
         try:
@@ -304,8 +311,8 @@ def capture_of(
         return None
     return Capture(
         project=project,
-        question=cut(question, inputs.MAX_QUESTION),
-        conclusion=cut(conclusion, inputs.MAX_CONCLUSION),
+        question=question,
+        conclusion=conclusion,
         root=root.path,
         recorded_at=recorded_at,
         files=files,
