@@ -36,6 +36,7 @@ _PUBLIC = {
             "ModelError",
             "SetupError",
             "HookInputError",
+            "DeadlineError",
             "TranscriptError",
             "OutputError",
         ),
@@ -87,6 +88,9 @@ def __dir__() -> list[str]:
 if TYPE_CHECKING:
     from typing import Any
 
+    from explomemo.errors import (
+        DeadlineError as DeadlineError,
+    )
     from explomemo.errors import (
         ExplomemoError as ExplomemoError,
     )
