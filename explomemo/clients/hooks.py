@@ -28,9 +28,11 @@ the server does, wherever the session's shell has moved.
 A hook never breaks the client: whatever goes wrong (no database yet, a locked
 or damaged one, malformed input, anything), it exits 0 with nothing on stdout
 and one line on stderr, and a lock is waited for at most
-:data:`BUSY_TIMEOUT_MS`. The prompt hook runs before every prompt in a new
-process: it imports no model, no numpy, no Pydantic and no MCP SDK, and
-checks files only for the memos it is about to show.
+:data:`BUSY_TIMEOUT_MS`. Files are read and hashed until the hook's deadline
+(:data:`DEADLINES`), within the timeout ``setup`` gives it: past it the hook adds
+nothing and says so, rather than being killed half-way. The prompt hook runs
+before every prompt in a new process: it imports no model, no numpy, no Pydantic
+and no MCP SDK, and checks files only for the memos it is about to show.
 """
 
 from __future__ import annotations

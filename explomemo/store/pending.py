@@ -185,7 +185,7 @@ def _write_all(fd: int, data: bytes) -> None:
 
 def claim(db: Path) -> list[Path]:
     """Take the pending file of ``db`` (and any claimed by a process that died) for this
-    process: their new names, to read with :func:`captures` and then :func:`release`
+    process: their new names, to read with :func:`lines` and then :func:`release`
     or :func:`give_back`."""
     path = pending_path(db)
     claimed: list[Path] = []
@@ -265,11 +265,6 @@ def lines(claimed: list[Path]) -> Iterator[tuple[bytes, Capture | None]]:
             for line in stream:
                 if line.strip():
                     yield (line if line.endswith(b"\n") else line + b"\n"), from_line(line)
-
-
-def captures(claimed: list[Path]) -> list[Capture]:
-    """The captures the claimed files hold, in order."""
-    return [capture for _, capture in lines(claimed) if capture is not None]
 
 
 def set_aside(db: Path, refused: list[bytes]) -> Path:
