@@ -37,6 +37,7 @@ _PUBLIC = {
             "ModelError",
             "SetupError",
             "HookInputError",
+            "DeadlineError",
             "TranscriptError",
             "OutputError",
         ),
@@ -88,6 +89,9 @@ def __dir__() -> list[str]:
 if TYPE_CHECKING:
     from typing import Any
 
+    from explomemo.errors import (
+        DeadlineError as DeadlineError,
+    )
     from explomemo.errors import (
         ExplomemoError as ExplomemoError,
     )

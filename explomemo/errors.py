@@ -51,6 +51,11 @@ class HookInputError(ExplomemoError):
     """The JSON a Claude Code hook read on stdin is not what Claude Code sends."""
 
 
+class DeadlineError(ExplomemoError):
+    """A hook reached the deadline it keeps within the time its client gives it: it stopped
+    its work, and adds nothing."""
+
+
 class TranscriptError(ExplomemoError):
     """The transcript a Stop hook is given cannot be read (missing, not a regular file)."""
 

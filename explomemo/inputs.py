@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import unicodedata
 from collections.abc import Mapping
 from typing import Literal
@@ -50,6 +51,18 @@ def check_text(name: str, value: str, maximum: int) -> str:
             f"{name} is not valid Unicode text (it holds a lone surrogate): send UTF-8 text"
         ) from None
     return value
+
+
+#: A UTF-16 half (U+D800 to U+DFFF) standing alone in a Python string: UTF-8 cannot carry it.
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def cleaned(value: str) -> str:
+    """``value`` as :func:`check_text` takes it, for text no one typed for explomemo (a
+    captured prompt or answer, a stored text being exported): NUL bytes dropped, each lone
+    surrogate (half an emoji, cut by a writer counting UTF-16 units) replaced by U+FFFD, as
+    a decoder does for bytes it cannot read. Length and emptiness are the caller's."""
+    return _LONE_SURROGATE.sub("\ufffd", value.replace("\x00", ""))
 
 
 def question_key(question: str) -> str:

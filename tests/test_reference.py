@@ -63,6 +63,11 @@ LIMITS: dict[str, tuple[int, ...]] = {
     "`hook stop`": (hooks.MIN_FILES_READ, hooks.MAX_FILES_NAMED),
     "a captured turn": (inputs.MAX_FILES, inputs.MAX_QUESTION, inputs.MAX_CONCLUSION),
     "a hook's wait for a lock": (hooks.BUSY_TIMEOUT_MS,),
+    "a hook's deadline for reading files": (
+        hooks.SESSION_START_DEADLINE_S,
+        hooks.PROMPT_DEADLINE_S,
+        hooks.STOP_DEADLINE_S,
+    ),
     "a recall's wait for vectors or the model": (cache.RECALL_WAIT_MS, cache.RECALL_WAITS_FOR),
     "a hook's standard input": (hooks.MAX_INPUT_BYTES,),
     "the prompt a prompt hook matches": (prompts.MATCH_CHARS,),

@@ -24,7 +24,9 @@ The memo (:func:`capture_of`): what the user typed as question, the turn's final
 conclusion, each with its secrets redacted (:mod:`explomemo.redaction`), the files read as
 its files, each hashed as the agent read it (:func:`read_file_row`), cut to the limits of a
 record with the cut said. A file that holds secrets (:func:`~explomemo.redaction.secret_file`)
-keeps its SHA-256 and no snapshot.
+keeps its SHA-256 and no snapshot. Its texts follow the input rule of a record: a NUL is
+dropped and a lone surrogate becomes U+FFFD (:func:`~explomemo.inputs.cleaned`). Hashing
+stops at the hook's deadline.
 """
 
 from __future__ import annotations
@@ -32,12 +34,15 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from explomemo import inputs
-from explomemo.errors import PathError
+from explomemo.errors import DeadlineError, PathError
 from explomemo.files import Opener, Refused, Root, relative_path
 from explomemo.store.pending import Capture, CapturedFile
+
+if TYPE_CHECKING:
+    from explomemo.clients.hooks import Deadline
 
 #: The switch of the environment that turns capture off.
 CAPTURE_SWITCH = "EXPLOMEMO_CAPTURE"
@@ -301,13 +306,25 @@ def capture_of(
     reads: Sequence[ReadResult],
     recorded_at: str,
     snapshots: bool,
+    deadline: Deadline | None = None,
 ) -> Capture | None:
     """The memo of a captured turn, its secrets redacted; None when its answer is marked
-    private (:func:`private`) or none of its files can be recorded."""
+    private (:func:`private`), none of its files can be recorded, or its question or
+    conclusion holds nothing once cleaned.
+
+    Files are read and hashed one at a time; before each, ``deadline`` is asked whether
+    it has passed, and when it has, :class:`~explomemo.errors.DeadlineError` says how many
+    were hashed: a memo resting on fewer files than its turn read could pass as fresh when
+    one it leaves out changes."""
     if private(conclusion):
         return None
     from explomemo.redaction import redact, secret_file
 
+    # Redacted before the cut: a secret cut in half would no longer be found.
+    question = cut(redact(inputs.cleaned(question)).text, inputs.MAX_QUESTION)
+    conclusion = cut(redact(inputs.cleaned(conclusion)).text, inputs.MAX_CONCLUSION)
+    if not question or not conclusion:
+        return None
     by_file: dict[str, list[ReadResult]] = {}
     for read in reads:
         try:
@@ -320,7 +337,15 @@ def capture_of(
     files: list[CapturedFile] = []
     kept: list[tuple[str, str, bytes]] = []
     with Opener(root) as opener:
-        for rel, results in by_file.items():
+        for done, (rel, results) in enumerate(by_file.items()):
+            if deadline is not None and deadline.passed():
+                total = min(len(by_file), inputs.MAX_FILES)
+                raise DeadlineError(
+                    f"the turn's memo was not captured: {done} of {total} files hashed by"
+                    f" the hook's {deadline.seconds:g} s deadline, when it stopped; nothing"
+                    " was stored or kept for later: record the memo with"
+                    " memory_exploration_record if the turn answered a question"
+                )
             row = read_file_row(opener, rel, results)
             if row is None:
                 continue
@@ -337,9 +362,8 @@ def capture_of(
         return None
     return Capture(
         project=project,
-        # Redacted before the cut: a secret cut in half would no longer be found.
-        question=cut(redact(question).text, inputs.MAX_QUESTION),
-        conclusion=cut(redact(conclusion).text, inputs.MAX_CONCLUSION),
+        question=question,
+        conclusion=conclusion,
         root=root.path,
         recorded_at=recorded_at,
         files=files,
@@ -398,7 +422,8 @@ def _current_bytes(opener: Opener, rel: str) -> bytes | None:
     try:
         chunks: list[bytes] = []
         left = inputs.MAX_FILE_BYTES + 1
-        while left > 0 and (chunk := os.read(fd, min(left, 1 << 20))):
+        # All that is left at once: a regular file gives it in one read, kept as it is.
+        while left > 0 and (chunk := os.read(fd, left)):
             chunks.append(chunk)
             left -= len(chunk)
         return b"".join(chunks)
@@ -408,23 +433,61 @@ def _current_bytes(opener: Opener, rel: str) -> bytes | None:
 
 def _as_read(current: bytes | None, reads: Iterable[ReadResult]) -> bytes | None:
     """The file as the agent saw it, when that differs from ``current``; None when every
-    line each Read returned matches the file now."""
+    line each Read returned matches the file now.
+
+    Only the lines from the first one a Read returned are split (a Read returns at most a
+    few thousand of a file's lines): a file of millions of short lines is not held as
+    millions of objects."""
     if current is None:
         texts = [r.content for r in reads if r.content is not None]
         return "\n".join(texts).encode() if texts else None
-    lines = current.split(b"\n")
+    spans = [
+        (max(read.start_line, 1) - 1, read.content.split("\n"))
+        for read in reads
+        if read.content is not None  # an image, a PDF: no lines to check
+    ]
+    if not spans:
+        return None
+    first, offset = _line_start(current, min(start for start, _ in spans))
+    last = max(start + len(returned) for start, returned in spans)
+    found, end = _line_start(current, last)
+    # The lines from the first a Read returned to the last (and the rest, unsplit, after
+    # the line break that ends it); to the end when the file has no more.
+    end = end - 1 if found == last else len(current)
+    lines = current[offset:end].split(b"\n")
     changed = False
-    for read in reads:
-        if read.content is None:
-            continue  # an image, a PDF: no lines to check
-        start = max(read.start_line, 1) - 1
-        returned = read.content.split("\n")
-        now = lines[start : start + len(returned)]
+    for start, returned in spans:
+        at = start - first
+        now = lines[at : at + len(returned)]
         # The Read tool gives lines as text, without a carriage return.
         if [line.removesuffix(b"\r").decode("utf-8", "replace") for line in now] != returned:
             changed = True
-            lines[start : start + len(returned)] = [line.encode() for line in returned]
-    return b"\n".join(lines) if changed else None
+            lines[at : at + len(returned)] = [line.encode() for line in returned]
+    if not changed:
+        return None
+    whole = memoryview(current)  # its slices are not copies: the file is copied once
+    return b"".join((whole[:offset], b"\n".join(lines), whole[end:]))
+
+
+#: What :func:`_line_start` counts line breaks in at a time.
+_COUNT_BYTES = 1 << 16
+
+
+def _line_start(data: bytes, line: int) -> tuple[int, int]:
+    """(Number, byte offset) of line ``line`` (from 0) of ``data`` split at line breaks, or
+    of its last line when it has fewer: line breaks are counted a block at a time, and
+    looked for one by one only in the block where the line starts."""
+    found = offset = 0
+    while found < line:
+        end = min(len(data), offset + _COUNT_BYTES)
+        breaks = data.count(b"\n", offset, end)
+        if found + breaks < line and end < len(data):
+            found, offset = found + breaks, end
+            continue
+        while found < line and (at := data.find(b"\n", offset, end)) >= 0:
+            found, offset = found + 1, at + 1
+        break
+    return found, offset
 
 
 def read_results(calls: Sequence[tuple[str, Any]]) -> list[ReadResult]:

@@ -33,23 +33,26 @@ the hook's own, and made inert (:func:`~explomemo.printable.inert`).
 
 A hook never breaks the client: whatever goes wrong (a locked or damaged
 database, malformed input, anything), it exits 0 with nothing on stdout and one
-line on stderr (no database yet is no error: nothing at all), and a lock is waited for at most
-:data:`BUSY_TIMEOUT_MS`. The prompt hook runs before every prompt in a new
-process: it imports no model, no numpy, no Pydantic and no MCP SDK, and
-checks files only for the memos it is about to show.
+line on stderr (no database yet is no error: nothing at all), and a lock is
+waited for at most :data:`BUSY_TIMEOUT_MS`. Files are read and hashed until the
+hook's deadline (:data:`DEADLINES`), within the timeout ``setup`` gives it: past
+it the hook adds nothing and says so, rather than being killed half-way. The
+prompt hook runs before every prompt in a new process: it imports no model, no
+numpy, no Pydantic and no MCP SDK, and checks files only for the memos it is
+about to show.
 """
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import sys
+import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
-from explomemo.errors import HookInputError, NoDatabaseError
+from explomemo.errors import DeadlineError, HookInputError, NoDatabaseError
 from explomemo.inputs import MAX_QUESTION, check_switches, provenance, switched_on
 from explomemo.printable import inert, message, one_line
 from explomemo.projects import Caller, resolve_project
@@ -90,6 +93,38 @@ SESSION_PREFIX = "claude-code:"
 #: Set by Claude Code for hook commands: the folder it was started in, the MCP
 #: server's working directory (so its default root).
 PROJECT_DIR = "CLAUDE_PROJECT_DIR"
+#: Seconds, from its start, after which each hook reads and hashes no more files: four
+#: fifths of the timeout ``setup`` gives it (15, 5 and 10 s), the rest for starting Python,
+#: storing and exiting; past it the hook adds nothing and says so in one line.
+SESSION_START_DEADLINE_S = 12.0
+PROMPT_DEADLINE_S = 4.0
+STOP_DEADLINE_S = 8.0
+
+
+class Deadline:
+    """The moment a hook stops its work, ``seconds`` after it was made, so that it ends
+    within the time its client gives it rather than being killed half-way. ``clock`` is
+    read at each question (tests pass one that moves as they choose)."""
+
+    def __init__(self, seconds: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self.seconds = seconds
+        self._clock = clock
+        self._at = clock() + seconds
+
+    def passed(self) -> bool:
+        """Whether the deadline has come."""
+        return self._clock() >= self._at
+
+    def reading(self, done: int, total: int) -> None:
+        """The progress of a stale check (see :data:`~explomemo.check.validity.Progress`):
+        :class:`~explomemo.errors.DeadlineError` when the deadline has come with files
+        still to read."""
+        if done < total and self.passed():
+            raise DeadlineError(
+                f"the memos' files were not all checked by the hook's {self.seconds:g} s"
+                f" deadline ({done:,} of {total:,} read): it adds nothing this time;"
+                " `explomemo stale` checks them all"
+            )
 
 
 Answer = dict[str, Any] | None
@@ -105,21 +140,26 @@ def run_hook(
     stderr: BinaryIO | None = None,
     capture: bool = True,
     remind: bool = False,
+    deadline: Deadline | None = None,
 ) -> int:
     """Answer one hook event; always returns 0 (a hook never fails the client).
 
     ``capture`` False turns the Stop hook's capture off (``--no-capture``); ``remind``
-    True its reminder on (``--remind``), unless ``EXPLOMEMO_REMIND`` is off."""
+    True its reminder on (``--remind``), unless ``EXPLOMEMO_REMIND`` is off. A hook reads
+    and hashes files until ``deadline``: by default its own (:data:`DEADLINES`) from now."""
     err = stderr if stderr is not None else _stream(sys.stderr)
     try:
+        if deadline is None:
+            deadline = Deadline(DEADLINES[event])
         source = stdin if stdin is not None else _stream(sys.stdin)
         out = stdout if stdout is not None else _stream(sys.stdout)
         payload = _payload(_bounded(source))
         check_switches(os.environ)
-        handler = _HANDLERS[event]
+        options: dict[str, Any] = {"deadline": deadline}
         if event == "stop":
-            handler = functools.partial(stop, capture=capture, remind=remind)
-        answer = handler(payload, db, project)
+            options["capture"] = capture
+            options["remind"] = remind
+        answer = _HANDLERS[event](payload, db, project, **options)
         if answer is not None:
             _write(out, answer)
     except Exception as exc:  # whatever it is, the client must go on
@@ -232,17 +272,23 @@ def _fit(text: str, limit: int) -> str:
 
 
 def _changes(
-    store: Store, root: str, memos: Sequence[MemoRow], files: dict[int, list[FileRow]]
+    store: Store,
+    root: str,
+    memos: Sequence[MemoRow],
+    files: dict[int, list[FileRow]],
+    deadline: Deadline | None = None,
 ) -> dict[int, StaleEntry]:
     """The stale ones of ``memos`` under ``root``, by id (see
-    :func:`~explomemo.check.stale.check_memos`)."""
+    :func:`~explomemo.check.stale.check_memos`); the files to read are read until
+    ``deadline``."""
     from explomemo.check.stale import check_memos
     from explomemo.check.validity import Validator
     from explomemo.files import resolve_root
 
     validator = Validator(store)
+    progress = None if deadline is None else deadline.reading
     try:
-        report = check_memos(memos, files, resolve_root(root), validator)
+        report = check_memos(memos, files, resolve_root(root), validator, progress=progress)
     finally:
         validator.close()
     return {entry.id: entry for entry in report.stale}
@@ -267,9 +313,16 @@ def _of_this_repository(
 # session-start ---------------------------------------------------------------
 
 
-def session_start(payload: dict[str, Any], db: Path | None, project: str | None) -> Answer:
+def session_start(
+    payload: dict[str, Any],
+    db: Path | None,
+    project: str | None,
+    *,
+    deadline: Deadline | None = None,
+) -> Answer:
     """The project's index of fresh memos, or None when none is fresh (or no database
-    exists yet: nothing was recorded, and that is no error)."""
+    exists yet: nothing was recorded, and that is no error); files are read until
+    ``deadline``."""
     root = _root(payload)
     name = resolve_project(project, root)
     try:
@@ -284,7 +337,7 @@ def session_start(payload: dict[str, Any], db: Path | None, project: str | None)
         if not memos:
             return None
         with store.errors():
-            stale = _changes(store, root, memos, files)
+            stale = _changes(store, root, memos, files, deadline)
     finally:
         store.close()
     fresh = [m for m in memos if m.id not in stale]
@@ -350,8 +403,15 @@ def _quoted_question(question: str, chars: int) -> str:
 # prompt ----------------------------------------------------------------------
 
 
-def prompt(payload: dict[str, Any], db: Path | None, project: str | None) -> Answer:
-    """The memos that answer the prompt, or None when none clears the cut-off."""
+def prompt(
+    payload: dict[str, Any],
+    db: Path | None,
+    project: str | None,
+    *,
+    deadline: Deadline | None = None,
+) -> Answer:
+    """The memos that answer the prompt, or None when none clears the cut-off; files are
+    read until ``deadline``."""
     from explomemo.recall.prompts import answering
 
     text = _field(payload, "prompt", str)
@@ -374,7 +434,7 @@ def prompt(payload: dict[str, Any], db: Path | None, project: str | None) -> Ans
                 return None
             files = store.files_of(conn, [memo.id for memo, _ in found])
         with store.errors():
-            stale = _changes(store, root, [memo for memo, _ in found], files)
+            stale = _changes(store, root, [memo for memo, _ in found], files, deadline)
         fresh = [memo for memo, _ in found if memo.id not in stale][:MAX_FRESH]
         changed = [memo for memo, _ in found if memo.id in stale][:MAX_STALE]
         shown = [memo for memo, _ in found if memo in fresh or memo in changed]
@@ -470,6 +530,7 @@ def stop(
     *,
     capture: bool = True,
     remind: bool = False,
+    deadline: Deadline | None = None,
 ) -> Answer:
     """Record the turn when it answered a question (see :mod:`explomemo.clients.capture`);
     else, when the reminder is on, block once when it changed files, read several and
@@ -478,7 +539,8 @@ def stop(
     ``capture`` False (``--no-capture``, as ``setup --no-capture`` writes it) or
     ``EXPLOMEMO_CAPTURE=off`` turns capture off. The reminder is off unless
     ``EXPLOMEMO_REMIND`` is on, or unset with ``remind`` True (``--remind``, as
-    ``setup --remind`` writes it).
+    ``setup --remind`` writes it). Hashing the turn's files stops at ``deadline``
+    (none: no deadline).
     """
     from explomemo.clients.capture import TurnFacts, capture_enabled, should_capture
     from explomemo.clients.transcripts import last_turn, read_turn, tail_entries
@@ -501,7 +563,7 @@ def stop(
         last = payload.get("last_assistant_message")
         answer = last if isinstance(last, str) and last.strip() else turn.final_text
         if answer.strip():
-            _record_turn(turn, answer, root, db, project)
+            _record_turn(turn, answer, root, db, project, deadline)
             return None
     if not switched_on(os.environ, REMIND_SWITCH, default=remind):
         return None
@@ -536,10 +598,18 @@ def _settle_served(payload: dict[str, Any], db: Path | None, read: Sequence[str]
         store.close()
 
 
-def _record_turn(turn: Turn, answer: str, root: str, db: Path | None, project: str | None) -> None:
+def _record_turn(
+    turn: Turn,
+    answer: str,
+    root: str,
+    db: Path | None,
+    project: str | None,
+    deadline: Deadline | None = None,
+) -> None:
     """Store the turn's memo (origin transcript), or, when the database cannot take it
     within BUSY_TIMEOUT_MS, keep it in the pending file beside it (then raise, so the
-    hook says where it waits)."""
+    hook says where it waits). At ``deadline`` hashing stops, and nothing is stored
+    (:class:`~explomemo.errors.DeadlineError` says so)."""
     from explomemo.changes.contents import enabled
     from explomemo.changes.gitrepo import repository_identity
     from explomemo.clients.capture import capture_of, read_results, typed
@@ -557,6 +627,7 @@ def _record_turn(turn: Turn, answer: str, root: str, db: Path | None, project: s
         reads=read_results(turn.reads),
         recorded_at=now_iso(),
         snapshots=enabled(os.environ),
+        deadline=deadline,
     )
     if found is None:
         return
@@ -612,8 +683,14 @@ def stop_reason(read: Sequence[str]) -> str:
     )
 
 
-_HANDLERS: dict[str, Callable[[dict[str, Any], Path | None, str | None], Answer]] = {
+_HANDLERS: dict[str, Callable[..., Answer]] = {
     "session-start": session_start,
     "prompt": prompt,
     "stop": stop,
+}
+#: Each hook's deadline, in seconds from its start.
+DEADLINES: dict[str, float] = {
+    "session-start": SESSION_START_DEADLINE_S,
+    "prompt": PROMPT_DEADLINE_S,
+    "stop": STOP_DEADLINE_S,
 }

@@ -69,7 +69,8 @@ def exported_memos(
     cache: MemoCache, project: str | None = None, origin: str | None = None
 ) -> Iterator[ExportedMemo]:
     """The export's memos (of one ``origin``, when given), sorted by project then id; each
-    line of the file is :func:`export_line` of one.
+    line of the file is :func:`export_line` of one. Their question and conclusion are
+    written as :func:`~explomemo.inputs.cleaned` makes them, so ``import`` reads them.
 
     A project named but without memos is refused: a misspelt name must not
     empty a committed export. So is a memo whose question or conclusion holds a secret
@@ -93,8 +94,10 @@ def exported_memos(
         exported = ExportedMemo(
             id=memo.id,
             project=memo.project,
-            question=memo.question,
-            conclusion=memo.conclusion,
+            # Written as import reads them: a capture stored before the input rule held
+            # for captures may hold a NUL, which import refuses.
+            question=inputs.cleaned(memo.question),
+            conclusion=inputs.cleaned(memo.conclusion),
             root_in_repo=in_repo[memo.root],
             recorded_at=memo.recorded_at,
             origin=inputs.check_origin(memo.origin),

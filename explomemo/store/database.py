@@ -19,6 +19,7 @@ import contextlib
 import os
 import sqlite3
 import stat
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -26,9 +27,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import NamedTuple, TypeVar
 
-from explomemo.errors import InputError, NoDatabaseError, StoreError
+from explomemo.errors import ExplomemoError, InputError, NoDatabaseError, StoreError
 from explomemo.identifiers import memo_identifiers, name_parts
 from explomemo.inputs import MAX_FILES, TRANSCRIPT, question_key, replaces
+from explomemo.printable import message
 from explomemo.store import pending
 from explomemo.store.pending import Capture
 
@@ -220,6 +222,22 @@ def describe_sqlite_error(
             f" {busy_timeout_ms / 1000:g} s ({text}): try again when it is done"
         )
     return StoreError(f"database {path} failed ({text}): check the file, or pass another --db")
+
+
+def _say_set_aside(path: Path, reasons: Sequence[str]) -> None:
+    """The one line on stderr saying pending captures were set aside, where, and why."""
+    count = len(reasons)
+    what = "1 pending capture" if count == 1 else f"{count:,} pending captures"
+    why = reasons[0] if count == 1 else f"the first: {reasons[0]}"
+    line = message(
+        f"explomemo: {what} could not be stored ({why}) and {'was' if count == 1 else 'were'}"
+        f" set aside in {path}, never to be tried again: read it, then delete it"
+    )
+    try:
+        sys.stderr.write(line + "\n")
+        sys.stderr.flush()
+    except (OSError, ValueError, AttributeError):
+        return  # no stderr to say it on: the quarantine file still holds the lines
 
 
 class Store:
@@ -546,21 +564,46 @@ class Store:
             claimed = pending.claim(self.path)
             if not claimed:
                 return
+            refused: list[tuple[bytes, str]] = []
             try:
                 self.conn.execute("BEGIN IMMEDIATE")
-                for capture in pending.captures(claimed):
-                    self.save_capture(self.conn, capture)
+                for line, capture in pending.lines(claimed):
+                    why = "not a capture" if capture is None else self._save_pending(capture)
+                    if why is not None:
+                        refused.append((line, why))
                 self.conn.execute("COMMIT")
             except (sqlite3.Error, StoreError):
                 if self.conn.in_transaction:
                     self.conn.execute("ROLLBACK")
                 pending.give_back(self.path, claimed)
                 return
+            if refused:
+                kept = pending.set_aside(self.path, [line for line, _ in refused])
+                _say_set_aside(kept, [why for _, why in refused])
             pending.release(claimed)
         except OSError:
             return
         finally:
             self._storing_pending = False
+
+    def _save_pending(self, capture: Capture) -> str | None:
+        """Store one pending capture inside the open transaction; None when it is stored,
+        else why it cannot be (what it wrote is undone, and the others go on). A database
+        that cannot be written now (locked, full, read-only) raises: no capture's fault."""
+        self.conn.execute("SAVEPOINT pending_capture")
+        try:
+            pending.check(capture)
+            self.save_capture(self.conn, capture)
+        except sqlite3.OperationalError:
+            raise
+        except (ExplomemoError, sqlite3.Error, ValueError, TypeError, OverflowError) as exc:
+            # A lone surrogate (UnicodeEncodeError), a size past SQLite's integers, a
+            # row a constraint refuses: this capture will never be stored.
+            self.conn.execute("ROLLBACK TO pending_capture")
+            self.conn.execute("RELEASE pending_capture")
+            return " ".join(str(exc).split()) or type(exc).__name__
+        self.conn.execute("RELEASE pending_capture")
+        return None
 
     @contextmanager
     def erasing(self) -> Iterator[sqlite3.Connection]:
@@ -631,11 +674,12 @@ class Store:
 
     @contextmanager
     def errors(self) -> Iterator[None]:
-        """Translate sqlite3 errors raised inside into StoreError naming the database."""
+        """Translate sqlite3 errors raised inside into StoreError naming the database (and
+        the wait for a lock this store makes)."""
         try:
             yield
         except sqlite3.Error as exc:
-            raise describe_sqlite_error(self.path, exc) from exc
+            raise describe_sqlite_error(self.path, exc, self.busy_timeout_ms) from exc
 
     def write_cache(self, fill: Callable[[sqlite3.Connection], T]) -> T | None:
         """``fill(conn)`` in a cache's write transaction (:meth:`write` with ``wait=False``);

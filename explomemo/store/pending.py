@@ -19,8 +19,12 @@ silently:
   claimed meanwhile tries again only because a line was written to the file it
   opened: a writer that claims over and over cannot starve the appends.
 
-A line that is not a capture (cut by a crash, or one no release writes: see
-:func:`from_line`) is dropped when its file is stored.
+A line the store cannot take (not a capture: cut by a crash, or one no release writes,
+see :func:`from_line`; or a capture that breaks the input rule of a record, see
+:func:`check`, or that the database refuses) is never tried again: the writer that
+claimed it appends it to the quarantine file beside the database
+(``<database>.quarantined-captures.jsonl``, owner-only) and stores the others. A writer
+never fails because of one.
 """
 
 from __future__ import annotations
@@ -35,10 +39,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from explomemo import inputs
+from explomemo.files import check_text_path
 from explomemo.inputs import MAX_FILES
 
 #: What a pending file's name adds to the database's.
 SUFFIX = ".pending-captures.jsonl"
+#: What the quarantine file's name adds to the database's: lines no write can store.
+QUARANTINE_SUFFIX = ".quarantined-captures.jsonl"
 _CLAIMED = re.compile(r"\.pending-captures\.(\d+)\.(\d+)\.claimed")
 _FLAGS = os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NOCTTY
 #: Numbers the claims of this process.
@@ -73,6 +81,11 @@ class Capture(NamedTuple):
 def pending_path(db: Path) -> Path:
     """The pending-captures file of the database ``db``."""
     return Path(f"{db}{SUFFIX}")
+
+
+def quarantine_path(db: Path) -> Path:
+    """The file of ``db``'s pending lines that no write can store."""
+    return Path(f"{db}{QUARANTINE_SUFFIX}")
 
 
 def to_line(capture: Capture) -> bytes:
@@ -139,7 +152,8 @@ def keep(db: Path, capture: Capture) -> Path:
 
 
 def append(path: Path, data: bytes) -> None:
-    """Append ``data`` (whole lines) to the pending file ``path``, created owner-only."""
+    """Append ``data`` (whole lines) to the pending (or quarantine) file ``path``, created
+    owner-only."""
     for _ in range(8):
         fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | _FLAGS, 0o600)
         try:
@@ -171,7 +185,7 @@ def _write_all(fd: int, data: bytes) -> None:
 
 def claim(db: Path) -> list[Path]:
     """Take the pending file of ``db`` (and any claimed by a process that died) for this
-    process: their new names, to read with :func:`captures` and then :func:`release`
+    process: their new names, to read with :func:`lines` and then :func:`release`
     or :func:`give_back`."""
     path = pending_path(db)
     claimed: list[Path] = []
@@ -233,16 +247,31 @@ def _running(pid: int) -> bool:
     return True
 
 
-def captures(claimed: list[Path]) -> list[Capture]:
-    """The captures the claimed files hold, in order."""
-    found: list[Capture] = []
+def check(capture: Capture) -> None:
+    """Refuse, with :class:`~explomemo.errors.InputError`, a capture whose texts or paths
+    ``record`` would refuse (a NUL, a lone surrogate, a text too long): an earlier release
+    parked such captures."""
+    inputs.check_text("project", capture.project, inputs.MAX_PROJECT)
+    inputs.check_text("question", capture.question, inputs.MAX_QUESTION)
+    inputs.check_text("conclusion", capture.conclusion, inputs.MAX_CONCLUSION)
+    for row in capture.files:
+        check_text_path(row.path, "path")
+
+
+def lines(claimed: list[Path]) -> Iterator[tuple[bytes, Capture | None]]:
+    """Each line the claimed files hold, in order, with its capture (None: not one)."""
     for path in claimed:
         with open(path, "rb") as stream:
             for line in stream:
-                capture = from_line(line)
-                if capture is not None:
-                    found.append(capture)
-    return found
+                if line.strip():
+                    yield (line if line.endswith(b"\n") else line + b"\n"), from_line(line)
+
+
+def set_aside(db: Path, refused: list[bytes]) -> Path:
+    """Append the pending lines ``refused`` to the quarantine file of ``db``; its path."""
+    path = quarantine_path(db)
+    append(path, b"".join(refused))
+    return path
 
 
 def release(claimed: list[Path]) -> None:

@@ -18,6 +18,11 @@ from explomemo.store.database import Store
 from explomemo.store.pending import Capture, CapturedFile
 
 
+def captures(claimed: list[Path]) -> list[Capture]:
+    """The captures the claimed files hold, in order."""
+    return [capture for _, capture in pending.lines(claimed) if capture is not None]
+
+
 def a_capture(n: int, root: str = "/r") -> Capture:
     row = CapturedFile("a.py", f"{n:064x}", "0" * 32, 1, None)
     return Capture("p", f"question {n}?", "answer", root, "2026-11-30T10:00:00Z", [row], [])
@@ -50,7 +55,7 @@ def test_appends_racing_claims_are_all_kept(tmp_path: Path) -> None:
         done.set()
         thread.join()
     claimed.extend(pending.claim(db))
-    found = pending.captures(claimed)
+    found = captures(claimed)
     assert sorted(c.question for c in found) == sorted(f"question {n}?" for n in range(300))
     for path in claimed:
         assert stat.S_IMODE(path.stat().st_mode) == 0o600
@@ -69,7 +74,7 @@ def test_an_empty_pending_file_is_not_claimed(tmp_path: Path) -> None:
     pending.keep(db, a_capture(1))
     assert pending.waiting(db)
     (claimed,) = pending.claim(db)
-    assert [c.question for c in pending.captures([claimed])] == ["question 1?"]
+    assert [c.question for c in captures([claimed])] == ["question 1?"]
 
 
 def test_a_file_claimed_by_a_process_that_died_is_stored_by_the_next_writer(
@@ -104,7 +109,7 @@ def test_captures_that_cannot_be_stored_go_back_to_the_pending_file(tmp_path: Pa
     pending.keep(db, a_capture(9))  # appended after the claim: to a new file
     pending.give_back(db, claimed)
     assert all(not path.exists() for path in claimed)
-    back = pending.captures([pending.pending_path(db)])
+    back = captures([pending.pending_path(db)])
     assert sorted(c.question for c in back) == [f"question {n}?" for n in (0, 1, 2, 9)]
     assert stat.S_IMODE(os.stat(pending.pending_path(db)).st_mode) == 0o600
 
