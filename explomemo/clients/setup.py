@@ -182,6 +182,26 @@ class Target:
         ]
 
 
+def _project(db: Path | None, project: str | None, folder: str) -> str:
+    """The project the client is set up for, as a call there would take it: with no
+    ``project``, the one under which an existing database keeps this repository's memos
+    (a clone in a folder of another name, after ``import``). No database is created."""
+    from explomemo.errors import NoDatabaseError
+    from explomemo.memos.cache import project_at
+    from explomemo.store.database import BUSY_TIMEOUT_MS, Store
+
+    if project is not None:
+        return resolve_project(project, folder)
+    try:
+        store = Store.open_existing(db, BUSY_TIMEOUT_MS)
+    except NoDatabaseError:
+        return resolve_project(None, folder)
+    try:
+        return project_at(store, None, folder)
+    finally:
+        store.close()
+
+
 def setup(
     client: str,
     *,
@@ -207,7 +227,7 @@ def setup(
         folder=folder,
         command=_explomemo_command(),
         db=os.path.abspath(database_path(db)),
-        project=resolve_project(project, str(folder)),
+        project=_project(db, project, str(folder)),
         choices={"capture": capture, "remind": remind},
     )
     plan = PLANNERS[client](target)

@@ -881,22 +881,8 @@ class MemoCache:
         return ForgetResult(id=memo_id, project=owner)
 
     def project_at(self, project: str | None, root: str) -> str:
-        """The project a call at ``root`` works on (see :mod:`explomemo.projects`): ``project``
-        when given, else ``$EXPLOMEMO_PROJECT``, else the one project under which this
-        database holds memos of the repository at ``root`` (same identity), else the name
-        of the repository's main work tree. So a clone in a folder of another name finds
-        the memos it imported."""
-        if project is not None or os.environ.get(PROJECT_ENV, "").strip():
-            return resolve_project(project, root)
-        from explomemo.changes.gitrepo import repository_identity
-
-        identity = repository_identity(root, self.store)
-        if identity is not None:
-            with self.store.errors(), self.store.read() as conn:
-                holding = self.store.projects_of_repository(conn, identity)
-            if len(holding) == 1:
-                return holding[0]
-        return resolve_project(None, root)
+        """The project a call at ``root`` works on: see :func:`project_at`."""
+        return project_at(self.store, project, root)
 
     def list(
         self, *, project: str | None = None, origin: str | None = None, root: str | None = None
@@ -1021,6 +1007,25 @@ def _assign_repositories(store: Store) -> None:
             # Read again under the write lock: another process may have done it.
             if store.repositories_pending(conn):
                 store.assign_repositories(conn, repository_identity)
+
+
+def project_at(store: Store | None, project: str | None, root: str) -> str:
+    """The project a call at ``root`` works on (see :mod:`explomemo.projects`): ``project``
+    when given, else ``$EXPLOMEMO_PROJECT``, else the one project under which ``store``
+    holds memos of the repository at ``root`` (same identity), else the name of the
+    repository's main work tree. So a clone in a folder of another name finds the memos
+    it imported."""
+    if store is None or project is not None or os.environ.get(PROJECT_ENV, "").strip():
+        return resolve_project(project, root)
+    from explomemo.changes.gitrepo import repository_identity
+
+    identity = repository_identity(root, store)
+    if identity is not None:
+        with store.errors(), store.read() as conn:
+            holding = store.projects_of_repository(conn, identity)
+        if len(holding) == 1:
+            return holding[0]
+    return resolve_project(None, root)
 
 
 def caller(project: str | None, root: str | None, store: Store | None = None) -> Caller:

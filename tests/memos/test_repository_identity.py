@@ -432,6 +432,10 @@ def test_a_clone_under_another_folder_name_recalls_what_it_imported(tmp_path: Pa
              "--conclusion", "auth.py", "auth.py"]
         )  # fmt: skip
         assert json.loads(recorded.stdout)["project"] == "app"
+        # setup names that project for the client's server and hooks too.
+        assert invoke_cli(["--db", str(db), "setup", "cursor"]).exit_code == 0
+        server = json.loads((clone / ".cursor" / "mcp.json").read_text())["mcpServers"]
+        assert server["explomemo"]["env"]["EXPLOMEMO_PROJECT"] == "app"
     # A repository of its own in a folder of that name is not taken for it.
     stranger = Repo(tmp_path / "elsewhere" / "newcomer")
     stranger.write("auth.py", "x = 1\n")
