@@ -258,3 +258,57 @@ def wait_for_quiet(max_seconds: float = 180.0, busy: float = 0.15) -> str:
             time.sleep(2.0)
     except OSError:
         return "quiet check: /proc/stat unavailable"
+
+
+def read_entries(
+    ident: str,
+    prompt_id: str,
+    path: Path,
+    text: str,
+    shown: str | None = None,
+    lines: int | None = None,
+) -> list[dict[str, object]]:
+    """A Read call and its result, as Claude Code writes them in a main transcript: the
+    numbered lines as the model saw them (``shown`` stands in for them where numbering
+    ``text`` would cost more than the benchmark measures) and ``text`` as the Read returned
+    it, of ``lines`` lines (default: counted)."""
+    count = len(text.split("\n")) if lines is None else lines
+    if shown is None:
+        shown = "".join(f"{n}\t{line}\n" for n, line in enumerate(text.split("\n"), 1))
+    return [
+        {
+            "type": "assistant",
+            "isSidechain": False,
+            "message": {
+                "id": f"msg_{ident}",
+                "role": "assistant",
+                "content": [
+                    {
+                        "type": "tool_use",
+                        "id": ident,
+                        "name": "Read",
+                        "input": {"file_path": str(path)},
+                    }
+                ],
+            },
+        },
+        {
+            "type": "user",
+            "isSidechain": False,
+            "promptId": prompt_id,
+            "message": {
+                "role": "user",
+                "content": [{"tool_use_id": ident, "type": "tool_result", "content": shown}],
+            },
+            "toolUseResult": {
+                "type": "text",
+                "file": {
+                    "filePath": str(path),
+                    "content": text,
+                    "numLines": count,
+                    "startLine": 1,
+                    "totalLines": count,
+                },
+            },
+        },
+    ]

@@ -45,6 +45,7 @@ from _common import (
     median,
     ms,
     percentile,
+    read_entries,
     table,
     verdict,
     wait_for_quiet,
@@ -57,54 +58,6 @@ from explomemo.store.database import FileRow, Store
 PROMPT_ID = "d7b862e4-c8ff-4ec2-81ec-7587d377dd18"
 PROJECT = "bench"
 GOAL = 0.150
-
-
-def read_entries(ident: str, prompt_id: str, path: Path, text: str) -> list[dict[str, object]]:
-    """A Read call and its result, as Claude Code writes them."""
-    lines = text.split("\n")
-    return [
-        {
-            "type": "assistant",
-            "isSidechain": False,
-            "message": {
-                "id": f"msg_{ident}",
-                "role": "assistant",
-                "content": [
-                    {
-                        "type": "tool_use",
-                        "id": ident,
-                        "name": "Read",
-                        "input": {"file_path": str(path)},
-                    }
-                ],
-            },
-        },
-        {
-            "type": "user",
-            "isSidechain": False,
-            "promptId": prompt_id,
-            "message": {
-                "role": "user",
-                "content": [
-                    {
-                        "tool_use_id": ident,
-                        "type": "tool_result",
-                        "content": "".join(f"{n}\t{line}\n" for n, line in enumerate(lines, 1)),
-                    }
-                ],
-            },
-            "toolUseResult": {
-                "type": "text",
-                "file": {
-                    "filePath": str(path),
-                    "content": text,
-                    "numLines": len(lines),
-                    "startLine": 1,
-                    "totalLines": len(lines),
-                },
-            },
-        },
-    ]
 
 
 def turn(prompt_id: str, prompt: str, reads: list[Path], edit: bool) -> list[dict[str, object]]:

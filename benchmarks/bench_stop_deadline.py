@@ -43,6 +43,7 @@ from _common import (
     load_line,
     machine_line,
     median,
+    read_entries,
     run_quiet,
     table,
     wait_for_quiet,
@@ -53,47 +54,6 @@ QUESTION = "where is the retry policy decided?"
 READ_LINES = 2_000
 #: Setup's timeout for the Stop hook.
 BUDGET_S = 10.0
-
-
-def read_entries(ident: str, path: Path, text: str) -> list[dict[str, object]]:
-    """A Read call and its result, as Claude Code writes them."""
-    return [
-        {
-            "type": "assistant",
-            "isSidechain": False,
-            "message": {
-                "id": f"msg_{ident}",
-                "role": "assistant",
-                "content": [
-                    {
-                        "type": "tool_use",
-                        "id": ident,
-                        "name": "Read",
-                        "input": {"file_path": str(path)},
-                    }
-                ],
-            },
-        },
-        {
-            "type": "user",
-            "isSidechain": False,
-            "promptId": PROMPT_ID,
-            "message": {
-                "role": "user",
-                "content": [{"tool_use_id": ident, "type": "tool_result", "content": "(lines)"}],
-            },
-            "toolUseResult": {
-                "type": "text",
-                "file": {
-                    "filePath": str(path),
-                    "content": text,
-                    "numLines": READ_LINES,
-                    "startLine": 1,
-                    "totalLines": READ_LINES,
-                },
-            },
-        },
-    ]
 
 
 def transcript(path: Path, files: list[Path], line: str) -> Path:
@@ -108,7 +68,7 @@ def transcript(path: Path, files: list[Path], line: str) -> Path:
     ]
     text = "\n".join([line] * READ_LINES)
     for n, file in enumerate(files):
-        entries += read_entries(f"toolu_{n:03d}", file, text)
+        entries += read_entries(f"toolu_{n:03d}", PROMPT_ID, file, text, "(lines)", READ_LINES)
     entries.append(
         {
             "type": "assistant",
