@@ -70,8 +70,8 @@ RECALL_DESCRIPTION = (
     "Find earlier memos of a project by meaning and words before exploring. A `fresh` match"
     " (every file byte-identical) is reused without re-reading; in a `stale` one a `changed`"
     " file carries its `diff`, a `missing` one `moved_to`: read the diffs, check the"
-    " conclusion, record it again. A match with `whole: false` comes by id: memory_exploration_show gives"
-    " it whole."
+    " conclusion, record it again. A match with `whole: false` comes by id:"
+    " memory_exploration_show gives it whole."
 )
 STALE_DESCRIPTION = (
     "Check every memo of a project against the files on disk and list the stale ones with"
