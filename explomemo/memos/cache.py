@@ -55,7 +55,7 @@ if TYPE_CHECKING:
     from explomemo.recall.vectors import Computed, MemoVectors, Searched, Vectors
 
 #: The most a record or a recall waits for the model still loading (the shipped one loads
-#: in 0.3 to 1.2 s, once per server; a named model may first be downloaded). Past it the
+#: in about a second, once per server; a named model may first be downloaded). Past it the
 #: memo is stored without vectors, or searched by words, and filled once the model is there.
 MODEL_WAIT_SECONDS = 60.0
 #: A recall embeds the memos of its project that lack vectors (written by another process:
