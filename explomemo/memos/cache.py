@@ -494,7 +494,10 @@ class MemoCache:
 
         Only memos above the relevance cut-off come back; at similar relevance
         fresh ones rank first. Only the files of those memos are re-checked. The
-        first comes whole, the others by id (see :meth:`show`).
+        first comes whole, the others by id (see :meth:`show`). A model still loading
+        is waited for (up to :data:`MODEL_WAIT_SECONDS`), and the project's memos
+        lacking vectors are embedded first when at most :data:`INLINE_BACKLOG` do; a
+        larger backlog is searched by words and counted in ``pending_vectors``.
         """
         inputs.check_text("query", query, inputs.MAX_QUERY)
         inputs.check_limit(limit)

@@ -397,9 +397,9 @@ class Vectors:
             index = self._indexes.get(project)
             if index is None or index.model_id != embedder.model_id:
                 return 0
+            if not index.pending or len(index.pending) > most:
+                return 0
             ids = sorted(index.pending)
-        if not ids or len(ids) > most:
-            return 0
         return self._embed_memos(embedder, ids)
 
     # Indexes ---------------------------------------------------------------
