@@ -59,7 +59,7 @@ if TYPE_CHECKING:
 #: memo is stored without vectors, or searched by words, and filled once the model is there.
 MODEL_WAIT_SECONDS = 60.0
 #: A recall embeds the memos of its project that lack vectors (written by another process:
-#: captures, an import) when at most this many do: 2 to 20 ms a memo with the shipped model.
+#: captures, an import) when at most this many do: 10 to 40 ms a memo with the shipped model.
 #: A larger backlog is searched by words, counted in ``pending_vectors``, and filled by a
 #: server's vector thread or ``explomemo index``.
 INLINE_BACKLOG = 32
