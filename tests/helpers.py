@@ -905,19 +905,13 @@ def record_all(cache: MemoCache, root: Path) -> dict[str, int]:
 
 
 def record_all_with_vectors(db: Path, root: Path, embedder: Any) -> dict[str, int]:
-    """:func:`record_all` into ``db`` with ``embedder``, its vectors stored before it returns."""
+    """:func:`record_all` into ``db`` with ``embedder`` (each memo stored with its vectors)."""
     with MemoCache.open(db, FixedModel(embedder)) as cache:
-        ids = record_all(cache, root)
-        assert cache.wait_for_vectors("svc", 10)
-    return ids
+        return record_all(cache, root)
 
 
-def as_large_default_project(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Make project svc the default one (working in ``root``) and, at 3 memos, a project a
-    server reads on its vector thread (``READ_INLINE_MEMOS`` lowered to 2)."""
-    from explomemo.recall import vectors
-
-    monkeypatch.setattr(vectors, "READ_INLINE_MEMOS", 2)
+def as_default_project(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make project svc the default one (working in ``root``), the one a server reads ahead."""
     monkeypatch.chdir(root)
     monkeypatch.setenv("EXPLOMEMO_PROJECT", "svc")
 

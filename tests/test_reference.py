@@ -68,7 +68,10 @@ LIMITS: dict[str, tuple[int, ...]] = {
         hooks.PROMPT_DEADLINE_S,
         hooks.STOP_DEADLINE_S,
     ),
-    "a recall's wait for vectors or the model": (cache.RECALL_WAIT_MS, cache.RECALL_WAITS_FOR),
+    "a record's or a recall's wait for the model still loading, and the memos a recall embeds": (
+        cache.MODEL_WAIT_SECONDS,
+        cache.INLINE_BACKLOG,
+    ),
     "a hook's standard input": (hooks.MAX_INPUT_BYTES,),
     "the prompt a prompt hook matches": (prompts.MATCH_CHARS,),
     "a table of `list` or `stale`": (report.MIN_TABLE_WIDTH, report.TABLE_WIDTH),

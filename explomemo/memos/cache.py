@@ -53,14 +53,17 @@ if TYPE_CHECKING:
     from explomemo.check.validity import Expected, Progress, Seen, Validator
     from explomemo.recall.embeddings import Embedder
     from explomemo.recall.search import Candidate, VectorHits, VectorIndex, WordSearch
-    from explomemo.recall.vectors import MemoVectors, Searched, Vectors
+    from explomemo.recall.vectors import Computed, MemoVectors, Searched, Vectors
 
-#: The most a recall waits for a model still loading, or for the vectors of memos this
-#: process just recorded, before it searches the memos without vectors by words.
-RECALL_WAIT_MS = 50
-#: A recall waits for the vectors of this process's records only when this few are to come
-#: (an agent that recorded, then asks); behind a burst it answers at once.
-RECALL_WAITS_FOR = 2
+#: The most a record or a recall waits for the model still loading (the shipped one loads
+#: in about a second, once per server; a named model may first be downloaded). Past it the
+#: memo is stored without vectors, or searched by words, and filled once the model is there.
+MODEL_WAIT_SECONDS = 60.0
+#: A recall embeds the memos of its project that lack vectors (written by another process:
+#: captures, an import) when at most this many do: 10 to 40 ms a memo with the shipped model.
+#: A larger backlog is searched by words, counted in ``pending_vectors``, and filled by a
+#: server's vector thread or ``explomemo index``.
+INLINE_BACKLOG = 32
 
 
 #: Roots whose expectations a project keeps at once (a server asked about many worktrees).
@@ -268,13 +271,6 @@ class MemoCache:
                 self.require_project(conn, project, self.store.memos(conn, project=project))
         return self.vectors.fill(embedder, project=project, progress=progress)
 
-    def wait_for_vectors(self, project: str, timeout: float | None = None) -> bool:
-        """Wait until the vectors of ``project``'s memos recorded here are stored.
-
-        False when ``timeout`` seconds passed first.
-        """
-        return self.vectors.wait(project, timeout)
-
     def wait_for_fill(self, timeout: float | None = None) -> bool:
         """Wait until the vector thread has done what it was given: the vectors of the memos
         recorded here, and a server's fill (see :meth:`fill_when_loaded`). False when
@@ -306,10 +302,9 @@ class MemoCache:
         """Record a conclusion with the SHA-256 of every file it rests on.
 
         Every rule of docs/reference.md is checked and every file hashed before anything
-        is written; the memo and its files land in one transaction. Its vector
-        lands in that transaction too when the embedding cache has it;
-        otherwise they are computed right after, off the request path (a recall
-        in this process waits for them, see :meth:`wait_for_vectors`).
+        is written; the memo, its files and its two vectors land in one transaction.
+        A model still loading is waited for (up to :data:`MODEL_WAIT_SECONDS`), so
+        the memo is found by meaning from the moment ``record`` answers.
         """
         inputs.check_text("question", question, inputs.MAX_QUESTION)
         inputs.check_text("conclusion", conclusion, inputs.MAX_CONCLUSION)
@@ -330,13 +325,10 @@ class MemoCache:
             for row, _, data in hashed
             if data is not None and not secret_file(row.path)
         }
-        embedder = self.model.ready()
-        from explomemo.recall.vectors import MemoTexts
-
-        texts = MemoTexts.of(question, conclusion, [f.path for f in recorded])
-        stored: MemoVectors | None = None
+        embedder = self.model.wait(MODEL_WAIT_SECONDS) if self.model.enabled else None
+        stored = None
         if embedder is not None:
-            stored = self.vectors.cached(embedder, texts)
+            stored = self._vectors_of(embedder, question, conclusion, recorded)
         key = inputs.question_key(question)
         entries = {where.absolute(row.path): entry for row, entry, _ in hashed}
         recorded_at = now_iso()
@@ -363,16 +355,22 @@ class MemoCache:
                 origin=AGENT,
                 repository=repository,
             )
+            vectors: MemoVectors | None = None
             if stored is not None:
+                vectors = stored.vectors
+                self.store.cache_vectors(conn, stored.fresh)
                 self.store.set_embedding(
-                    conn, memo_id, stored.whole, stored.question, stored.model_id, stored.text_hash
+                    conn,
+                    memo_id,
+                    vectors.whole,
+                    vectors.question,
+                    vectors.model_id,
+                    vectors.text_hash,
                 )
             self.store.save_stat_rows(conn, entries)
             after = self.store.memo_version(conn)
             # In the transaction: the index follows this process's writes in their order.
-            self.vectors.recorded(
-                project, before, after, memo_id, stored=stored, embedder=embedder, texts=texts
-            )
+            self.vectors.recorded(project, before, after, memo_id, vectors)
         self.validator.remember(entries, persist=False)
         memo = MemoRow(
             memo_id, project, question, conclusion, where.path, recorded_at, AGENT, repository
@@ -392,6 +390,23 @@ class MemoCache:
             contents, {f.sha256: f.git_blob for f in recorded if f.git_blob}, memo_id
         )
         return result
+
+    def _vectors_of(
+        self, embedder: Embedder, question: str, conclusion: str, files: Sequence[FileRow]
+    ) -> Computed | None:
+        """The vectors of a memo about to be recorded; None (with a warning: the memo is
+        stored, and a later fill gives them) when the model fails."""
+        from explomemo.recall.vectors import MemoTexts
+
+        texts = MemoTexts.of(question, conclusion, [f.path for f in files])
+        try:
+            return self.vectors.compute(embedder, texts)
+        except ExplomemoError:
+            raise
+        except Exception as exc:
+            # onnxruntime raises its own errors; the memo must not be lost for them.
+            _warn(f"could not embed the memo {question[:60]!r}: {exc}")
+            return None
 
     def _relative_files(self, root: Root, files: list[str]) -> dict[str, str]:
         rels: dict[str, str] = {}
@@ -488,23 +503,23 @@ class MemoCache:
 
         Only memos above the relevance cut-off come back; at similar relevance
         fresh ones rank first. Only the files of those memos are re-checked. The
-        first comes whole, the others by id (see :meth:`show`).
+        first comes whole, the others by id (see :meth:`show`). A model still loading
+        is waited for (up to :data:`MODEL_WAIT_SECONDS`), and the project's memos
+        lacking vectors are embedded first when at most :data:`INLINE_BACKLOG` do; a
+        larger backlog is searched by words and counted in ``pending_vectors``.
         """
         inputs.check_text("query", query, inputs.MAX_QUERY)
         inputs.check_limit(limit)
         where = resolve_root(root)
         project = self.project_at(project, where.path)
-        wait = RECALL_WAIT_MS / 1000
         embedder = None
         skipped = self.model.enabled and self.model.skips(
-            lambda model: self._has_vectors(project, model)
+            lambda model: self._needs_model(project, model)
         )
         if self.model.enabled and not skipped:
-            embedder = self.model.wait(wait)
-        if embedder is not None:
-            self.vectors.wait(project, wait, most=RECALL_WAITS_FOR)
-        # Without the model for now (still loading, or not needed yet), every memo is
-        # searched by words.
+            embedder = self.model.wait(MODEL_WAIT_SECONDS)
+        # Without the model for now (still loading past its wait, or not needed: memos
+        # without any vector, too many to embed here), every memo is searched by words.
         later = embedder is None and (skipped or self.model.loading)
         return self._recall(query, project, where, limit, include_stale, embedder, later)
 
@@ -524,9 +539,13 @@ class MemoCache:
             others = self.store.memos_of_other_repositories(conn, project, here)
         return len(others if index is None else others & index.pending)
 
-    def _has_vectors(self, project: str, model: str) -> bool:
+    def _needs_model(self, project: str, model: str) -> bool:
+        """Whether a recall of ``project`` needs ``model``: some memo has its vectors, or
+        few enough lack them that the recall embeds them (see :data:`INLINE_BACKLOG`)."""
         with self.store.errors(), self.store.read() as conn:
-            return self.store.has_vectors(conn, project, model)
+            if self.store.has_vectors(conn, project, model):
+                return True
+        return self.vectors.backlog(model, project, INLINE_BACKLOG) <= INLINE_BACKLOG
 
     def _recall(
         self,
@@ -548,13 +567,10 @@ class MemoCache:
         if embedder is not None:
             self.vectors.notice_writes()
             asked = query_vector(embedder, query)
-            index = self.vectors.index(embedder, project, len(asked), RECALL_WAIT_MS / 1000)
-            if index is None:
-                # Its vectors are still being read: every memo is searched by words.
-                embedder, later = None, True
-            else:
-                searched = self.vectors.search(index, asked, CANDIDATES)
-                vector_hits = searched.hits
+            index = self.vectors.index(embedder, project, len(asked))
+            self._catch_up(embedder, project)
+            searched = self.vectors.search(index, asked, CANDIDATES)
+            vector_hits = searched.hits
         self._words.get().index_identifiers(self.store)
         with self.store.errors(), self.store.read() as conn:
             words = self._words.get().scores(
@@ -655,6 +671,16 @@ class MemoCache:
             "recall", project, [m for m in answer.served_whole if m.status == "fresh"]
         )
         return answer
+
+    def _catch_up(self, embedder: Embedder, project: str) -> None:
+        """Embed the few memos of ``project`` its index lacks vectors of (see
+        :data:`INLINE_BACKLOG`); a model that fails leaves them to be searched by words."""
+        try:
+            self.vectors.catch_up(embedder, project, INLINE_BACKLOG)
+        except ExplomemoError:
+            raise
+        except Exception as exc:
+            _warn(f"could not embed the memos of {project} lacking vectors: {exc}")
 
     def _own(
         self, asking: Caller, project: str, fused: list[Candidate], wanted: int
@@ -994,6 +1020,13 @@ class MemoCache:
             served = self.store.served_totals(conn, project)
             sessions = self.store.spared_sessions(conn, project)
         return StatsResult(projects=project_stats(memos, report, served, sessions))
+
+
+def _warn(message: str) -> None:
+    """Log a warning (logging is imported only then: ``list`` and ``stale`` start without it)."""
+    import logging
+
+    logging.getLogger("explomemo").warning("%s", message)
 
 
 def _assign_repositories(store: Store) -> None:

@@ -326,7 +326,7 @@ class ModelLoader:
         """True while the model is being loaded (started and not finished)."""
         return self._thread is not None and not self._done.is_set()
 
-    def skips(self, has_vectors: Callable[[str], bool]) -> bool:
+    def skips(self, needs: Callable[[str], bool]) -> bool:
         """False: a server's model is loaded whatever its memos hold."""
         return False
 

@@ -182,6 +182,9 @@ class VectorIndex:
         #: Ids of the project's memos without both vectors of this model (searched by words).
         self.pending = pending
         self.model_id = model_id
+        #: The highest memo id the index has read, with vectors or without: a memo another
+        #: process recorded since has a higher one (see :func:`read_newer`).
+        self.newest = max([*ids[:count].tolist(), *pending], default=0)
 
     @classmethod
     def empty(cls, dim: int, version: int, model_id: str) -> VectorIndex:
@@ -275,6 +278,7 @@ class VectorIndex:
         if rows.shape[1] != self._codes.shape[2]:
             raise ValueError("a vector of another dimension than the index's")
         self.pending.discard(memo_id)
+        self.newest = max(self.newest, memo_id)
         at = self._rows.get(memo_id)
         if at is not None:
             _quantize(rows, self._codes[at], self._scales[at])
@@ -385,6 +389,22 @@ def build_vector_index(
     end = filled + pending
     _quantize(block[:pending], codes[filled:end], scales[filled:end])
     return VectorIndex(ids, codes, scales, end, version, lacking, model_id)
+
+
+def read_newer(
+    conn: sqlite3.Connection, project: str, model_id: str, after: int
+) -> list[tuple[int, bytes | None, bytes | None]]:
+    """The project's memos of ids above ``after`` (recorded since an index read them), each
+    with its two vectors of ``model_id`` (None when it lacks them)."""
+    return [
+        (int(memo_id), whole, question)
+        for memo_id, whole, question in conn.execute(
+            "SELECT id, CASE WHEN embedding_model = ?1 THEN embedding END,"
+            " CASE WHEN embedding_model = ?1 THEN question_embedding END"
+            " FROM memos WHERE id > ?3 AND +project = ?2 ORDER BY id",
+            (model_id, project, after),
+        )
+    ]
 
 
 class WordSearch:

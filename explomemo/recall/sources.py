@@ -33,9 +33,10 @@ class ModelSource(Protocol):
         """The embedder if available now."""
         ...
 
-    def skips(self, has_vectors: Callable[[str], bool]) -> bool:
+    def skips(self, needs: Callable[[str], bool]) -> bool:
         """Whether a search may do without the embedder: it is not loaded yet, and
-        ``has_vectors(model id)`` says the memos searched hold no vector of it."""
+        ``needs(model id)`` says the memos searched hold no vector of it and more of
+        them lack one than the search would embed."""
         ...
 
     def wait(self, timeout: float | None) -> Embedder | None:
@@ -67,7 +68,7 @@ class FixedModel:
         """The embedder."""
         return self.embedder
 
-    def skips(self, has_vectors: Callable[[str], bool]) -> bool:
+    def skips(self, needs: Callable[[str], bool]) -> bool:
         """False: the embedder is in hand."""
         return False
 
@@ -119,8 +120,8 @@ class LazyModel:
         if embedder is not None:
             callback(embedder)
 
-    def skips(self, has_vectors: Callable[[str], bool]) -> bool:
-        """True when the model is not loaded yet and the memos searched hold none of its
-        vectors (right after an import): loading it would cost the command a second or more
-        for nothing."""
-        return not self._loaded and self.model_id is not None and not has_vectors(self.model_id)
+    def skips(self, needs: Callable[[str], bool]) -> bool:
+        """True when the model is not loaded yet and the search does not need it (right
+        after a large import, no memo has its vectors): loading it would cost the command
+        a second or more for nothing."""
+        return not self._loaded and self.model_id is not None and not needs(self.model_id)

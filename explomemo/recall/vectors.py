@@ -1,15 +1,16 @@
-"""Vector upkeep: each memo's two vectors, computed off the request path, and the in-memory indexes.
+"""Vector upkeep: each memo's two vectors, and the in-memory indexes.
 
 A memo has two vectors: one of its whole text (question, file names,
 conclusion) and one of its question with its file names. Both are stored as
 float32 bytes with the model that made them; an embedding cache keyed by
 xxh3 of (model, text) means no text is embedded twice.
 
-:class:`Vectors` owns one thread that computes the vectors of the memos this
-process records (so ``record`` answers before the model has run) and fills
-the memos that lack them once the model is loaded; it keeps each searched
-project's :class:`~explomemo.recall.search.VectorIndex` in memory, updated in place
-after this process's own writes and rebuilt when another process wrote.
+A memo this process records gets its vectors before it is stored
+(:meth:`Vectors.compute`). :class:`Vectors` keeps each searched project's
+:class:`~explomemo.recall.search.VectorIndex` in memory, updated in place after
+this process's own writes and brought up to date after another process's; in a
+server (:meth:`Vectors.keep_filled`) one thread fills the vectors of the memos other
+processes wrote without them and reads the outdated indexes again.
 """
 
 from __future__ import annotations
@@ -18,7 +19,6 @@ import logging
 import queue
 import sqlite3
 import threading
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -36,18 +36,11 @@ if TYPE_CHECKING:
     from explomemo.recall.embeddings import Embedder
     from explomemo.recall.search import VectorHits, VectorIndex
 
-#: How long ``close`` goes on computing queued vectors before it leaves the
-#: rest to the next fill (the memos are stored; only their vectors wait).
-CLOSE_SECONDS = 2.0
 #: Memos embedded at a time by a fill: a closing fill stops between batches, so
 #: a batch (two texts a memo, up to 100 ms a long text) bounds how long close waits.
 FILL_BATCH = 2
-#: How often an idle server's vector thread looks whether another process wrote memos.
+#: How often an idle server looks whether another process wrote memos.
 POLL_SECONDS = 2.0
-#: A server reads the first index of a project of more memos than this on its vector
-#: thread, not in the recall that asks for it (reading takes 16 to 24 us a memo: a recall
-#: waits 50 ms at most). Smaller ones are read at once.
-READ_INLINE_MEMOS = 2_000
 
 logger = logging.getLogger("explomemo")
 
@@ -102,6 +95,15 @@ class MemoVectors:
 
 
 @dataclass(frozen=True)
+class Computed:
+    """A memo's vectors, and those of its texts the embedding cache did not hold yet
+    (by key: stored in the transaction that stores the memo)."""
+
+    vectors: MemoVectors
+    fresh: dict[str, bytes]
+
+
+@dataclass(frozen=True)
 class Searched:
     """A search of an index: its hits, and the index's version, memos without vectors and
     memos with vectors as they were when it was searched."""
@@ -110,16 +112,6 @@ class Searched:
     version: int
     lacking: int
     count: int
-
-
-@dataclass(frozen=True)
-class _VectorJob:
-    """A recorded memo whose vectors are computed after the record returned."""
-
-    memo_id: int
-    project: str
-    texts: MemoTexts
-    embedder: Embedder
 
 
 @dataclass(frozen=True)
@@ -141,26 +133,24 @@ class _BuildJob:
 class Vectors:
     """The vectors of one database's memos: their upkeep and the in-memory indexes.
 
-    A search never computes a memo's vectors: it uses the index as it is and
-    searches the memos without vectors by words. In a server
-    (:meth:`keep_filled`) the vector thread fills them, then brings the indexes
-    up to date after another process wrote; elsewhere (a command) an index
-    another process left behind is read again at the next search.
+    A memo this process records is stored with its vectors. A search uses the
+    index as the database holds it: read the first time, followed in place by
+    this process's writes, and after another process's writes caught up with
+    the memos recorded since (:meth:`index`). The memos it still lacks vectors
+    of are embedded by the search itself when they are few (:meth:`catch_up`),
+    otherwise searched by words. In a server (:meth:`keep_filled`) the vector
+    thread fills them and reads outdated indexes again; elsewhere (a command)
+    an outdated index is read again at the next search.
     """
 
     def __init__(self, store: Store) -> None:
         self.store = store
         self._indexes: dict[str, VectorIndex] = {}
         self._lock = threading.Lock()
-        # _pending counts the jobs of each project not finished yet.
-        self._jobs: queue.SimpleQueue[_VectorJob | _FillJob | _BuildJob | None] = (
-            queue.SimpleQueue()
-        )
-        self._pending: dict[str, int] = {}
-        self._pending_changed = threading.Condition()
+        self._jobs: queue.SimpleQueue[_FillJob | _BuildJob | None] = queue.SimpleQueue()
+        self._state = threading.Condition()
         self._thread: threading.Thread | None = None
         self._closing = False
-        self._deadline = 0.0
         # Set by keep_filled: the embedder the vector thread fills and refreshes with.
         self._filling: Embedder | None = None
         self._fill_queued = False
@@ -170,14 +160,15 @@ class Vectors:
         # Projects whose first index the vector thread is reading, and its signal when done.
         self._building: set[str] = set()
         self._built = threading.Condition(self._lock)
-        # When the read of a project's index last failed (time.monotonic()).
-        self._read_failed: dict[str, float] = {}
+        # The memo version up to which each project's index has caught up with the memos
+        # other processes recorded (see _catch_up_newer).
+        self._newer_seen: dict[str, int] = {}
 
     def close(self) -> None:
-        """Stop the vector thread: vectors being computed are stored, queued ones computed
-        for up to :data:`CLOSE_SECONDS`; memos left without vectors get them on a later fill."""
-        with self._pending_changed:
-            self._deadline = time.monotonic() + CLOSE_SECONDS
+        """Stop the vector thread: a fill stops after the batch under way (at most
+        :data:`FILL_BATCH` memos), a first read of an index is not begun. Memos this
+        process recorded hold their vectors already."""
+        with self._state:
             self._closing = True
             thread, self._thread = self._thread, None
         if thread is not None:
@@ -186,39 +177,33 @@ class Vectors:
 
     # Recorded memos --------------------------------------------------------
 
-    def cached(self, embedder: Embedder, texts: MemoTexts) -> MemoVectors | None:
-        """Both vectors of ``texts`` from the embedding cache, or None."""
+    def compute(self, embedder: Embedder, texts: MemoTexts) -> Computed:
+        """Both vectors of ``texts``, from the embedding cache or computed now."""
         model_id = embedder.model_id
         keys = (text_hash(model_id, texts.whole), text_hash(model_id, texts.question))
         with self.store.errors(), self.store.read() as conn:
             found = self.store.cached_vectors(conn, keys)
-        if not all(key in found for key in keys):
-            return None
-        return MemoVectors(found[keys[0]], found[keys[1]], model_id, keys[0])
+        missing = [(key, text) for key, text in zip(keys, _pair(texts), strict=True)]
+        missing = [(key, text) for key, text in missing if key not in found]
+        fresh: dict[str, bytes] = {}
+        if missing:
+            rows = embedder.embed([text for _, text in missing])
+            fresh = {key: rows[n].tobytes() for n, (key, _) in enumerate(missing)}
+        vectors = {**found, **fresh}
+        return Computed(MemoVectors(vectors[keys[0]], vectors[keys[1]], model_id, keys[0]), fresh)
 
     def recorded(
-        self,
-        project: str,
-        before: int,
-        after: int,
-        memo_id: int,
-        *,
-        stored: MemoVectors | None,
-        embedder: Embedder | None,
-        texts: MemoTexts,
+        self, project: str, before: int, after: int, memo_id: int, stored: MemoVectors | None
     ) -> None:
         """Inside the write transaction that recorded a memo (with ``stored`` vectors, or
-        none yet): update the project's index, and compute the vectors on the vector
-        thread when the model is there and they were not stored."""
+        none): update the project's index."""
         self._update_in_place(project, before, after, memo_id, stored)
-        if embedder is not None and stored is None and self._expect(project):
-            self._jobs.put(_VectorJob(memo_id, project, texts, embedder))
 
     def keep_filled(self, embedder: Embedder) -> None:
         """From now on the vector thread gives vectors of ``embedder``'s model to the memos
         without them (now, and whenever any process wrote some), and brings the indexes
         up to date after another process's writes."""
-        with self._pending_changed:
+        with self._state:
             if self._closing:
                 return
             self._filling = embedder
@@ -227,56 +212,34 @@ class Vectors:
 
     def fill_later(self) -> None:
         """Queue a fill on the vector thread (once: a fill queued already covers it)."""
-        with self._pending_changed:
+        with self._state:
             if self._closing or self._filling is None or self._fill_queued:
                 return
             self._fill_queued = True
             self._start()
         self._jobs.put(_FillJob(self._filling))
 
-    def wait(self, project: str, timeout: float | None = None, most: int | None = None) -> bool:
-        """Wait until the vectors of ``project``'s memos recorded here are stored.
-
-        False when ``timeout`` seconds passed first, or at once when more than
-        ``most`` of them are still to come.
-        """
-        with self._pending_changed:
-            if most is not None and self._pending.get(project, 0) > most:
-                return False
-            return self._pending_changed.wait_for(lambda: not self._pending.get(project), timeout)
-
     def settled(self, timeout: float | None = None) -> bool:
-        """Wait until no fill and no first read of an index is queued or running and every
-        recorded memo's vectors are stored (what a server's vector thread was given is
-        done); False when ``timeout`` seconds passed first."""
-        with self._pending_changed:
-            return self._pending_changed.wait_for(self._idle, timeout)
+        """Wait until no fill and no first read of an index is queued or running (what a
+        server's vector thread was given is done); False when ``timeout`` seconds passed
+        first."""
+        with self._state:
+            return self._state.wait_for(self._idle, timeout)
 
     def _idle(self) -> bool:
         # _building is read without its lock (a set's size): taking _lock under
-        # _pending_changed would order the two locks against _build_step's.
-        return not (
-            self._fill_queued or self._fill_running or self._building or any(self._pending.values())
-        )
-
-    def _expect(self, project: str) -> bool:
-        """Count one vector job to come for ``project``; False once closing."""
-        with self._pending_changed:
-            if self._closing:
-                return False
-            self._pending[project] = self._pending.get(project, 0) + 1
-            self._start()
-            return True
+        # _state would order the two locks against _build_step's.
+        return not (self._fill_queued or self._fill_running or self._building)
 
     def _start(self) -> None:
-        """Start the vector thread if it is not running (``_pending_changed`` held)."""
+        """Start the vector thread if it is not running (``_state`` held)."""
         if self._thread is None:
             self._thread = threading.Thread(
                 target=self._work, name="explomemo-vectors", daemon=True
             )
             self._thread.start()
 
-    def _next_job(self) -> _VectorJob | _FillJob | _BuildJob | None:
+    def _next_job(self) -> _FillJob | _BuildJob | None:
         """The next job; while a server keeps the vectors filled, a fill whenever the
         memo version moved without a job of ours (another process wrote)."""
         while True:
@@ -304,27 +267,13 @@ class Vectors:
         while (job := self._next_job()) is not None:
             if isinstance(job, _FillJob):
                 self._fill_step(job)
-                continue
-            if isinstance(job, _BuildJob):
+            else:
                 self._build_step(job)
-                continue
-            try:
-                if not self._closing or time.monotonic() < self._deadline:
-                    self._write_vectors(job)
-            except Exception as exc:
-                # The memo stays without vectors; the server's next fill gives
-                # them, so nothing is lost.
-                logger.warning("could not embed memo %d: %s", job.memo_id, _one_line(exc))
-            finally:
-                with self._pending_changed:
-                    self._pending[job.project] -= 1
-                    self._pending_changed.notify_all()
 
     def _fill_step(self, job: _FillJob) -> None:
-        """One batch of a fill; the rest goes back in the queue, behind the memos
-        recorded meanwhile (a recall may wait for those, never for the whole fill).
-        Once none is left, the indexes another process's writes outdated are read again."""
-        with self._pending_changed:
+        """One batch of a fill; the rest goes back in the queue. Once none is left, the
+        indexes another process's writes outdated are read again."""
+        with self._state:
             self._fill_queued = False
             self._fill_running = True
         try:
@@ -336,34 +285,14 @@ class Vectors:
                 self._refresh(job.embedder)
         except Exception as exc:
             # Any failure (onnxruntime raises its own errors) leaves the rest
-            # of the fill to the next one; the thread lives on for the memos
-            # recorded next.
+            # of the fill to the next one; the thread lives on.
             logger.warning("could not embed memos recorded without a model: %s", _one_line(exc))
             more = False
         if more:
             self.fill_later()
-        with self._pending_changed:
+        with self._state:
             self._fill_running = False
-            self._pending_changed.notify_all()
-
-    def _write_vectors(self, job: _VectorJob) -> None:
-        model_id = job.embedder.model_id
-        whole, question = (row.tobytes() for row in job.embedder.embed(_pair(job.texts)))
-        key = text_hash(model_id, job.texts.whole)
-        vectors = MemoVectors(whole, question, model_id, key)
-        with self.store.errors(), self.store.write() as conn:
-            before = self.store.memo_version(conn)
-            self.store.cache_vectors(
-                conn, {key: whole, text_hash(model_id, job.texts.question): question}
-            )
-            if self._current_texts(conn, [job.memo_id]).get(job.memo_id) != job.texts:
-                # Forgotten or recorded again since: whatever replaced it
-                # brings its own vectors (inline, by its own job, or by a fill).
-                return
-            _store(self.store, conn, job.memo_id, vectors)
-            self._update_in_place(
-                job.project, before, self.store.memo_version(conn), job.memo_id, vectors
-            )
+            self._state.notify_all()
 
     def _current_texts(self, conn: sqlite3.Connection, ids: Sequence[int]) -> dict[int, MemoTexts]:
         """The texts of each memo as the database holds it now."""
@@ -406,11 +335,23 @@ class Vectors:
         with self.store.errors(), self.store.read() as conn:
             return len(self.store.memos_needing_embedding(conn, model_id, -1, project))
 
+    def backlog(self, model_id: str, project: str, most: int) -> int:
+        """How many of ``project``'s memos lack vectors of ``model_id``, counted up to
+        ``most`` + 1 (more than ``most`` is all a caller needs to know)."""
+        with self.store.errors(), self.store.read() as conn:
+            return len(self.store.memos_needing_embedding(conn, model_id, most + 1, project))
+
     def _fill_batch(self, embedder: Embedder, batch: int, project: str | None = None) -> int:
         """Give vectors to up to ``batch`` memos (of ``project``, or all) without them;
         returns how many it embedded."""
         with self.store.errors(), self.store.read() as conn:
             ids = self.store.memos_needing_embedding(conn, embedder.model_id, batch, project)
+        return self._embed_memos(embedder, ids)
+
+    def _embed_memos(self, embedder: Embedder, ids: Sequence[int]) -> int:
+        """Give vectors to the memos ``ids`` (committed together); returns how many it
+        embedded (a memo gone meanwhile is not)."""
+        with self.store.errors(), self.store.read() as conn:
             texts = self._current_texts(conn, ids)
             projects = {m.id: m.project for m in self.store.memos(conn, ids=ids)}
         computed = self._embed(embedder, [t for pair in texts.values() for t in _pair(pair)])
@@ -448,21 +389,30 @@ class Vectors:
             cached.update(fresh)
         return [cached[k] for k in keys]
 
+    def catch_up(self, embedder: Embedder, project: str, most: int) -> int:
+        """Embed the memos of ``project`` its index lacks vectors of, when there are at
+        most ``most`` (a few memos another process wrote: the search embeds them rather
+        than search them by words); returns how many it embedded."""
+        with self._lock:
+            index = self._indexes.get(project)
+            if index is None or index.model_id != embedder.model_id:
+                return 0
+            if not index.pending or len(index.pending) > most:
+                return 0
+            ids = sorted(index.pending)
+        return self._embed_memos(embedder, ids)
+
     # Indexes ---------------------------------------------------------------
 
-    def index(
-        self, embedder: Embedder, project: str, dim: int, wait: float | None = None
-    ) -> VectorIndex | None:
+    def index(self, embedder: Embedder, project: str, dim: int) -> VectorIndex:
         """The project's vectors of the embedder's model, as far as they are computed.
 
-        Built from the database the first time; after that kept up to date in
-        place by this process's writes. When another process wrote, a server's
-        vector thread reads it again (this search uses it as it is, and
-        searches the memos it lacks by words); elsewhere it is read again now.
-        In a server the first one of a large project is read on the vector
-        thread too: None when it is not there after ``wait`` seconds (1.6 s
-        at 100,000 memos; the search goes by words meanwhile). It never embeds
-        a memo.
+        Read from the database the first time (or waited for, when a server's vector
+        thread is reading it ahead: 1.6 s at 100,000 memos); after that kept up to date in
+        place by this process's writes. When another process wrote, a server's index
+        takes in the memos recorded since it was read (their ids are higher) and is
+        read again whole by the vector thread; elsewhere it is read again now. It
+        never embeds a memo.
         """
         with self.store.errors():
             version = self.store.memo_version()
@@ -472,15 +422,14 @@ class Vectors:
                 if index.version == version:
                     return index
                 if self._filling is not None:
+                    self._catch_up_newer(index, project, version)
                     self.fill_later()
                     return index
-            # A read under way is waited for without counting the memos again.
-            if (
-                wait is not None
-                and self._filling is not None
-                and (project in self._building or self._large(project))
-            ):
-                return self._built_within(project, embedder.model_id, dim, wait)
+            if project in self._building:
+                # Read ahead by the vector thread: wait for that read, not begin another.
+                built = self._built_within(project, embedder.model_id, dim, None)
+                if built is not None:
+                    return built
             # Two arrays of a large project must not live at once.
             self.drop_index(project)
             del index
@@ -489,6 +438,33 @@ class Vectors:
         with self._lock:
             self._indexes[project] = index
         return index
+
+    def _catch_up_newer(self, index: VectorIndex, project: str, version: int) -> None:
+        """Put into ``index`` the memos another process recorded since it was read: those of
+        higher ids, with their vectors, or counted as lacking them. (A memo another process
+        recorded again or forgot is brought up to date by the whole read that follows.)"""
+        with self._lock:
+            if self._newer_seen.get(project) == version:
+                return
+            after = index.newest
+        from explomemo.recall.search import read_newer
+
+        with self.store.read() as conn:
+            rows = read_newer(conn, project, index.model_id, after)
+        with self._lock:
+            if self._indexes.get(project) is not index:
+                return
+            for memo_id, whole, question in rows:
+                if whole is not None and question is not None:
+                    try:
+                        index.upsert(memo_id, whole, question)
+                    except ValueError:
+                        index.pending.add(memo_id)
+                        index.newest = max(index.newest, memo_id)
+                else:
+                    index.pending.add(memo_id)
+                    index.newest = max(index.newest, memo_id)
+            self._newer_seen[project] = version
 
     def search(self, index: VectorIndex, query: npt.NDArray[np.float32], n: int) -> Searched:
         """``index.top(query, n)``, with what the index held when it was searched.
@@ -503,7 +479,7 @@ class Vectors:
     def searched_by_words(self, searched: Searched, project: str) -> int:
         """How many of ``project``'s memos a search found by words only: those the index
         lacked vectors of when it was searched, and those another process wrote since it
-        was built."""
+        was read and the index has not taken in."""
         if searched.version == self.store.memo_version():
             return searched.lacking
         with self.store.errors(), self.store.read() as conn:
@@ -518,20 +494,11 @@ class Vectors:
             version = self.store.memo_version(conn)
             return build_vector_index(conn, project, model_id, dim, version)
 
-    def _large(self, project: str) -> bool:
-        """Whether ``project`` holds more than :data:`READ_INLINE_MEMOS` memos."""
-        with self.store.read() as conn:
-            return self.store.memo_count(conn, project) > READ_INLINE_MEMOS
-
     def read_ahead(self, embedder: Embedder, project: str) -> None:
-        """Have the vector thread read a large project's index now, before a recall asks
-        for it (a smaller one is read by the recall at no cost to speak of)."""
+        """Have the vector thread read a project's index now, before a recall asks for it."""
         if self._closing:
             return
         try:
-            with self.store.errors():
-                if not self._large(project):
-                    return
             dim = int(embedder.embed(["dimension"]).shape[1])
         except Exception as exc:
             # Only a head start: the first recall asks for the index anyway.
@@ -543,34 +510,27 @@ class Vectors:
         self._built_within(project, embedder.model_id, dim, 0)
 
     def _built_within(
-        self, project: str, model_id: str, dim: int, wait: float
+        self, project: str, model_id: str, dim: int, wait: float | None
     ) -> VectorIndex | None:
         """Have the vector thread read the project's index (once), and give it if it is
-        there within ``wait`` seconds."""
+        there within ``wait`` seconds (None: until the read ends). None too when the read
+        failed, or was not begun (closing)."""
 
         def built() -> VectorIndex | None:
             index = self._indexes.get(project)
             return index if index is not None and index.model_id == model_id else None
 
         with self._lock:
-            failed = self._read_failed.get(project)
-            if (
-                built() is None
-                and project not in self._building
-                and not self._closing
-                and (failed is None or time.monotonic() - failed > POLL_SECONDS)
-            ):
+            if built() is None and project not in self._building and not self._closing:
                 self._building.add(project)
                 self._jobs.put(_BuildJob(project, model_id, dim))
-            if project not in self._building:
-                return built()  # nothing is being read: no use waiting
-            self._built.wait_for(lambda: built() is not None, wait)
+            self._built.wait_for(lambda: project not in self._building, wait)
             return built()
 
     def _build_step(self, job: _BuildJob) -> None:
         """Read a project's first index. This process's writers go on meanwhile: one that
-        lands during the read leaves the index behind the memo version, and it is read
-        again (see :meth:`index`), as after another process's write."""
+        lands during the read leaves the index behind the memo version, and it catches up
+        (see :meth:`index`), as after another process's write."""
         try:
             if self._closing:
                 return
@@ -581,17 +541,14 @@ class Vectors:
             if not done:
                 self._read_again(job.model_id, job.project, job.dim)
         except Exception as exc:
-            # Searched by words until a search asks again, POLL_SECONDS later at the
-            # soonest (a read failing at once is not repeated on every recall).
+            # Only a head start: the recall that asks reads the index itself.
             logger.warning("could not read the vectors of %s: %s", job.project, _one_line(exc))
-            with self._lock:
-                self._read_failed[job.project] = time.monotonic()
         finally:
             with self._lock:
                 self._building.discard(job.project)
                 self._built.notify_all()
-            with self._pending_changed:
-                self._pending_changed.notify_all()
+            with self._state:
+                self._state.notify_all()
 
     def _refresh(self, embedder: Embedder) -> None:
         """Read again each index another process's writes outdated (on the vector thread).
@@ -619,14 +576,14 @@ class Vectors:
             fresh = self._build(model_id, project, dim)
         with self._lock:
             self._indexes[project] = fresh
-            self._read_failed.pop(project, None)
         del fresh
         release_freed_memory()
 
     def drop_index(self, project: str) -> None:
-        """Forget the project's index (the next search builds it again)."""
+        """Forget the project's index (the next search reads it again)."""
         with self._lock:
             self._indexes.pop(project, None)
+            self._newer_seen.pop(project, None)
 
     def _update_in_place(
         self,
@@ -659,6 +616,7 @@ class Vectors:
                     return
             elif index.without_vectors([memo_id]):
                 index.pending.add(memo_id)
+                index.newest = max(index.newest, memo_id)
             if index.version == before:
                 index.version = after
 

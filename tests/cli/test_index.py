@@ -1,5 +1,6 @@
-"""`explomemo recall` right after an import answers by words and says so; `explomemo index`
-computes the vectors it lacked (issue 22)."""
+"""`explomemo recall` right after a large import answers by words and says so; `explomemo index`
+computes the vectors it lacked (issue 22); a few memos without vectors it embeds itself
+(issue 37)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ from pathlib import Path
 
 import pytest
 from helpers import MEMOS, assert_one_error_line, invoke_cli, open_cache, record_all
+
+from explomemo.memos import cache as cache_module
 
 
 def _recall(db: Path, app: Path, *extra: str) -> str:
@@ -21,9 +24,22 @@ def _recall(db: Path, app: Path, *extra: str) -> str:
     return run.out
 
 
+def test_recall_embeds_a_few_memos_without_vectors_itself(app: Path, db_path: Path) -> None:
+    """As after `import` of a small export: the first recall loads the model, embeds them,
+    and finds the memo by meaning."""
+    with open_cache(db_path) as cache:
+        ids = record_all(cache, app)
+    found = json.loads(_recall(db_path, app, "--json"))
+    assert "pending_vectors" not in found and found["semantic_index"]
+    assert found["matches"][0]["id"] == ids["auth"]
+    assert found["matches"][0]["matched_by"] in {"embedding", "both"}
+    assert invoke_cli(["--db", str(db_path), "index"]).out == "Computed the vectors of 0 memos.\n"
+
+
 def test_recall_says_which_memos_it_searched_by_words_until_index_computes_them(
-    app: Path, db_path: Path
+    app: Path, db_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setattr(cache_module, "INLINE_BACKLOG", 2)  # 3 memos: more than it embeds
     with open_cache(db_path) as cache:
         ids = record_all(cache, app)
     pending = json.loads(_recall(db_path, app, "--json"))
@@ -56,6 +72,7 @@ def test_index_refuses_an_unknown_project_and_embeddings_off(
 def test_recall_before_any_vector_does_not_load_the_model(
     app: Path, db_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setattr(cache_module, "INLINE_BACKLOG", 2)  # 3 memos: more than it embeds
     with open_cache(db_path) as cache:
         record_all(cache, app)
     # A model that cannot load: loading it would print a warning.

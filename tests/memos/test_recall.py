@@ -22,7 +22,6 @@ from explomemo.recall.sources import FixedModel
 def test_real_model_finds_paraphrases(embedder: Embedder, app: Path, db_path: Path) -> None:
     with MemoCache.open(db_path, FixedModel(embedder)) as cache:
         ids = record_all(cache, app)
-        assert cache.wait_for_vectors("svc", 60)
         for query, key in [
             ("where are JWTs checked?", "auth"),
             ("how many times do failed HTTP requests get retried?", "retry"),
@@ -178,7 +177,7 @@ def test_recall_checks_memos_best_first_until_the_shown_ones_are_settled(
         assert sorted(seen) == sorted(files.values())
 
 
-def test_server_answers_while_model_warms_up(
+def test_server_lists_tools_while_the_model_loads_and_records_with_it(
     app: Path, db_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from mcp import Client
@@ -189,14 +188,17 @@ def test_server_answers_while_model_warms_up(
     fake = FakeEmbedder(lambda text: [1.0, 0.0])
 
     def slow_load(env: Any) -> FakeEmbedder:
-        release.wait(30)
+        assert release.wait(30), "the test never let the model load"
         return fake
 
     monkeypatch.setattr(embeddings, "load_embedder", slow_load)
 
     async def story() -> None:
         async with Client(create_server(db_path, env={})) as client:
+            # Answered while the model loads.
             assert len((await client.list_tools()).tools) == 5
+            threading.Timer(0.2, release.set).start()
+            # The record waits for the load, and is stored with its vectors.
             recorded = await client.call_tool(
                 "memory_exploration_record",
                 {
@@ -207,19 +209,11 @@ def test_server_answers_while_model_warms_up(
                     "root": str(app),
                 },
             )
-            assert recorded.structured_content["semantic_index"] is False  # type: ignore[index]
+            assert recorded.structured_content["semantic_index"] is True  # type: ignore[index]
             ask = {"query": "anything", "project": "svc", "root": str(app)}
-            words = await client.call_tool("memory_exploration_recall", ask)
-            # Answered while the model loads: by words (none match), all memos counted.
-            assert words.structured_content["semantic_index"] is False  # type: ignore[index]
-            assert words.structured_content["pending_vectors"] == 1  # type: ignore[index]
-            release.set()
-            for _ in range(600):
-                recall = await client.call_tool("memory_exploration_recall", ask)
-                if "pending_vectors" not in recall.structured_content:  # type: ignore[operator]
-                    break
-                await asyncio.sleep(0.1)
+            recall = await client.call_tool("memory_exploration_recall", ask)
             assert recall.structured_content["semantic_index"] is True  # type: ignore[index]
+            assert "pending_vectors" not in recall.structured_content  # type: ignore[operator]
             assert [m["id"] for m in recall.structured_content["matches"]] == [1]  # type: ignore[index]
 
     asyncio.run(story())

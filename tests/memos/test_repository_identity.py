@@ -22,6 +22,7 @@ import pytest
 from helpers import EMBEDDINGS_OFF, Repo, call_tools, git, invoke_cli, open_cache
 
 from explomemo.changes import gitrepo
+from explomemo.memos import cache as cache_module
 from explomemo.store import database as store_module
 from explomemo.store.database import Store, load_migrations
 
@@ -346,6 +347,7 @@ def test_pending_vectors_count_only_this_repositorys_memos(
 ) -> None:
     """Memos of another repository of the name are not searched, so they are not memos
     "searched by words only" either: the count is this repository's."""
+    monkeypatch.setattr(cache_module, "INLINE_BACKLOG", 0)  # a backlog the recall leaves
     for i in range(3):
         _record(apps.db, apps.b, f"B question {i} about the license", "B's answer")
     monkeypatch.delenv("EXPLOMEMO_EMBEDDINGS", raising=False)
@@ -356,12 +358,16 @@ def test_pending_vectors_count_only_this_repositorys_memos(
     assert found["pending_vectors"] == 1, found
 
 
-def test_pending_vectors_with_an_index_count_only_this_repositorys_memos(apps: Apps) -> None:
+def test_pending_vectors_with_an_index_count_only_this_repositorys_memos(
+    apps: Apps, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The same count once a vector index exists: of the memos it lacks vectors for (all
     recorded without a model here), another repository's are not counted."""
     from fake_embedder import FakeEmbedder
 
     from explomemo import FixedModel, MemoCache
+
+    monkeypatch.setattr(cache_module, "INLINE_BACKLOG", 0)  # a backlog the recall leaves
 
     for i in range(3):
         _record(apps.db, apps.b, f"B question {i} about the license", "B's answer")

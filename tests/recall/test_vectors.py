@@ -1,5 +1,6 @@
-"""Vector upkeep (recall/vectors.py): vectors computed off the request path, filled, replaced and
-finished on close, and the indexes following every writer."""
+"""Vector upkeep (recall/vectors.py): vectors stored with the memo, a few missing ones embedded by
+the recall, more filled by a server or ``explomemo index``, and the indexes following every
+writer."""
 
 from __future__ import annotations
 
@@ -14,12 +15,13 @@ import pytest
 from fake_embedder import FakeEmbedder, HeldEmbedder
 from helpers import (
     MEMOS,
-    as_large_default_project,
+    as_default_project,
     open_cache,
     record_all,
     record_all_with_vectors,
 )
 
+from explomemo.memos import cache as cache_module
 from explomemo.memos.cache import MemoCache
 from explomemo.recall import search as search_module
 from explomemo.recall import vectors as vectors_module
@@ -33,23 +35,6 @@ def _axis(index: int, dim: int = 8) -> list[float]:
     return [1.0 if i == index else 0.0 for i in range(dim)]
 
 
-class GatedEmbedder(FakeEmbedder):
-    """A FakeEmbedder that embeds memo texts only once ``gate`` is set (a slow model, held still).
-
-    Queries (one line) go through at once; memo texts (question, file names and
-    conclusion on three lines) wait.
-    """
-
-    def __init__(self) -> None:
-        super().__init__(lambda text: _axis(0) if "pool" in text else _axis(1))
-        self.gate = threading.Event()
-
-    def embed(self, texts: Any) -> Any:
-        if any("\n" in text for text in texts):
-            assert self.gate.wait(30), "the test never opened the gate"
-        return super().embed(texts)
-
-
 def _stored_vectors(db_path: Path) -> list[tuple[int, str | None, str | None]]:
     with sqlite3.connect(db_path) as conn:
         return conn.execute(
@@ -57,14 +42,37 @@ def _stored_vectors(db_path: Path) -> list[tuple[int, str | None, str | None]]:
         ).fetchall()
 
 
-def test_memos_without_vectors_are_found_by_words_then_by_embedding(
+def test_a_few_memos_without_vectors_are_embedded_by_the_recall_that_needs_them(
     embedder: Embedder, app: Path, db_path: Path
 ) -> None:
+    """Memos another process wrote without vectors (the Stop hook, a command without the
+    model): the recall embeds them itself and finds them by meaning at once."""
     question, conclusion, files = MEMOS["auth"]
     with open_cache(db_path) as before:
         assert not before.record(
             question=question, conclusion=conclusion, files=files, project="svc", root=str(app)
         ).semantic_index
+    with MemoCache.open(db_path, FixedModel(embedder)) as after:
+        found = after.recall(
+            query="where is the JWT signature checked?", project="svc", root=str(app)
+        )
+        assert found.semantic_index and found.pending_vectors == 0
+        assert [m.matched_by for m in found.matches] in (["embedding"], ["both"])
+    with sqlite3.connect(db_path) as conn:
+        assert conn.execute("SELECT embedding_model, length(embedding) FROM memos").fetchall() == [
+            (DEFAULT_MODEL_ID, 384 * 4)
+        ]
+
+
+def test_more_memos_without_vectors_are_found_by_words_then_by_embedding(
+    embedder: Embedder, app: Path, db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(cache_module, "INLINE_BACKLOG", 0)  # one memo: more than it embeds
+    question, conclusion, files = MEMOS["auth"]
+    with open_cache(db_path) as before:
+        before.record(
+            question=question, conclusion=conclusion, files=files, project="svc", root=str(app)
+        )
     model = HeldEmbedder(embedder)
     with MemoCache.open(db_path, FixedModel(model)) as after:
         # The recall embeds nothing of the memo: it is found by words, and says so.
@@ -81,17 +89,12 @@ def test_memos_without_vectors_are_found_by_words_then_by_embedding(
         )
         assert found.pending_vectors == 0 and '"pending_vectors"' not in to_json(found)
         assert [m.matched_by for m in found.matches] in (["embedding"], ["both"])
-    with sqlite3.connect(db_path) as conn:
-        assert conn.execute("SELECT embedding_model, length(embedding) FROM memos").fetchall() == [
-            (DEFAULT_MODEL_ID, 384 * 4)
-        ]
 
 
 def test_model_change_reembeds_and_cache_avoids_repeats(app: Path, db_path: Path) -> None:
     first = FakeEmbedder(lambda text: _axis(len(text) % 8), model_id="model-a")
     with MemoCache.open(db_path, FixedModel(first)) as cache:
         record_all(cache, app)
-        assert cache.wait_for_vectors("svc", 10)
         assert len(first.embedded) == 6  # two texts a memo: whole, and question with file names
         cache.record(
             question=MEMOS["db"][0],
@@ -135,8 +138,6 @@ def test_indexes_follow_own_and_other_writers(app: Path, db_path: Path) -> None:
         assert found("B?") == [second]
         assert cache.stale(project="svc", root=str(app)).checked == 2
         third = record(other, "C third")  # another writer: the index is rebuilt
-        # Once the other writer's vectors are stored (its own thread computes them).
-        assert other.wait_for_vectors("svc", timeout=60)
         assert found("C?") == [third]
         assert cache.stale(project="svc", root=str(app)).checked == 3
         assert record(cache, "a FIRST") == first  # replaced in place: same id, new vector
@@ -144,71 +145,49 @@ def test_indexes_follow_own_and_other_writers(app: Path, db_path: Path) -> None:
         assert found("A?") == []
 
 
-def test_record_returns_before_its_vector_and_recall_does_not_wait_for_it(
-    app: Path, db_path: Path
-) -> None:
-    model = GatedEmbedder()
-    model.gate.set()
+def test_a_recorded_memo_has_its_vectors_when_record_answers(app: Path, db_path: Path) -> None:
+    model = FakeEmbedder(lambda text: _axis(0) if "pool" in text else _axis(1))
     with MemoCache.open(db_path, FixedModel(model)) as cache:
-        question, conclusion, files = MEMOS["auth"]
-        cache.record(
-            question=question, conclusion=conclusion, files=files, project="svc", root=str(app)
-        )
-        # The project's vectors are now in memory; the next record must reach them.
-        assert cache.recall(query="pool size", project="svc", root=str(app)).matches == []
-        model.gate.clear()
         question, conclusion, files = MEMOS["db"]
         recorded = cache.record(
             question=question, conclusion=conclusion, files=files, project="svc", root=str(app)
         )
-        # The model has not run on it, yet the memo and its hashes are stored.
         assert recorded.semantic_index
-        assert _stored_vectors(db_path)[-1] == (recorded.id, None, None)
-        assert not cache.wait_for_vectors("svc", 0.05)
-        assert cache.wait_for_vectors("other-project", 0)
-
-        # The recall does not wait for it: the memo is found by words, and counted.
-        pending = cache.recall(query="pool size", project="svc", root=str(app))
-        assert pending.pending_vectors == 1
-        assert [(m.id, m.matched_by) for m in pending.matches] == [(recorded.id, "words")]
-        assert _stored_vectors(db_path)[-1] == (recorded.id, None, None)
-        model.gate.set()
-        assert cache.wait_for_vectors("svc", 30)
+        assert _stored_vectors(db_path)[-1][:2] == (recorded.id, "fake-model")
         result = cache.recall(query="pool size", project="svc", root=str(app))
         assert result.pending_vectors == 0
         assert [(m.id, m.matched_by) for m in result.matches] == [(recorded.id, "both")]
-        assert _stored_vectors(db_path)[-1][1] == "fake-model"
 
 
-def test_a_memo_recorded_again_keeps_only_the_newest_vector(app: Path, db_path: Path) -> None:
-    model = GatedEmbedder()
-    model.gate.set()
-    with MemoCache.open(db_path, FixedModel(model)) as cache:
+def test_a_record_waits_for_the_model_still_loading(app: Path, db_path: Path) -> None:
+    """A record that comes while a server's model loads is stored with its vectors once the
+    load ends, not without them."""
+    from explomemo.recall.embeddings import ModelLoader
+
+    fake = FakeEmbedder(lambda text: _axis(0))
+    loading = threading.Event()
+    loader = ModelLoader({}, load=lambda env: fake if loading.wait(30) else None)
+    loader.start()
+    answers: list[Any] = []
+    with MemoCache.open(db_path, loader) as cache:
         question, conclusion, files = MEMOS["db"]
-        newer = "Moved to app/http.py."
-        # The newer text's vector is put in the embedding cache through another
-        # project, so recording it below stores its vector inline, with no job.
-        cache.record(
-            question=question, conclusion=newer, files=files, project="warm", root=str(app)
+        recording = threading.Thread(
+            target=lambda: answers.append(
+                cache.record(
+                    question=question,
+                    conclusion=conclusion,
+                    files=files,
+                    project="svc",
+                    root=str(app),
+                )
+            )
         )
-        assert cache.wait_for_vectors("warm", 30)
-        model.gate.clear()
-        first = cache.record(
-            question=question, conclusion=conclusion, files=files, project="svc", root=str(app)
-        )
-        again = cache.record(
-            question=question, conclusion=newer, files=files, project="svc", root=str(app)
-        )
-        assert again.id == first.id
-        model.gate.set()
-        assert cache.wait_for_vectors("svc", 30)
-        # The first text's job ran after the inline vector landed; it found the memo
-        # changed and did not overwrite it.
-        assert model.embedded[-2].endswith(conclusion)  # then its question
-        expected = vectors_module.text_hash(
-            "fake-model", vectors_module.embedding_text(question, newer, files)
-        )
-        assert _stored_vectors(db_path)[-1] == (first.id, "fake-model", expected)
+        recording.start()
+        recording.join(0.2)
+        loading.set()
+        recording.join(30)
+    assert [a.semantic_index for a in answers] == [True]
+    assert [m for _, m, _ in _stored_vectors(db_path)] == ["fake-model"]
 
 
 def test_files_given_in_any_order_get_the_memo_its_vector(app: Path, db_path: Path) -> None:
@@ -220,7 +199,6 @@ def test_files_given_in_any_order_get_the_memo_its_vector(app: Path, db_path: Pa
             project="svc",
             root=str(app),
         )
-        assert cache.wait_for_vectors("svc", 30)
         assert _stored_vectors(db_path)[0][:2] == (recorded.id, "fake-model")
 
 
@@ -245,7 +223,6 @@ def test_a_fill_does_not_store_the_vector_of_an_outdated_text(app: Path, db_path
                 project="svc",
                 root=str(app),
             )
-            assert cache.wait_for_vectors("svc", 30)
         return _axis(0)
 
     model = FakeEmbedder(vector_of)
@@ -257,62 +234,49 @@ def test_a_fill_does_not_store_the_vector_of_an_outdated_text(app: Path, db_path
         assert _stored_vectors(db_path)[0][2] == expected
 
 
-def test_close_finishes_pending_vectors(app: Path, db_path: Path) -> None:
-    model = GatedEmbedder()
-    with MemoCache.open(db_path, FixedModel(model)) as cache:
-        ids = record_all(cache, app)
-        threading.Timer(0.2, model.gate.set).start()
-    assert [(i, m) for i, m, _ in _stored_vectors(db_path)] == [
-        (i, "fake-model") for i in sorted(ids.values())
-    ]
-
-
-def test_a_failed_vector_is_filled_by_the_next_server(
+def test_a_failed_vector_is_given_by_the_next_recall(
     app: Path, db_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     broken = FakeEmbedder(lambda text: _axis(0))
     broken.embed = lambda texts: (_ for _ in ()).throw(RuntimeError("model crashed"))  # type: ignore[method-assign]
     with MemoCache.open(db_path, FixedModel(broken)) as cache:
-        ids = record_all(cache, app)
-        assert cache.wait_for_vectors("svc", 30)
-        assert "could not embed memo" in caplog.text
+        ids = record_all(cache, app)  # stored all the same
+        assert "could not embed the memo" in caplog.text
         assert [m for _, m, _ in _stored_vectors(db_path)] == [None, None, None]
     working = FakeEmbedder(lambda text: _axis(0) if "pool" in text else _axis(1))
     with MemoCache.open(db_path, FixedModel(working)) as cache:
         result = cache.recall(query="pool size", project="svc", root=str(app))
-        assert result.matches[0].id == ids["db"] and result.pending_vectors == 3
-        cache.fill_when_loaded()  # as a server starts
-        assert cache.wait_for_fill(30)
-        assert [m for _, m, _ in _stored_vectors(db_path)] == ["fake-model"] * 3
-        result = cache.recall(query="pool size", project="svc", root=str(app))
         assert result.matches[0].id == ids["db"] and result.pending_vectors == 0
+        assert result.matches[0].matched_by == "both"
+        assert [m for _, m, _ in _stored_vectors(db_path)] == ["fake-model"] * 3
 
 
-def test_close_leaves_vectors_past_its_budget_to_the_next_fill(
-    app: Path, db_path: Path, monkeypatch: pytest.MonkeyPatch
+def test_close_stops_a_fill_after_its_batch_and_the_next_server_finishes(
+    app: Path, db_path: Path
 ) -> None:
-    monkeypatch.setattr(vectors_module, "CLOSE_SECONDS", 0.2)
-
-    class Slow(FakeEmbedder):
-        def embed(self, texts: Any) -> Any:
-            time.sleep(0.1)
-            return super().embed(texts)
-
-    with MemoCache.open(db_path, FixedModel(Slow(lambda text: _axis(0)))) as cache:
+    with open_cache(db_path) as writer:
         for n in range(20):
-            cache.record(
+            writer.record(
                 question=f"question {n}",
                 conclusion="c",
                 files=["app/db.py"],
                 project="svc",
                 root=str(app),
             )
+    started = threading.Event()
+
+    class Slow(FakeEmbedder):
+        def embed(self, texts: Any) -> Any:
+            started.set()
+            time.sleep(0.05)
+            return super().embed(texts)
+
+    with MemoCache.open(db_path, FixedModel(Slow(lambda text: _axis(0)))) as server:
+        server.fill_when_loaded()  # as a server starts
+        assert started.wait(30)
     stored = [model for _, model, _ in _stored_vectors(db_path)]
-    assert len(stored) == 20
-    # The job being computed when the budget ran out was finished and stored;
-    # the rest were left (each job takes 0.1 s, the budget 0.2 s).
+    # The batch under way when the server closed was stored; the rest was left.
     assert 1 <= stored.count("fake-model") < 20
-    # The next start finishes the rest.
     with MemoCache.open(db_path, FixedModel(FakeEmbedder(lambda text: _axis(0)))) as again:
         again.fill_when_loaded()
         assert again.wait_for_fill(30)
@@ -337,26 +301,21 @@ def test_a_failed_fill_leaves_the_vector_thread_alive(
     model = FailsOnce(lambda text: _axis(0) if "pool" in text else _axis(1))
     with MemoCache.open(db_path, FixedModel(model)) as cache:
         cache.fill_when_loaded()
-        # Queued behind the fill that fails: its vectors still come, and a
-        # recall does not wait for a thread that is gone.
-        cache.record(
-            question="Where are sessions stored?",
-            conclusion="app/db.py keeps them in Redis.",
-            files=["app/db.py"],
-            project="svc",
-            root=str(app),
-        )
-        assert cache.wait_for_vectors("svc", 10)
+        assert cache.wait_for_fill(10)
         warnings = [r.getMessage() for r in caplog.records if r.name == "explomemo"]
         assert warnings == [
             "could not embed memos recorded without a model:"
             " RuntimeError: onnxruntime: transient failure second line"
         ]
         assert any(t.name == "explomemo-vectors" for t in threading.enumerate())
-        assert _stored_vectors(db_path)[-1][1] == "fake-model"
+        cache.vectors.fill_later()  # as when another process writes next
+        assert cache.wait_for_fill(10)
+        assert [m for _, m, _ in _stored_vectors(db_path)] == ["fake-model"] * len(MEMOS)
 
 
-def test_an_index_of_one_project_embeds_only_its_memos(app: Path, db_path: Path) -> None:
+def test_an_index_of_one_project_embeds_only_its_memos(
+    app: Path, db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     model = FakeEmbedder(lambda text: _axis(0) if "pool" in text else _axis(1))
     with MemoCache.open(db_path, FixedModel(model)) as cache:
         for project in ("svc", "other"):
@@ -368,12 +327,12 @@ def test_an_index_of_one_project_embeds_only_its_memos(app: Path, db_path: Path)
                     project=project,
                     root=str(app),
                 )
-        assert cache.wait_for_vectors("svc", 30) and cache.wait_for_vectors("other", 30)
     with closing(sqlite3.connect(db_path)) as conn, conn:
         # As migration 0003 leaves every memo: no question vector yet (and none
         # in the embedding cache either).
         conn.execute("UPDATE memos SET question_embedding = NULL")
         conn.execute("DELETE FROM embedding_cache")
+    monkeypatch.setattr(cache_module, "INLINE_BACKLOG", 0)  # a backlog the recall leaves
     model = FakeEmbedder(lambda text: _axis(0) if "pool" in text else _axis(1))
     with MemoCache.open(db_path, FixedModel(model)) as cache:
         result = cache.recall(query="pool size", project="svc", root=str(app))
@@ -401,6 +360,7 @@ def test_vectors_stored_during_a_search_leave_its_memos_counted_as_searched_by_w
     """The vector thread puts vectors into the index a search has just used: that search
     still searched those memos by words, and its answer says so (it once said none, while
     the memo, held by no word of the query, was not found)."""
+    monkeypatch.setattr(cache_module, "INLINE_BACKLOG", 0)  # a backlog the recall leaves
     question, conclusion, files = MEMOS["auth"]
     with open_cache(db_path) as before:
         before.record(
@@ -428,88 +388,41 @@ def test_vectors_stored_during_a_search_leave_its_memos_counted_as_searched_by_w
         assert [m.matched_by for m in after.matches] in (["embedding"], ["both"])
 
 
-def test_a_servers_first_read_of_an_index_is_not_waited_for(
+def test_a_servers_first_recall_waits_for_the_read_of_its_vectors_under_way(
     app: Path, db_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """In a server the vector thread reads a large project's vectors the first time (a second
-    at 100,000 memos): a recall waits for it only up to its limit, then answers by words."""
+    """The vector thread reads the default project's vectors ahead (a second at 100,000
+    memos): a recall that comes meanwhile waits for that read, not answer by words."""
     fake = FakeEmbedder(lambda text: _axis(0) if "pool" in text else _axis(1))
     record_all_with_vectors(db_path, app, fake)
+    as_default_project(app, monkeypatch)
     held = threading.Event()
-    reading: list[str] = []
-    ended: list[bool] = []
+    reading = threading.Event()
+    reads: list[str] = []
     build = search_module.build_vector_index
 
     def slow_build(conn: sqlite3.Connection, project: str, *args: Any) -> Any:
-        # Held inside the read of the vectors: the recalls below read the database
-        # meanwhile (on the shared read connection), so that read must not be it.
-        reading.append(project)
-        let_go = held.wait(30)
-        ended.append(let_go)
-        assert let_go, "the test never let the index be read"
+        reads.append(project)
+        reading.set()
+        assert held.wait(30), "the test never let the index be read"
         return build(conn, project, *args)
 
     monkeypatch.setattr(search_module, "build_vector_index", slow_build)
-    monkeypatch.setattr(vectors_module, "READ_INLINE_MEMOS", 2)  # 3 memos: a large project
+    answers: list[Any] = []
     with MemoCache.open(db_path, FixedModel(fake)) as server:
-        server.fill_when_loaded()  # as a server starts
-        query = "how big is the connection pool?"
-        first = server.recall(query=query, project="svc", root=str(app))
-        assert not first.semantic_index and first.pending_vectors == 3
-        assert {m.matched_by for m in first.matches} == {"words"}
-        deadline = time.monotonic() + 10
-        while not reading:
-            assert time.monotonic() < deadline, "the vector thread never read the index"
-            time.sleep(0.01)
-        again = server.recall(query=query, project="svc", root=str(app))
-        assert reading == ["svc"] and again.pending_vectors == 3  # read once, not again
-        assert not server.vectors.settled(0.1)  # the read is the vector thread's work
-        # A record does not wait for the read; the index read before it lands is read
-        # again, as after another process's write.
-        server.record(
-            question="Where is the pool size set?",
-            conclusion="In app/db.py.",
-            files=["app/db.py"],
-            project="svc",
-            root=str(app),
+        server.fill_when_loaded(ahead=True)  # as a server starts
+        assert reading.wait(30)
+        asking = threading.Thread(
+            target=lambda: answers.append(server.recall(query="how big is the connection pool?"))
         )
-        assert ended == []  # the read is still held
+        asking.start()
+        asking.join(0.2)
         held.set()
-        deadline = time.monotonic() + 10
-        while (found := server.recall(query=query, project="svc", root=str(app))).pending_vectors:
-            assert time.monotonic() < deadline, "the index never caught up"
-            server.vectors.settled(1)
-        assert found.semantic_index and found.matches[0].matched_by in ("embedding", "both")
-        assert server.vectors.index(fake, "svc", 8).count == 4
-
-
-def test_a_read_of_an_index_that_fails_is_not_tried_on_every_recall(
-    app: Path, db_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
-) -> None:
-    fake = FakeEmbedder(lambda text: _axis(0) if "pool" in text else _axis(1))
-    record_all_with_vectors(db_path, app, fake)
-    tries: list[str] = []
-
-    def broken(conn: sqlite3.Connection, project: str, *args: Any) -> Any:
-        tries.append(project)
-        raise sqlite3.OperationalError("disk I/O error")
-
-    monkeypatch.setattr(search_module, "build_vector_index", broken)
-    monkeypatch.setattr(vectors_module, "READ_INLINE_MEMOS", 2)
-    # Not asked again for a minute: the recalls below come well within it, however slow.
-    monkeypatch.setattr(vectors_module, "POLL_SECONDS", 60.0)
-    with MemoCache.open(db_path, FixedModel(fake)) as server:
-        server.fill_when_loaded()
-        for _ in range(3):
-            result = server.recall(query="pool size", project="svc", root=str(app))
-            assert server.vectors.settled(10)
-            assert not result.semantic_index and result.matches  # by words
-        assert tries == ["svc"]
-        assert "could not read the vectors of svc" in caplog.text
-        monkeypatch.setattr(vectors_module, "POLL_SECONDS", 0.05)
-        time.sleep(0.1)
-        server.recall(query="pool size", project="svc", root=str(app))
-        assert server.vectors.settled(10) and tries == ["svc", "svc"]
+        asking.join(30)
+    assert reads == ["svc"]  # read once, by the vector thread
+    (first,) = answers
+    assert first.semantic_index and first.pending_vectors == 0
+    assert first.matches[0].matched_by in ("embedding", "both")
 
 
 def test_a_server_reads_its_default_projects_vectors_before_the_first_recall(
@@ -517,7 +430,7 @@ def test_a_server_reads_its_default_projects_vectors_before_the_first_recall(
 ) -> None:
     fake = FakeEmbedder(lambda text: _axis(0) if "pool" in text else _axis(1))
     record_all_with_vectors(db_path, app, fake)
-    as_large_default_project(app, monkeypatch)
+    as_default_project(app, monkeypatch)
     with MemoCache.open(db_path, FixedModel(fake)) as server:
         server.fill_when_loaded(ahead=True)  # as a server starts
         assert server.vectors.settled(10)
@@ -536,7 +449,7 @@ def test_a_model_loaded_after_close_starts_nothing_and_says_nothing(
 
     fake = FakeEmbedder(lambda text: _axis(0))
     record_all_with_vectors(db_path, app, fake)
-    as_large_default_project(app, monkeypatch)
+    as_default_project(app, monkeypatch)
     loading = threading.Event()
     loader = ModelLoader({}, load=lambda env: fake if loading.wait(30) else None)
     server = MemoCache.open(db_path, loader)

@@ -1,10 +1,10 @@
-"""A server answers at once while vectors are computed (issue 22): held on events, never timed.
+"""A server's recall does not depend on when it is asked (issue 37): held on events, never timed.
 
-The model and the vector thread are held still (a loader whose load waits, an embedder
-whose memo texts wait); the server answers by words meanwhile, says how many memos it
-searched so (``pending_vectors``), and finds them by meaning once their vectors are stored,
-including memos that another process wrote and vectors left over by a server closed
-while it filled.
+The model and the vector thread are held still (a loader whose load waits, a read of the
+vectors that waits); a recall waits for them rather than answer by words, embeds the few
+memos another process wrote without vectors, and only a large backlog (an import) is
+searched by words meanwhile, counted in ``pending_vectors``, and found by meaning once the
+vector thread stored its vectors, including after a server closed while it filled.
 """
 
 from __future__ import annotations
@@ -19,12 +19,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fake_embedder import HeldEmbedder
 from helpers import (
     MEMOS,
     PYTHON,
     _replies,
-    as_large_default_project,
+    as_default_project,
     cli_subprocess,
     open_cache,
     record_all,
@@ -82,38 +81,27 @@ def _serve(db: Path, load: Callable[[Mapping[str, str]], Embedder | None]) -> An
     return Client(create_server(db, env={}, loader=ModelLoader({}, load=load)))
 
 
-def test_first_recall_answers_by_words_while_the_fill_is_held(
+def test_a_fresh_servers_first_recall_embeds_the_few_memos_without_vectors(
     embedder: Embedder, app: Path, db_path: Path
 ) -> None:
     with open_cache(db_path) as cache:
         ids = record_all(cache, app)
-    held = HeldEmbedder(embedder)
 
     async def run() -> None:
-        async with _serve(db_path, lambda env: held) as client:
-            ask = _asker(client, "where is the JWT signature checked?", app)
-
-            first = await ask()
-            assert first["semantic_index"] is True
-            assert first["pending_vectors"] == len(MEMOS)
-            assert [(m["id"], m["matched_by"]) for m in first["matches"]][:1] == [
-                (ids["auth"], "words")
-            ]
-            assert _vectors_stored(db_path) == 0
-            held.gate.set()
-            found = await _until(ask, lambda answer: "pending_vectors" not in answer)
-            assert found["matches"][0]["id"] == ids["auth"]
-            assert found["matches"][0]["matched_by"] in {"embedding", "both"}
+        async with _serve(db_path, lambda env: embedder) as client:
+            first = await _asker(client, "where is the JWT signature checked?", app)()
+            assert first["semantic_index"] is True and "pending_vectors" not in first
+            assert first["matches"][0]["id"] == ids["auth"]
+            assert first["matches"][0]["matched_by"] in {"embedding", "both"}
 
     asyncio.run(run())
     assert _vectors_stored(db_path) == len(MEMOS)
 
 
-def test_recall_answers_by_words_while_the_model_loads(
+def test_a_recall_waits_for_the_model_still_loading(
     embedder: Embedder, app: Path, db_path: Path
 ) -> None:
-    with open_cache(db_path) as cache:
-        ids = record_all(cache, app)
+    ids = record_all_with_vectors(db_path, app, embedder)
     loaded = threading.Event()
 
     def load(env: Mapping[str, str]) -> Embedder:
@@ -122,17 +110,15 @@ def test_recall_answers_by_words_while_the_model_loads(
 
     async def run() -> None:
         async with _serve(db_path, load) as client:
-            ask = _asker(client, "where is the JWT signature checked?", app)
-
-            first = await ask()
-            assert first["semantic_index"] is False
-            assert first["pending_vectors"] == len(MEMOS)
-            assert first["matches"][0]["id"] == ids["auth"]
-            loaded.set()
-            found = await _until(
-                ask, lambda answer: answer["semantic_index"] and "pending_vectors" not in answer
+            asking = asyncio.ensure_future(
+                _asker(client, "where is the JWT signature checked?", app)()
             )
-            assert found["matches"][0]["matched_by"] in {"embedding", "both"}
+            await asyncio.sleep(0.2)
+            loaded.set()
+            first = await asking
+            assert first["semantic_index"] is True and "pending_vectors" not in first
+            assert first["matches"][0]["id"] == ids["auth"]
+            assert first["matches"][0]["matched_by"] in {"embedding", "both"}
 
     try:
         asyncio.run(run())
@@ -140,22 +126,18 @@ def test_recall_answers_by_words_while_the_model_loads(
         loaded.set()
 
 
-def test_a_memo_another_process_wrote_is_found_by_words_then_by_meaning(
+def test_a_memo_another_process_wrote_is_found_by_meaning_at_once(
     embedder: Embedder, app: Path, db_path: Path
 ) -> None:
-    with open_cache(db_path) as cache:
-        record_all(cache, app)
+    """As the Stop hook's capture, or the CLI without a model: the server's index, read
+    before, takes the memo in and its recall embeds it."""
+    record_all_with_vectors(db_path, app, embedder)
     question = "Where are background jobs scheduled?"
-    held = HeldEmbedder(embedder)
-    held.gate.set()
 
     async def run() -> None:
-        async with _serve(db_path, lambda env: held) as client:
+        async with _serve(db_path, lambda env: embedder) as client:
             ask = _asker(client, "which module schedules background jobs?", app)
-
-            await _until(ask, lambda answer: "pending_vectors" not in answer)
-            held.gate.clear()  # the server notices the memo, and its vectors wait
-            # Another process (as the Stop hook's capture, or the CLI without a model).
+            await ask()  # the project's vectors are in memory now
             written = cli_subprocess(
                 [
                     "--db",
@@ -170,20 +152,18 @@ def test_a_memo_another_process_wrote_is_found_by_words_then_by_meaning(
                     "--conclusion",
                     "app/db.py runs the scheduler loop for background jobs.",
                     "app/db.py",
-                ]
+                ],
+                env={"EXPLOMEMO_EMBEDDINGS": "off"},
             )
             assert written.returncode == 0, written.stderr
+            assert _vectors_stored(db_path) == len(MEMOS)
             at_once = await ask()
-            assert at_once["pending_vectors"] == 1
-            assert [(m["question"], m["matched_by"]) for m in at_once["matches"]][:1] == [
-                (question, "words")
-            ]
-            held.gate.set()
-            later = await _until(ask, lambda answer: "pending_vectors" not in answer)
-            assert later["matches"][0]["question"] == question
-            assert later["matches"][0]["matched_by"] in {"embedding", "both"}
+            assert "pending_vectors" not in at_once
+            assert at_once["matches"][0]["question"] == question
+            assert at_once["matches"][0]["matched_by"] in {"embedding", "both"}
 
     asyncio.run(run())
+    assert _vectors_stored(db_path) == len(MEMOS) + 1
 
 
 @pytest.mark.slow
@@ -246,7 +226,7 @@ def test_a_server_closed_while_it_fills_keeps_its_vectors_and_the_next_finishes(
     assert _vectors_stored(db_path) == count
 
 
-def test_a_server_reads_its_large_projects_vectors_ahead(
+def test_a_server_reads_its_projects_vectors_ahead(
     app: Path, db_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Started in the project's folder, a server reads the project's vectors once the model
@@ -261,7 +241,7 @@ def test_a_server_reads_its_large_projects_vectors_ahead(
         lambda text: [1.0, 0.0] if "pool" in text else [0.0, 1.0], model_id="fake-ahead"
     )
     record_all_with_vectors(db_path, app, fake)
-    as_large_default_project(app, monkeypatch)
+    as_default_project(app, monkeypatch)
     read = threading.Event()
     step = vectors_module.Vectors._build_step
 

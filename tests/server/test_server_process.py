@@ -14,6 +14,7 @@ import pytest
 from helpers import (
     FORGET,
     LOCK_HOLDER,
+    MEMOS,
     PYTHON,
     RECALL,
     RECORD,
@@ -209,3 +210,41 @@ def test_reads_answer_while_the_snapshot_writer_waits_for_another_process(
             assert checked.diff is not None and "-A = 1\n+A = 2\n" in checked.diff
     with closing(sqlite3.connect(db)) as conn:
         assert conn.execute("SELECT count(*) FROM snapshots").fetchone() == (1,)
+
+
+# Recall does not depend on when it is asked (issue 37) -------------------------------
+
+
+@pytest.mark.timeout(300)
+def test_memos_recorded_at_once_after_start_are_found_by_meaning_by_the_next_server(
+    tmp_path: Path, app: Path
+) -> None:
+    """The shipped model, real servers: records sent as soon as the server answers
+    initialize (its model still loading), the server closed, a new one's first recall."""
+    db = tmp_path / "data" / "memos.db"
+    model_on = {"EXPLOMEMO_EMBEDDINGS": "on"}
+    with RawServer(db, cwd=app, env=model_on) as first:
+        for question, conclusion, files in MEMOS.values():
+            recorded = first.call(
+                RECORD,
+                {"question": question, "conclusion": conclusion, "files": files,
+                 "project": "svc", "root": str(app)},
+            )  # fmt: skip
+            assert not recorded.is_error, recorded.text
+            assert recorded.data["semantic_index"] is True
+        code, err = first.close()
+    assert code == 0 and "Traceback" not in err, err
+    with closing(sqlite3.connect(db)) as conn:
+        assert conn.execute(
+            "SELECT count(*) FROM memos WHERE embedding IS NOT NULL"
+            " AND question_embedding IS NOT NULL"
+        ).fetchone() == (len(MEMOS),)
+    with RawServer(db, cwd=app, env=model_on) as second:
+        found = second.call(
+            RECALL, {"query": "where are JWTs checked?", "project": "svc", "root": str(app)}
+        )
+        code, err = second.close()
+    assert code == 0 and "Traceback" not in err, err
+    assert found.data["semantic_index"] is True and "pending_vectors" not in found.data
+    assert found.data["matches"][0]["question"] == MEMOS["auth"][0]
+    assert found.data["matches"][0]["matched_by"] in {"embedding", "both"}
