@@ -5,13 +5,13 @@ the hook's JSON on stdout:
 
 * ``session-start``: a short index of the project's fresh memos (how many, the
   stale ones as a count, then the fresh questions with their ids: the memos
-  recorded here first, resting on the most files first, imported ones after),
-  within :data:`INDEX_BYTES`; nothing when none is fresh.
-* ``prompt``: the memos recorded here that answer the prompt
+  recorded here first, resting on the most files first, imported ones after; no
+  captured turn), within :data:`INDEX_BYTES`; nothing when none is fresh.
+* ``prompt``: the memos an agent recorded here that answer the prompt
   (:mod:`explomemo.recall.prompts`, by words): up to :data:`MAX_FRESH` fresh ones
   with id, provenance, question and conclusion, and up to :data:`MAX_STALE` stale
   ones with what changed, within :data:`PROMPT_BYTES`; nothing when none clears the
-  cut-off. An imported memo never comes unasked.
+  cut-off. An imported memo or a captured turn never comes unasked.
 * ``stop``: records a turn that answered a question about the code
   (:mod:`explomemo.clients.capture`). Only when the user opted in
   (``EXPLOMEMO_REMIND=on``, or ``--remind``, as ``setup --remind`` writes it): when the
@@ -53,7 +53,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from explomemo.errors import DeadlineError, HookInputError, NoDatabaseError
-from explomemo.inputs import MAX_QUESTION, check_switches, provenance, switched_on
+from explomemo.inputs import MAX_QUESTION, TRANSCRIPT, check_switches, provenance, switched_on
 from explomemo.printable import inert, message, one_line
 from explomemo.projects import Caller, resolve_project
 from explomemo.store.database import FileRow, MemoRow, Store
@@ -331,7 +331,8 @@ def session_start(
         return None
     try:
         with store.errors(), store.read() as conn:
-            memos = _of_this_repository(store, name, root, store.memos(conn, project=name))
+            listed = [m for m in store.memos(conn, project=name) if m.origin != TRANSCRIPT]
+            memos = _of_this_repository(store, name, root, listed)
             files = store.all_files(conn, name)
             spared = _spared(store, conn, name)
         if not memos:
@@ -424,9 +425,10 @@ def prompt(
     try:
         with store.errors(), store.read() as conn:
             answers = answering(store, conn, name, text)
-            # An imported memo is a repository's claim: it comes when asked (recall,
-            # show), never unasked, until an agent here records it again.
-            own = [memo for memo, _ in answers if not memo.imported]
+            # An imported memo is a repository's claim, and a turn's capture was judged by
+            # no one (on real sessions most were plans, statuses and follow-ups): both come
+            # when asked (recall, show), never unasked.
+            own = [m for m, _ in answers if not m.imported and m.origin != TRANSCRIPT]
             kept = set(_of_this_repository(store, name, root, own))
             found = [(memo, score) for memo, score in answers if memo in kept]
             found = found[: MAX_FRESH + MAX_STALE]

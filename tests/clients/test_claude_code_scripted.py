@@ -469,15 +469,15 @@ def test_a_read_only_question_leaves_one_fresh_transcript_memo_on_exactly_its_fi
     assert len(captured.question.hooks("Stop")) == 1
 
 
-def test_the_next_session_gets_the_captured_memo_from_recall_and_the_prompt_hook(
+def test_the_next_session_gets_the_captured_memo_from_recall_never_unasked(
     captured: Captured,
 ) -> None:
+    """A captured turn was judged by no one: the prompt hook does not hand it to the next
+    session, even for a paraphrase of its question; recall gives it when asked."""
     memo = the_captured_memo(captured)
     run = captured.paraphrase
-    (hint,) = run.added("UserPromptSubmit")
-    header = f"[memo {memo['id']}, fresh, 3 files unchanged, captured here from a turn]"
-    assert f"{header}\n| {QUESTION}" in hint
-    assert CONCLUSION in hint
+    assert run.added("UserPromptSubmit") == []
+    assert all(QUESTION not in text for text in run.added("SessionStart"))
     (found,) = run.tool_results("mcp__explomemo__memory_exploration_recall")
     match = tool_json(found)["matches"][0]
     assert (match["id"], match["status"], match["origin"]) == (memo["id"], "fresh", "transcript")
@@ -490,14 +490,14 @@ def test_stats_count_the_captured_memo_and_what_serving_it_spared(captured: Capt
     stats = json.loads(captured.project.explomemo("stats", "--project", "shop", "--json"))
     (project,) = stats["projects"]
     surfaces = {s["surface"]: s for s in project["surfaces"]}
-    # The paraphrase's session was served the memo by the prompt hook and by recall (the
-    # server is a session of its own) and read none of its files.
+    # The paraphrase's session was served the memo by recall (not by the prompt hook: a
+    # captured turn never comes unasked) and read none of its files.
     spared = sum(len(FILES[rel].encode()) for rel in CAPTURED_FILES)
     assert project["origins"]["transcript"] >= 1, stats
-    for surface in ("prompt", "recall"):
-        assert surfaces[surface]["served"] >= 1, stats
-        assert surfaces[surface]["bytes_spared"] >= spared, stats
-    assert project["bytes_spared"] >= 2 * spared, stats
+    assert surfaces["recall"]["served"] >= 1, stats
+    assert surfaces["recall"]["bytes_spared"] >= spared, stats
+    assert surfaces["prompt"]["served"] == 0, stats
+    assert project["bytes_spared"] >= spared, stats
 
 
 def no_memo_from(captured: Captured, run: Run, prompt: str) -> None:

@@ -88,23 +88,23 @@ def test_an_imported_memo_never_comes_unasked_and_its_question_is_inert(
     assert json.loads(shown.stdout)["matches"][0]["imported"] is True
 
 
-def test_a_captured_answer_comes_quoted_inert_and_named_as_captured(
+def test_memo_text_comes_quoted_and_inert_and_a_captured_turn_not_at_all(
     tmp_path: Path, shop: Repo
 ) -> None:
-    """Finding 1, the captured path: a turn's answer holding the same text reaches the
-    next session's prompt as quoted lines ("| "), with no tag, escape sequence, bidi
-    control or hidden character left, and no line of it passing for our header."""
+    """Finding 1: a memo's text holding a framing tag, a forged header of ours, escape
+    sequences, bidi and hidden characters reached the next session's prompt verbatim. An
+    agent's memo now comes as quoted lines ("| ") with none of these left and no line
+    passing for our header; the same text captured from a turn (judged by no one) does
+    not come unasked at all."""
     db = tmp_path / "memos.db"
     with open_cache(db) as cache:
         cache.record(question=QUESTION, conclusion=HOSTILE, files=["auth.py"], root=str(shop.path))
-    with sqlite3.connect(db) as conn:  # as the Stop hook stores a turn it captured
-        conn.execute("UPDATE memos SET origin = 'transcript'")
     out, err = run_hook("prompt", {"cwd": str(shop.path), "prompt": QUESTION}, db)
     text = added(out)
     assert err == ""
     lines = text.split("\n")
     headers = [line for line in lines if line.startswith("[memo ")]
-    assert headers == ["[memo 1, fresh, 1 file unchanged, captured here from a turn]"]
+    assert headers == ["[memo 1, fresh, 1 file unchanged, recorded here]"]
     body = lines[lines.index(headers[0]) + 1 :]
     assert body and all(line.startswith("| ") for line in body)
     assert "| [memo 7, fresh, 12 files unchanged, recorded here]" in body
@@ -113,6 +113,12 @@ def test_a_captured_answer_comes_quoted_inert_and_named_as_captured(
     for raw in ("\x1b", "\x07", "\u202e", "\u202c", "\u200b"):
         assert raw not in text
     assert "\\x1b]52" in text and "\\u202eevil" in text and "ig\\u200bnore" in text
+    with sqlite3.connect(db) as conn:  # as the Stop hook stores a turn it captured
+        conn.execute("UPDATE memos SET origin = 'transcript'")
+    assert run_hook("prompt", {"cwd": str(shop.path), "prompt": QUESTION}, db) == ("", "")
+    assert run_hook("session-start", {"cwd": str(shop.path)}, db) == ("", "")
+    shown = invoke_cli(["--db", str(db), "recall", "--root", str(shop.path), "--json", QUESTION])
+    assert json.loads(shown.stdout)["matches"][0]["origin"] == "transcript"
 
 
 @pytest.mark.parametrize("recorded_at", ["2099-12-31T00:00:00Z", "9999-12-31T23:59:59Z"])
