@@ -8,11 +8,12 @@ read off a script.
 
 The script maps each prompt to its steps (:class:`Read`, :class:`Tool`,
 :class:`Answer`, and :class:`OnDisk` for a change made by someone else than
-the agent). Which step comes next is decided by the request's own message
-history: the turn starts at the last user message holding the prompt as a text
-block, and each assistant message after it is a step taken. An answer that is
-met by a blocking Stop hook (a user message after it) takes the next step; a
-turn whose steps are spent answers :data:`SPENT`.
+the agent). A subagent's requests are answered by the steps of the prompt it was
+delegated (its first user message), as a main agent's are. Which step comes next is
+decided by the request's own message history: the turn starts at the last user message
+holding the prompt as a text block, and each assistant message after it is a step taken.
+An answer that is met by a blocking Stop hook (a user message after it) takes the next
+step; a turn whose steps are spent answers :data:`SPENT`.
 
 Claude Code defers MCP tools behind its ToolSearch tool (their schemas are not
 in the request's ``tools`` until loaded): a :class:`Tool` step naming a tool
