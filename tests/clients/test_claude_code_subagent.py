@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from scripted_model import Answer, OnDisk, Read, ScriptedModel, Step, Tool
+from scripted_model import Answer, Calls, OnDisk, Read, ScriptedModel, Step, Tool
 from test_claude_code_scripted import FILES, FINE, Project, Run, model, sha256
 
 pytestmark = pytest.mark.slow
@@ -116,6 +116,26 @@ def test_a_line_read_that_changes_before_the_run_ends_makes_the_memo_born_stale(
         "src/auth.py": "changed",
         "src/tokens.py": "unchanged",
     }
+
+
+def test_two_subagents_at_once_each_leave_their_memo(project: Project) -> None:
+    """Two Agent calls in one message, run side by side (in the foreground, so that the
+    session has one turn: in the background each run's end may start a turn of its own):
+    both runs end, and each leaves its memo on its own reads."""
+    other = "Explore src/ and report how retries back off: the function and the file."
+    backoff = "src/retry.py backoff() waits 0.5 * 2**attempt seconds."
+    retrying: list[Step] = [Read(project.path("src/retry.py")), Answer(backoff)]
+    both = (agent(DELEGATED, background=False), agent(other, background=False))
+    steps = [Calls(both), Answer(REPORT)]
+    run = project.ask(QUESTION, steps, delegated={DELEGATED: explores(project), other: retrying})
+    assert subagent_problems(project, run) == []
+    assert len(run.hooks("SubagentStop")) == 2
+    found = {m["question"]: m for m in project.memos()}
+    assert {q: (m["conclusion"], m["origin"], m["status"]) for q, m in found.items()} == {
+        DELEGATED: (REPORT, "subagent", "fresh"),
+        other: (backoff, "subagent", "fresh"),
+    }
+    assert [f["path"] for f in found[other]["files"]] == ["src/retry.py"]
 
 
 def test_a_run_that_only_searched_leaves_no_memo(project: Project) -> None:
