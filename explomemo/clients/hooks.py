@@ -18,6 +18,9 @@ the hook's JSON on stdout:
   turn changed files, read :data:`MIN_FILES_READ` files or more inside the root (files
   ``record`` would take) and recorded no memo, blocks once with a reason listing them;
   never when ``stop_hook_active`` is set (the agent is already answering a block).
+  A turn that delegated to a subagent is not recorded: its run is.
+* ``subagent-stop``: records a delegated run that read files and changed none
+  (:mod:`explomemo.clients.subagent_stop`, which builds on this module).
 
 The prompt hook counts the fresh memos it served whole, and the Stop hook takes
 the files each turn read off what they spared in the session (see
