@@ -139,19 +139,25 @@ def test_two_subagents_at_once_each_leave_their_memo(project: Project) -> None:
 
 
 def test_a_run_that_only_searched_leaves_no_memo(project: Project) -> None:
-    """Searches only (the Explore agent of 2.1.332 has no Grep or Glob tool: it searches
-    with grep and find through Bash): a memo resting on search results could not see a
-    file added later."""
+    """Searches only, beside an exploring run that leaves its memo (the Explore agent of
+    2.1.332 has no Grep or Glob tool: it searches with grep and find through Bash): a memo
+    resting on search results could not see a file added later."""
+    search = "Search src/ for every use of RETRIES and report the files."
     searching: list[Step] = [
         Tool("Bash", {"command": "grep -rn RETRIES src"}),
         Tool("Bash", {"command": "find src -name '*.py'"}),
         Answer("RETRIES is used in src/retry.py only."),
     ]
-    delegate(project, [agent(DELEGATED, background=False), Answer(REPORT)], {DELEGATED: searching})
-    assert project.memos() == []
+    both = (agent(DELEGATED, background=False), agent(search, background=False))
+    delegate(
+        project, [Calls(both), Answer(REPORT)], {DELEGATED: explores(project), search: searching}
+    )
+    assert [m["question"] for m in project.memos()] == [DELEGATED]
 
 
 def test_a_subagent_that_edited_a_file_leaves_no_memo(project: Project) -> None:
+    """A general-purpose run that read and edited a file, beside an exploring run that
+    leaves its memo."""
     fixed = "def parse(text):\n    return [field.strip() for field in text.split(',')]\n"
     editing: list[Step] = [
         Read(project.path("src/parser.py")),
@@ -165,13 +171,17 @@ def test_a_subagent_that_edited_a_file_leaves_no_memo(project: Project) -> None:
         ),
         Answer("Fixed."),
     ]
-    steps = [agent(EDIT, "general-purpose", background=False), Answer("Fixed.")]
-    delegate(project, steps, {EDIT: editing})
+    both = (agent(EDIT, "general-purpose", background=False), agent(DELEGATED, background=False))
+    delegate(
+        project, [Calls(both), Answer("Fixed.")], {EDIT: editing, DELEGATED: explores(project)}
+    )
     assert (project.root / "src/parser.py").read_text() == fixed  # the edit was made
-    assert project.memos() == []
+    assert [m["question"] for m in project.memos()] == [DELEGATED]
 
 
 def test_capture_switched_off_leaves_no_memo(project: Project) -> None:
     steps = [agent(DELEGATED, background=False), Answer(REPORT)]
     delegate(project, steps, {DELEGATED: explores(project)}, env={"EXPLOMEMO_CAPTURE": "off"})
     assert project.memos() == []
+    delegate(project, steps, {DELEGATED: explores(project)})  # switched on: the control
+    assert [m["question"] for m in project.memos()] == [DELEGATED]
