@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 from scripted_model import Answer, Calls, OnDisk, Read, ScriptedModel, Step, Tool
-from test_claude_code_scripted import FILES, FINE, Project, Run, model, sha256
+from test_claude_code_scripted import FILES, FINE, Project, Run, _damaged_database, model, sha256
 
 pytestmark = pytest.mark.slow
 
@@ -185,3 +185,13 @@ def test_capture_switched_off_leaves_no_memo(project: Project) -> None:
     assert project.memos() == []
     delegate(project, steps, {DELEGATED: explores(project)})  # switched on: the control
     assert [m["question"] for m in project.memos()] == [DELEGATED]
+
+
+def test_the_check_catches_a_subagent_stop_hook_made_to_fail(project: Project) -> None:
+    """The check :func:`delegate` makes is shown to catch the SubagentStop hook failing
+    (a damaged database: exit 0, nothing added, one line on stderr)."""
+    _damaged_database(project)
+    steps = [agent(DELEGATED, background=False), Answer(REPORT)]
+    run = project.ask(QUESTION, steps, delegated={DELEGATED: explores(project)}, clean=False)
+    problems = subagent_problems(project, run)
+    assert any(p.startswith("SubagentStop stderr: ") for p in problems), problems
