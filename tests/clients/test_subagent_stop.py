@@ -178,6 +178,9 @@ def test_a_run_that_read_files_leaves_one_fresh_subagent_memo_on_exactly_them(
     assert (memo["question"], memo["conclusion"], memo["status"]) == (DELEGATED, REPORT, "fresh")
     assert [f["path"] for f in memo["files"]] == ["src/auth.py", "src/tokens.py"]
     assert memo["cost_tokens"] == listed["cost_tokens"]
+    text = invoke_cli(["--db", str(db_path), "show", str(listed["id"]), "--root", str(shop.path)])
+    assert "(captured here from a delegated run)" in text.out
+    assert f"run: Explore, {listed['cost_tokens']:,} tokens" in text.out.splitlines()
 
 
 def test_a_line_the_run_read_that_changed_since_makes_that_file_stale(
