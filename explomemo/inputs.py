@@ -25,6 +25,8 @@ OFF_VALUES = frozenset({"off", "0", "false", "no"})
 MAX_QUESTION = 2_000
 MAX_CONCLUSION = 20_000
 MAX_PROJECT = 200
+#: A delegated run's agent type (Explore, Plan, a custom agent's name).
+MAX_AGENT_TYPE = 200
 MAX_QUERY = 2_000
 MAX_FILES = 64
 MAX_FILE_BYTES = 32 * 1024 * 1024

@@ -221,6 +221,14 @@ def _is_whole(match: Match) -> bool:
     return match.whole
 
 
+def _has_agent_type(memo: Any) -> bool:
+    return memo.agent_type is not None and getattr(memo, "whole", True)
+
+
+def _has_cost(memo: Any) -> bool:
+    return memo.cost_tokens is not None and getattr(memo, "whole", True)
+
+
 class Match(Shape):
     """One recalled memo: whole (its conclusion and files), or by id (``whole`` false)."""
 
@@ -266,13 +274,13 @@ class RecallResult(Shape):
     semantic_index: bool
     pending_vectors: int = shown_when(
         lambda result: result.pending_vectors > 0,
-        "Memos searched by words only (their vectors not ready yet).",
+        "Memos searched by words only (vectors not ready yet).",
         default=0,
     )
     matches: list[Match]
     omitted: int = shown_when(
         lambda result: result.omitted > 0,
-        f"Lower-ranked matches left out to keep the answer within {RECALL_CHARS:,} characters.",
+        f"Matches left out to keep the answer within {RECALL_CHARS:,} characters.",
         default=0,
     )
     stale_left_out: int = shown_when(
@@ -338,6 +346,8 @@ class MemoSummary(Shape):
     # True for a memo that came in through import (docs/reference.md); undescribed in the
     # tools' output schemas, whose bytes every session pays for.
     imported: bool = shown_when(lambda memo: memo.imported, None, default=False)
+    agent_type: str | None = shown_when(_has_agent_type, None)
+    cost_tokens: int | None = shown_when(_has_cost, None)
     files: int
 
 
@@ -354,6 +364,8 @@ class MemoDetail(Shape):
     # True for a memo that came in through import (docs/reference.md); undescribed in the
     # tools' output schemas, whose bytes every session pays for.
     imported: bool = shown_when(lambda memo: memo.imported, None, default=False)
+    agent_type: str | None = shown_when(_has_agent_type, None)
+    cost_tokens: int | None = shown_when(_has_cost, None)
     status: Literal["fresh", "stale"]
     files: list[CheckedFile]
 
@@ -393,6 +405,12 @@ class ExportedMemo(Shape):
         lambda m: m.origin != "agent",
         "transcript or subagent for a memo a hook captured; absent (agent) for an agent's memo.",
         default="agent",
+    )
+    agent_type: str | None = shown_when(
+        _has_agent_type, "A subagent memo's agent type (Explore, Plan, ...)."
+    )
+    cost_tokens: int | None = shown_when(
+        _has_cost, "A subagent memo's run cost in tokens, when known."
     )
     files: list[ExportedFile]
     repository: str | None = shown_when(

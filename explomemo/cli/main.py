@@ -32,7 +32,7 @@ EXIT_STALE = 1
 EXIT_ERROR = 2
 
 STALE_FORMATS = ("table", "json", "github", "markdown")
-HOOK_EVENTS = ("session-start", "prompt", "stop")
+HOOK_EVENTS = ("session-start", "prompt", "stop", "subagent-stop")
 CLIENTS = ("claude-code", "cursor", "codex")
 PROJECT_HELP = (
     "Project name (default: $EXPLOMEMO_PROJECT, else the repository's name, else the"
@@ -276,7 +276,7 @@ def _scrub(args: argparse.Namespace) -> int:
 
 
 def _export(args: argparse.Namespace) -> int:
-    from explomemo.inputs import TRANSCRIPT
+    from explomemo.inputs import AGENT
     from explomemo.memos.exchange import export_line, exported_memos, write_export
 
     with _cache(args.db, with_model=False, create=False) as cache:
@@ -288,11 +288,12 @@ def _export(args: argparse.Namespace) -> int:
         stdout.write_whole(text, "the export", "write it with -o FILE")
     else:
         write_export(args.output, text)
-    captured = sum(memo.origin == TRANSCRIPT for memo in memos)
+    captured = sum(memo.origin != AGENT for memo in memos)
     if captured:
         _err(
-            f"wrote {captured} captured memo{'' if captured == 1 else 's'} (origin transcript:"
-            " users' prompts and the agent's answers); leave them out with --origin agent"
+            f"wrote {captured} captured memo{'' if captured == 1 else 's'} (origin transcript"
+            " or subagent: users' prompts, delegated prompts and agents' answers); leave them"
+            " out with --origin agent"
         )
     return EXIT_OK
 
@@ -509,7 +510,8 @@ def _hook_arguments(sub: argparse.ArgumentParser) -> None:
     sub.add_argument(
         "--no-capture",
         action="store_true",
-        help="stop: never record the turn itself (as setup --no-capture writes it).",
+        help="stop, subagent-stop: never record the turn or the delegated run itself (as"
+        " setup --no-capture writes it).",
     )
     sub.add_argument(
         "--remind",
@@ -533,8 +535,9 @@ def _setup_arguments(sub: argparse.ArgumentParser) -> None:
     sub.add_argument(
         "--capture",
         action=argparse.BooleanOptionalAction,
-        help="Claude Code: --no-capture writes the Stop hook so that it never records a turn"
-        " itself; --capture takes that away (default: as the earlier setup wrote it).",
+        help="Claude Code: --no-capture writes the Stop and SubagentStop hooks so that they"
+        " never record a turn or a delegated run themselves; --capture takes that away"
+        " (default: as the earlier setup wrote it).",
     )
     sub.add_argument(
         "--remind",
@@ -551,8 +554,8 @@ def _origin_option(sub: argparse.ArgumentParser) -> None:
     sub.add_argument(
         "--origin",
         choices=ORIGINS,
-        help="Only memos of this origin: agent (recorded) or transcript (captured by the"
-        " Stop hook).",
+        help="Only memos of this origin: agent (recorded), transcript (captured by the"
+        " Stop hook) or subagent (captured from a delegated run).",
     )
 
 

@@ -468,11 +468,15 @@ def show_text(memo: MemoDetail) -> str:
         f"  {f.state:<9} {one_line(f.path)}  sha256 {f.sha256}  {f.size} B" for f in memo.files
     )
     changes = "\n".join(changes_lines(memo.id, memo.files))
+    run = [one_line(memo.agent_type)] if memo.agent_type is not None else []
+    run += [f"{memo.cost_tokens:,} tokens"] if memo.cost_tokens is not None else []
     return no_workflow_commands(
         f"memo {memo.id} [{memo.status}]  project {one_line(memo.project)}\n"
         f"question: {one_line(memo.question)}\n"
         f"recorded: {memo.recorded_at} in {one_line(memo.root)}"
-        f" ({provenance(memo.origin, memo.imported)})\n\n"
+        f" ({provenance(memo.origin, memo.imported)})\n"
+        + (f"run: {', '.join(run)}\n" if run else "")
+        + "\n"
         f"{block(memo.conclusion)}\n\nfiles:\n{files}"
         + (f"\n\nwhat changed:\n{changes}" if changes else "")
     )

@@ -14,6 +14,8 @@ when:
   nor "this"/"these"/"those" in a short prompt with nothing they could point to);
 * it read at least one file inside the root with the Read tool;
 * it changed no file (no Edit, Write, MultiEdit or NotebookEdit call);
+* it delegated no work to a subagent (an Agent or Task call): the delegated run is
+  captured as a memo of its own (:mod:`explomemo.clients.subagent_stop`);
 * it recorded no memo, and no fresh memo was served to it (the prompt hook's
   context naming a fresh memo, or a recall or show answer with a fresh memo
   whole): that memo exists already;
@@ -67,6 +69,9 @@ class TurnFacts(NamedTuple):
     recorded: bool
     #: A fresh memo was served to the turn whole.
     answered_from_fresh_memo: bool
+    #: The turn delegated work to a subagent (an Agent or Task call): what it explored is
+    #: the subagent's memo (see :mod:`explomemo.clients.subagent_stop`).
+    delegated: bool = False
 
 
 # The prompt rule -----------------------------------------------------------
@@ -262,6 +267,8 @@ def should_capture(prompt: str, turn: TurnFacts) -> bool:
         return False
     if turn.reads < 1 or turn.edits or turn.recorded or turn.answered_from_fresh_memo:
         return False
+    if turn.delegated:
+        return False
     if len(prompt) > MAX_PROMPT:
         return False
     text = typed(prompt)
@@ -307,6 +314,9 @@ def capture_of(
     recorded_at: str,
     snapshots: bool,
     deadline: Deadline | None = None,
+    origin: str = inputs.TRANSCRIPT,
+    agent_type: str | None = None,
+    cost_tokens: int | None = None,
 ) -> Capture | None:
     """The memo of a captured turn, its secrets redacted; None when its answer is marked
     private (:func:`private`), none of its files can be recorded, or its question or
@@ -315,7 +325,11 @@ def capture_of(
     Files are read and hashed one at a time; before each, ``deadline`` is asked whether
     it has passed, and when it has, :class:`~explomemo.errors.DeadlineError` says how many
     were hashed: a memo resting on fewer files than its turn read could pass as fresh when
-    one it leaves out changes."""
+    one it leaves out changes.
+
+    ``origin`` is ``subagent`` for a delegated run (see
+    :mod:`explomemo.clients.subagent_stop`), whose ``agent_type`` is cleaned and cut to
+    :data:`~explomemo.inputs.MAX_AGENT_TYPE`; ``cost_tokens`` is kept as given."""
     if private(conclusion):
         return None
     from explomemo.redaction import redact, secret_file
@@ -368,6 +382,11 @@ def capture_of(
         recorded_at=recorded_at,
         files=files,
         snapshots=kept,
+        origin=origin,
+        agent_type=None
+        if agent_type is None
+        else cut(inputs.cleaned(agent_type), inputs.MAX_AGENT_TYPE),
+        cost_tokens=cost_tokens,
     )
 
 
@@ -488,6 +507,35 @@ def _line_start(data: bytes, line: int) -> tuple[int, int]:
             found, offset = found + 1, at + 1
         break
     return found, offset
+
+
+#: A line of a Read result as the model is given it: its number, a tab (an arrow in
+#: older releases), the line.
+_NUMBERED = re.compile(r" *(\d+)(?:\t|\u2192)")
+
+
+def numbered_results(calls: Sequence[tuple[str, str]]) -> list[ReadResult]:
+    """The results of a delegated run's successful Read calls, from their (file_path, text
+    the model was given) (see :class:`explomemo.clients.transcripts.Run`).
+
+    A subagent's transcript keeps no ``toolUseResult``: the lines are read off the text,
+    each ``N<tab>line``, numbered on from the first; what follows the last numbered line (a
+    reminder Claude Code adds) is not the file's. A text without a numbered first line (an
+    empty file, an image) has no lines to check."""
+    found: list[ReadResult] = []
+    for path, text in calls:
+        lines: list[str] = []
+        start = 1
+        for line in text.split("\n"):
+            number = _NUMBERED.match(line)
+            if number is None or (lines and int(number.group(1)) != start + len(lines)):
+                break
+            if not lines:
+                start = int(number.group(1))
+            lines.append(line[number.end() :])
+        content = "\n".join(lines) if lines else None
+        found.append(ReadResult(path=path, content=content, start_line=start))
+    return found
 
 
 def read_results(calls: Sequence[tuple[str, Any]]) -> list[ReadResult]:

@@ -18,6 +18,9 @@ the hook's JSON on stdout:
   turn changed files, read :data:`MIN_FILES_READ` files or more inside the root (files
   ``record`` would take) and recorded no memo, blocks once with a reason listing them;
   never when ``stop_hook_active`` is set (the agent is already answering a block).
+  A turn that delegated to a subagent is not recorded: its run is.
+* ``subagent-stop``: records a delegated run that read files and changed none
+  (:mod:`explomemo.clients.subagent_stop`, which builds on this module).
 
 The prompt hook counts the fresh memos it served whole, and the Stop hook takes
 the files each turn read off what they spared in the session (see
@@ -63,6 +66,7 @@ if TYPE_CHECKING:
 
     from explomemo.clients.transcripts import Turn
     from explomemo.shapes import StaleEntry
+    from explomemo.store.pending import Capture
 
 #: Longest a hook waits for another process's lock on the database.
 BUSY_TIMEOUT_MS = 50
@@ -94,11 +98,12 @@ SESSION_PREFIX = "claude-code:"
 #: server's working directory (so its default root).
 PROJECT_DIR = "CLAUDE_PROJECT_DIR"
 #: Seconds, from its start, after which each hook reads and hashes no more files: four
-#: fifths of the timeout ``setup`` gives it (15, 5 and 10 s), the rest for starting Python,
-#: storing and exiting; past it the hook adds nothing and says so in one line.
+#: fifths of the timeout ``setup`` gives it (15, 5, 10 and 10 s), the rest for starting
+#: Python, storing and exiting; past it the hook adds nothing and says so in one line.
 SESSION_START_DEADLINE_S = 12.0
 PROMPT_DEADLINE_S = 4.0
 STOP_DEADLINE_S = 8.0
+SUBAGENT_STOP_DEADLINE_S = 8.0
 
 
 class Deadline:
@@ -156,8 +161,9 @@ def run_hook(
         payload = _payload(_bounded(source))
         check_switches(os.environ)
         options: dict[str, Any] = {"deadline": deadline}
-        if event == "stop":
+        if event in ("stop", "subagent-stop"):
             options["capture"] = capture
+        if event == "stop":
             options["remind"] = remind
         answer = _HANDLERS[event](payload, db, project, **options)
         if answer is not None:
@@ -560,6 +566,7 @@ def stop(
         edits=turn.edited,
         recorded=turn.recorded,
         answered_from_fresh_memo=turn.fresh_served,
+        delegated=turn.delegated,
     )
     if capture and capture_enabled(os.environ) and should_capture(turn.prompt, facts):
         last = payload.get("last_assistant_message")
@@ -608,17 +615,13 @@ def _record_turn(
     project: str | None,
     deadline: Deadline | None = None,
 ) -> None:
-    """Store the turn's memo (origin transcript), or, when the database cannot take it
-    within BUSY_TIMEOUT_MS, keep it in the pending file beside it (then raise, so the
-    hook says where it waits). At ``deadline`` hashing stops, and nothing is stored
+    """Store the turn's memo (origin transcript; see :func:`store_capture`). At
+    ``deadline`` hashing stops, and nothing is stored
     (:class:`~explomemo.errors.DeadlineError` says so)."""
     from explomemo.changes.contents import enabled
-    from explomemo.changes.gitrepo import repository_identity
     from explomemo.clients.capture import capture_of, read_results, typed
-    from explomemo.errors import StoreError
     from explomemo.files import resolve_root
-    from explomemo.store import pending
-    from explomemo.store.database import database_path, now_iso
+    from explomemo.store.database import now_iso
 
     where = resolve_root(root)
     found = capture_of(
@@ -631,22 +634,33 @@ def _record_turn(
         snapshots=enabled(os.environ),
         deadline=deadline,
     )
-    if found is None:
-        return
+    if found is not None:
+        store_capture(found, where.path, db)
+
+
+def store_capture(found: Capture, root: str, db: Path | None) -> None:
+    """Store a captured memo, or, when the database cannot take it within
+    BUSY_TIMEOUT_MS, keep it in the pending file beside it (then raise, so the hook says
+    where it waits)."""
+    from explomemo.changes.gitrepo import repository_identity
+    from explomemo.errors import StoreError
+    from explomemo.store import pending
+    from explomemo.store.database import database_path
+
     try:
         store = Store.open(db, busy_timeout_ms=BUSY_TIMEOUT_MS)
         try:
-            found = found._replace(repository=repository_identity(where.path, store))
+            found = found._replace(repository=repository_identity(root, store))
             with store.errors(), store.write() as conn:
                 store.save_capture(conn, found)
         finally:
             store.close()
     except StoreError as exc:
         if found.repository is None:
-            found = found._replace(repository=repository_identity(where.path))
+            found = found._replace(repository=repository_identity(root))
         kept = pending.keep(database_path(db), found)
         raise StoreError(
-            f"{exc} -- the turn's memo waits in {kept}, stored by the next explomemo that"
+            f"{exc} -- the memo waits in {kept}, stored by the next explomemo that"
             " writes to the database"
         ) from None
 
@@ -685,14 +699,26 @@ def stop_reason(read: Sequence[str]) -> str:
     )
 
 
+def _subagent_stop(
+    payload: dict[str, Any], db: Path | None, project: str | None, **options: Any
+) -> Answer:
+    """SubagentStop (see :mod:`explomemo.clients.subagent_stop`, which builds on this
+    module)."""
+    from explomemo.clients.subagent_stop import subagent_stop
+
+    return subagent_stop(payload, db, project, **options)
+
+
 _HANDLERS: dict[str, Callable[..., Answer]] = {
     "session-start": session_start,
     "prompt": prompt,
     "stop": stop,
+    "subagent-stop": _subagent_stop,
 }
 #: Each hook's deadline, in seconds from its start.
 DEADLINES: dict[str, float] = {
     "session-start": SESSION_START_DEADLINE_S,
     "prompt": PROMPT_DEADLINE_S,
     "stop": STOP_DEADLINE_S,
+    "subagent-stop": SUBAGENT_STOP_DEADLINE_S,
 }

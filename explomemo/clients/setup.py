@@ -1,6 +1,6 @@
 """``explomemo setup``: registering explomemo with Claude Code, Cursor and Codex.
 
-Every client gets the MCP server; Claude Code also gets the three hooks
+Every client gets the MCP server; Claude Code also gets the hooks
 (:mod:`explomemo.clients.hooks`). The server and the hooks run this very explomemo
 (the absolute path of its executable) on the database and project of the
 command that set them up, so what the agent records, the hooks find.
@@ -69,6 +69,7 @@ CLAUDE_HOOKS = (
     ("SessionStart", "startup|resume|clear|compact", "session-start", 15),
     ("UserPromptSubmit", None, "prompt", 5),
     ("Stop", None, "stop", 10),
+    ("SubagentStop", None, "subagent-stop", 10),
 )
 LABELS = {"claude-code": "Claude Code", "cursor": "Cursor", "codex": "Codex"}
 #: The prefix of the variables of explomemo's server entry that setup keeps.
@@ -100,6 +101,7 @@ class HookChoice:
 
 HOOK_CHOICES = (
     HookChoice("capture", "stop", default=True, flag="--no-capture", undo="--capture"),
+    HookChoice("capture", "subagent-stop", default=True, flag="--no-capture", undo="--capture"),
     HookChoice("remind", "stop", default=False, flag="--remind", undo="--no-remind"),
 )
 
@@ -501,31 +503,60 @@ def merge_into(current: dict[str, Any], wanted: dict[str, Any]) -> None:
 
 def _add_hooks(
     target: Target, settings: dict[str, Any], path: Path, earlier: Mapping[str, list[str]]
-) -> list[HookChoice]:
-    """Add (or update) explomemo's three hooks in the settings object of ``path``.
+) -> tuple[list[HookChoice], list[str]]:
+    """Add (or update) explomemo's hooks (:data:`CLAUDE_HOOKS`) in the settings object of
+    ``path``.
 
     A hook's choices not given to this setup stay as its command in ``path`` had them,
-    else as ``earlier`` (the words of its command elsewhere, by hook name) had them;
-    returns the choices so kept."""
+    else as ``earlier`` (the words of its command elsewhere, by hook name) had them; a
+    hook no earlier setup wrote (one a release added) takes them from the other hooks of
+    the same choice (``--no-capture`` on the Stop hook gives it to the SubagentStop hook);
+    returns the choices so kept, and the events of the hooks added beside those an earlier
+    setup wrote."""
     hooks = _table(settings, "hooks", path)
-    kept = []
-    for event, matcher, name, timeout in CLAUDE_HOOKS:
+    mine: dict[str, dict[str, Any]] = {}
+    words: dict[str, list[str]] = {}
+    for event, _, name, _ in CLAUDE_HOOKS:
         groups = hooks.setdefault(event, [])
         if not isinstance(groups, list):
             raise SetupError(f"hooks.{event} in {path} is not a list: fix it; it was left as is")
-        mine = next((e for g in _groups_entries(groups) for e in g[1] if _is_own(e, name)), None)
-        before = _command_words(mine) if mine is not None else earlier.get(name, [])
+        found = next((e for g in _groups_entries(groups) for e in g[1] if _is_own(e, name)), None)
+        if found is not None:
+            mine[name] = found
+            words[name] = _command_words(found)
+        elif name in earlier:
+            words[name] = earlier[name]
+    kept = []
+    added = []
+    for event, matcher, name, timeout in CLAUDE_HOOKS:
+        before = words[name] if name in words else _sibling_flags(name, words)
+        if name not in words and words:
+            added.append(event)
         kept += target.kept(name, before)
         command = target.hook_command(name, before)
         wanted = {"type": "command", "command": command, "timeout": timeout}
-        if mine is not None:
-            mine.update(wanted)
+        if name in mine:
+            mine[name].update(wanted)
             continue
         group: dict[str, Any] = {"hooks": [wanted]}
         if matcher is not None:
             group = {"matcher": matcher, **group}
-        groups.append(group)
-    return kept
+        hooks[event].append(group)
+    return kept, added
+
+
+def _sibling_flags(name: str, words: Mapping[str, list[str]]) -> list[str]:
+    """The flags of hook ``name``'s choices that another hook of the same choice has in
+    ``words`` (the words of each hook's command, by hook name)."""
+    return [
+        choice.flag
+        for choice in HOOK_CHOICES
+        if choice.hook == name
+        and any(
+            other.name == choice.name and other.flag in words.get(other.hook, [])
+            for other in HOOK_CHOICES
+        )
+    ]
 
 
 def _own_hooks(settings: dict[str, Any]) -> dict[str, list[str]]:
@@ -691,7 +722,14 @@ def plan_claude_code(target: Target) -> Plan:
     )
 
     def local_settings(settings: dict[str, Any]) -> None:
-        for choice in _add_hooks(target, settings, local, earlier):
+        kept, added = _add_hooks(target, settings, local, earlier)
+        if added:
+            plan.notes.append(
+                f"Added the {', '.join(added)} hook{'' if len(added) == 1 else 's'} beside"
+                f" those an earlier setup wrote (SubagentStop: a delegated run that read files"
+                " and changed none becomes a memo; --no-capture turns it off)."
+            )
+        for choice in kept:
             event = next(event for event, _, name, _ in CLAUDE_HOOKS if name == choice.hook)
             plan.notes.append(
                 f"The {event} hook keeps {choice.flag} from the earlier setup: setup"

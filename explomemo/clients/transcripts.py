@@ -154,6 +154,8 @@ def _blocks(entries: Iterable[dict[str, Any]], kind: str, role: str) -> Iterable
 
 #: Tools whose calls change files.
 EDIT_TOOLS = frozenset({"Edit", "Write", "MultiEdit", "NotebookEdit"})
+#: Tools whose calls delegate work to a subagent (``Task`` in older releases).
+DELEGATING_TOOLS = frozenset({"Agent", "Task"})
 #: Tool names ending so show memos (recall, show), whatever name the server has.
 SERVING_SUFFIXES = ("__memory_exploration_recall", "__memory_exploration_show")
 #: How Claude Code gives a blocking Stop hook's reason back to the agent.
@@ -182,6 +184,8 @@ class Turn(NamedTuple):
     feedback: list[str]
     #: The text of the turn's last assistant message.
     final_text: str
+    #: The turn delegated work to a subagent (an Agent or Task call).
+    delegated: bool = False
 
 
 def read_turn(entries: list[dict[str, Any]]) -> Turn:
@@ -194,11 +198,12 @@ def read_turn(entries: list[dict[str, Any]]) -> Turn:
             answered[block.get("tool_use_id")] = (block, entry.get("toolUseResult"))
     files: dict[str, None] = {}
     reads: list[tuple[str, Any]] = []
-    recorded = edited = fresh = False
+    recorded = edited = fresh = delegated = False
     for call in _blocks(entries, "tool_use", "assistant"):
         name = call.get("name")
         if name in EDIT_TOOLS:
             edited = True
+        delegated = delegated or name in DELEGATING_TOOLS
         found = answered.get(call.get("id"))
         if found is None or found[0].get("is_error"):
             continue
@@ -220,7 +225,102 @@ def read_turn(entries: list[dict[str, Any]]) -> Turn:
         fresh_served=fresh or _context_names_fresh(entries),
         feedback=_feedback(entries),
         final_text=_final_text(entries),
+        delegated=delegated,
     )
+
+
+class Run(NamedTuple):
+    """What a delegated run did, as the subagent's own transcript says (its entries are all
+    ``isSidechain``; its first, without a parent, is the prompt it was given)."""
+
+    #: The prompt the main agent delegated; empty when the transcript does not start with it.
+    prompt: str
+    #: The files read by successful Read calls, in order, each once.
+    read: list[str]
+    #: (file_path, the text the model was given) of each successful Read call, in order.
+    reads: list[tuple[str, str]]
+    #: An Edit, Write, MultiEdit or NotebookEdit call was made.
+    edited: bool
+    #: The command of each Bash call, made or refused.
+    commands: list[str]
+    #: A memo was recorded (the MCP tool, or ``explomemo record`` through Bash).
+    recorded: bool
+    #: A fresh memo was served whole (recall, show).
+    fresh_served: bool
+    #: The tokens of the run's requests: input, cache writes and output, each response
+    #: once; cache reads not counted. None when no response gave its usage.
+    tokens: int | None
+    #: The text of the run's last assistant message.
+    final_text: str
+
+
+def read_run(entries: list[dict[str, Any]]) -> Run:
+    """What the delegated run of ``entries`` (a subagent's transcript) did."""
+    run = [e for e in entries if e.get("isSidechain")]
+    answered: dict[Any, dict[str, Any]] = {}
+    for entry in run:
+        if entry.get("type") == "user":
+            for block in _content_blocks(entry, "tool_result"):
+                answered[block.get("tool_use_id")] = block
+    files: dict[str, None] = {}
+    reads: list[tuple[str, str]] = []
+    commands: list[str] = []
+    recorded = edited = fresh = False
+    for entry in run:
+        if entry.get("type") != "assistant":
+            continue
+        for call in _content_blocks(entry, "tool_use"):
+            name = call.get("name")
+            arguments = call.get("input")
+            arguments = arguments if isinstance(arguments, dict) else {}
+            edited = edited or name in EDIT_TOOLS
+            if name == "Bash":
+                command = arguments.get("command")
+                commands.append(command if isinstance(command, str) else "")
+            found = answered.get(call.get("id"))
+            if found is None or found.get("is_error"):
+                continue
+            if name == READ_TOOL and isinstance(arguments.get("file_path"), str):
+                files[arguments["file_path"]] = None
+                reads.append((arguments["file_path"], _text_of(found.get("content"))))
+            elif _records(name, arguments):
+                recorded = True
+            elif isinstance(name, str) and name.endswith(SERVING_SUFFIXES):
+                fresh = fresh or _serves_fresh(found.get("content"))
+    first = run[0] if run else {}
+    started = first.get("type") == "user" and first.get("parentUuid") is None
+    return Run(
+        prompt=_text_of(_message(first).get("content")) if started else "",
+        read=list(files),
+        reads=reads,
+        edited=edited,
+        commands=commands,
+        recorded=recorded,
+        fresh_served=fresh,
+        tokens=_tokens(run),
+        final_text=_final_text(run, sidechain=True),
+    )
+
+
+def _tokens(entries: list[dict[str, Any]]) -> int | None:
+    """The tokens of the responses of ``entries`` (see :attr:`Run.tokens`): a response
+    written as several entries (one a content block) gives its usage in each."""
+    seen: dict[Any, int] = {}
+    for index, entry in enumerate(entries):
+        if entry.get("type") != "assistant":
+            continue
+        message = _message(entry)
+        usage = message.get("usage")
+        if not isinstance(usage, dict):
+            continue
+        counted = (
+            usage.get(k) for k in ("input_tokens", "cache_creation_input_tokens", "output_tokens")
+        )
+        ident = message.get("id")
+        seen[ident if isinstance(ident, str) else index] = sum(
+            n for n in counted if isinstance(n, int) and not isinstance(n, bool) and n > 0
+        )
+    return sum(seen.values()) if seen else None
 
 
 def _content_blocks(entry: dict[str, Any], kind: str) -> list[dict[str, Any]]:
@@ -250,12 +350,13 @@ def _prompt_text(entries: list[dict[str, Any]]) -> str:
     return ""
 
 
-def _final_text(entries: list[dict[str, Any]]) -> str:
-    """The text blocks of the last assistant message (its entries share the message id)."""
+def _final_text(entries: list[dict[str, Any]], *, sidechain: bool = False) -> str:
+    """The text blocks of the last assistant message (its entries share the message id):
+    the main agent's, or with ``sidechain`` a subagent's."""
     last: Any = None
     parts: list[str] = []
     for entry in reversed(entries):
-        if entry.get("type") != "assistant" or entry.get("isSidechain"):
+        if entry.get("type") != "assistant" or bool(entry.get("isSidechain")) != sidechain:
             if parts and entry.get("type") == "user":
                 break
             continue

@@ -939,6 +939,8 @@ class MemoCache:
                 recorded_at=m.recorded_at,
                 origin=inputs.check_origin(m.origin),
                 imported=m.imported,
+                agent_type=m.agent_type,
+                cost_tokens=m.cost_tokens,
                 files=counts.get(m.id, 0),
             )
             for m in memos
@@ -998,6 +1000,8 @@ class MemoCache:
             recorded_at=memo.recorded_at,
             origin=inputs.check_origin(memo.origin),
             imported=memo.imported,
+            agent_type=memo.agent_type,
+            cost_tokens=memo.cost_tokens,
             status="fresh" if all(f.state == "unchanged" for f in checked) else "stale",
             files=checked,
         )

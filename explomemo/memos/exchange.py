@@ -101,6 +101,8 @@ def exported_memos(
             root_in_repo=in_repo[memo.root],
             recorded_at=memo.recorded_at,
             origin=inputs.check_origin(memo.origin),
+            agent_type=memo.agent_type,
+            cost_tokens=memo.cost_tokens,
             files=[
                 ExportedFile(
                     path=f.path, sha256=f.sha256, xxh3=f.xxh3, size=f.size, git_blob=f.git_blob
@@ -371,6 +373,8 @@ class _BadLine(Exception):
     """What is wrong with one line of an export, naming the field."""
 
 
+#: A run's cost read from an export at most (SQLite's integers hold far more).
+MAX_COST_TOKENS = 10**15
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 _XXH3 = re.compile(r"[0-9a-f]{32}")
 _GIT_BLOB = re.compile(r"[0-9a-f]{40}")
@@ -411,6 +415,14 @@ def _parse_line(line: str, latest: str | None = None) -> ExportedMemo:
             f"origin {str(origin)[:20]!r} is not one of {', '.join(ORIGINS)}: it may come from"
             " a later explomemo"
         )
+    agent_type = (
+        None if data.get("agent_type") is None else _text(data, "agent_type", inputs.MAX_AGENT_TYPE)
+    )
+    cost_tokens = (
+        None
+        if data.get("cost_tokens") is None
+        else _integer(data, "cost_tokens", 0, MAX_COST_TOKENS)
+    )
     listed = data.get("files")
     if not isinstance(listed, list) or not listed:
         raise _BadLine("files is not a list of 1 to 64 files")
@@ -459,6 +471,8 @@ def _parse_line(line: str, latest: str | None = None) -> ExportedMemo:
         root_in_repo=in_repo,
         recorded_at=recorded_at,
         origin=inputs.check_origin(origin),
+        agent_type=agent_type,
+        cost_tokens=cost_tokens,
         files=exported,
         repository=repository,
     )
@@ -677,6 +691,8 @@ def import_memos(
                 origin=memo.origin,
                 repository=memo.repository,
                 imported=True,
+                agent_type=memo.agent_type,
+                cost_tokens=memo.cost_tokens,
             )
             if existing is None:
                 added += 1
@@ -691,6 +707,6 @@ def import_memos(
 def _import_replaces(memo: ExportedMemo, origin: str, recorded_at: str) -> bool:
     """Whether ``memo`` replaces the database's memo of its question (of ``origin``,
     recorded at ``recorded_at``)."""
-    if memo.origin != origin:
+    if inputs.AGENT in (memo.origin, origin) and memo.origin != origin:
         return inputs.replaces(memo.origin, origin)
     return memo.recorded_at > recorded_at

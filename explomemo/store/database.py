@@ -29,7 +29,7 @@ from typing import NamedTuple, TypeVar
 
 from explomemo.errors import ExplomemoError, InputError, NoDatabaseError, StoreError
 from explomemo.identifiers import memo_identifiers, name_parts
-from explomemo.inputs import MAX_FILES, TRANSCRIPT, question_key, replaces
+from explomemo.inputs import MAX_FILES, question_key, replaces
 from explomemo.printable import message
 from explomemo.store import pending
 from explomemo.store.pending import Capture
@@ -79,7 +79,8 @@ class MemoRow(NamedTuple):
     conclusion: str
     root: str
     recorded_at: str
-    #: ``agent`` (record) or ``transcript`` (captured by the Stop hook).
+    #: ``agent`` (record), ``transcript`` (captured by the Stop hook) or ``subagent``
+    #: (captured by the SubagentStop hook).
     origin: str = "agent"
     #: The identity of the repository it was recorded in (its first root commit); None:
     #: unknown, which matches any (see :class:`explomemo.projects.Caller`).
@@ -721,13 +722,13 @@ class Store:
         return None
 
     def save_capture(self, conn: sqlite3.Connection, capture: Capture) -> tuple[int, bool] | None:
-        """Store a memo captured from a turn (origin ``transcript``): (id, replaced), or None
-        when the project holds the question already as an agent's memo, or as a capture
+        """Store a captured memo (origin ``transcript`` or ``subagent``): (id, replaced), or
+        None when the project holds the question already as an agent's memo, or as a capture
         made later, which it keeps."""
         key = question_key(capture.question)
         holder = self.question_holder(conn, capture.project, key, capture.repository)
         if holder is not None and (
-            not replaces(TRANSCRIPT, holder[1]) or holder[2] > capture.recorded_at
+            not replaces(capture.origin, holder[1]) or holder[2] > capture.recorded_at
         ):
             return None
         files = [FileRow(f.path, f.sha256, f.xxh3, f.size, f.git_blob) for f in capture.files]
@@ -741,8 +742,10 @@ class Store:
             root=capture.root,
             recorded_at=capture.recorded_at,
             files=files,
-            origin=TRANSCRIPT,
+            origin=capture.origin,
             repository=capture.repository,
+            agent_type=capture.agent_type,
+            cost_tokens=capture.cost_tokens,
         )
         self.save_snapshots(conn, capture.snapshots)
         self.share_git_blobs(conn, (f.sha256 for f in files))

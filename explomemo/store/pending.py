@@ -43,6 +43,8 @@ from explomemo import inputs
 from explomemo.files import check_text_path
 from explomemo.inputs import MAX_FILES
 
+#: The origins of a capture.
+CAPTURED = (inputs.TRANSCRIPT, inputs.SUBAGENT)
 #: What a pending file's name adds to the database's.
 SUFFIX = ".pending-captures.jsonl"
 #: What the quarantine file's name adds to the database's: lines no write can store.
@@ -64,7 +66,8 @@ class CapturedFile(NamedTuple):
 
 
 class Capture(NamedTuple):
-    """A memo the Stop hook captured from a turn, with the snapshots of its contents."""
+    """A memo a hook captured (the Stop hook from a turn, the SubagentStop hook from a
+    delegated run), with the snapshots of its contents."""
 
     project: str
     question: str
@@ -76,6 +79,12 @@ class Capture(NamedTuple):
     snapshots: list[tuple[str, str, bytes]]
     #: The identity of the repository it was captured in (see MemoRow.repository).
     repository: str | None = None
+    #: ``transcript`` (a turn) or ``subagent`` (a delegated run).
+    origin: str = inputs.TRANSCRIPT
+    #: For a delegated run: its agent's type (Explore, Plan, ...).
+    agent_type: str | None = None
+    #: For a delegated run: the tokens it cost, when known.
+    cost_tokens: int | None = None
 
 
 def pending_path(db: Path) -> Path:
@@ -122,6 +131,12 @@ def from_line(line: bytes) -> Capture | None:
     if not all(isinstance(value, str) for value in (*fields, capture.recorded_at)):
         return None
     if not isinstance(capture.repository, str | None) or not 1 <= len(capture.files) <= MAX_FILES:
+        return None
+    if capture.origin not in CAPTURED or not isinstance(capture.agent_type, str | None):
+        return None
+    if capture.cost_tokens is not None and (
+        type(capture.cost_tokens) is not int or capture.cost_tokens < 0
+    ):
         return None
     if not all(_is_file(f) for f in capture.files):
         return None
@@ -254,6 +269,8 @@ def check(capture: Capture) -> None:
     inputs.check_text("project", capture.project, inputs.MAX_PROJECT)
     inputs.check_text("question", capture.question, inputs.MAX_QUESTION)
     inputs.check_text("conclusion", capture.conclusion, inputs.MAX_CONCLUSION)
+    if capture.agent_type is not None:
+        inputs.check_text("agent type", capture.agent_type, inputs.MAX_AGENT_TYPE)
     for row in capture.files:
         check_text_path(row.path, "path")
 

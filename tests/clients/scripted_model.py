@@ -6,13 +6,14 @@ runs real tool calls (Read, Edit, Bash, MCP tools of ``explomemo serve``),
 every hook, and writes a real transcript, while what "the model" does next is
 read off a script.
 
-The script maps each prompt to its steps (:class:`Read`, :class:`Tool`,
-:class:`Answer`, and :class:`OnDisk` for a change made by someone else than
-the agent). Which step comes next is decided by the request's own message
-history: the turn starts at the last user message holding the prompt as a text
-block, and each assistant message after it is a step taken. An answer that is
-met by a blocking Stop hook (a user message after it) takes the next step; a
-turn whose steps are spent answers :data:`SPENT`.
+The script maps each prompt to its steps (:class:`Read`, :class:`Tool`, :class:`Calls`
+for several tools at once, :class:`Answer`, and :class:`OnDisk` for a change made by
+someone else than the agent). A subagent's requests are answered by the steps of the prompt it was
+delegated (its first user message), as a main agent's are. Which step comes next is
+decided by the request's own message history: the turn starts at the last user message
+holding the prompt as a text block, and each assistant message after it is a step taken.
+An answer that is met by a blocking Stop hook (a user message after it) takes the next
+step; a turn whose steps are spent answers :data:`SPENT`.
 
 Claude Code defers MCP tools behind its ToolSearch tool (their schemas are not
 in the request's ``tools`` until loaded): a :class:`Tool` step naming a tool
@@ -71,6 +72,13 @@ class Tool:
 
 
 @dataclass(frozen=True)
+class Calls:
+    """The model calls several tools at once, in one message (two subagents at a time)."""
+
+    tools: tuple[Tool, ...]
+
+
+@dataclass(frozen=True)
 class Answer:
     """The model ends its turn with this text."""
 
@@ -85,7 +93,7 @@ class OnDisk:
     change: Callable[[], None]
 
 
-Step = Read | Tool | Answer | OnDisk
+Step = Read | Tool | Calls | Answer | OnDisk
 Script = Mapping[str, Sequence[Step]]
 
 
@@ -213,6 +221,16 @@ class ScriptedModel:
         if isinstance(step, Answer):
             return prompt, [_text(step.text)]
         assert not isinstance(step, OnDisk)
+        if isinstance(step, Calls):
+            return prompt, [
+                {
+                    "type": "tool_use",
+                    "id": f"toolu_scripted_{len(self.requests)}_{n}",
+                    "name": tool.name,
+                    "input": dict(tool.input),
+                }
+                for n, tool in enumerate(step.tools)
+            ]
         name, arguments = step.call()
         if name not in tools:
             name, arguments = TOOL_SEARCH, {"query": f"select:{name}", "max_results": 1}

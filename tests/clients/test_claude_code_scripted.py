@@ -28,7 +28,7 @@ import hashlib
 import json
 import os
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -236,9 +236,13 @@ class Project:
         resume: str | None = None,
         env: dict[str, str] | None = None,
         clean: bool = True,
+        delegated: Mapping[str, Sequence[Step]] | None = None,
+        turns: int = 1,
     ) -> Run:
-        """One ``claude -p PROMPT`` whose model takes ``steps``; its hooks must run clean."""
-        self.model.script = {prompt: steps}
+        """One ``claude -p PROMPT`` whose model takes ``steps`` (and, for the subagents it
+        delegates to, the steps of their prompts in ``delegated``), in ``turns`` turns (a
+        subagent in the background ends in a turn of its own); its hooks must run clean."""
+        self.model.script = {prompt: steps, **(delegated or {})}
         session = str(uuid.uuid4()) if resume is None else resume
         earlier = len(self.transcript(session))
         argv = [str(self.claude), "-p", prompt, *ALLOWED]
@@ -247,9 +251,9 @@ class Project:
         done = run_quietly(argv, self.root, {**self.env, **(env or {})})
         events = [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
         results = [e for e in events if e.get("type") == "result"]
-        assert done.returncode == 0 and len(results) == 1, (done.stdout[-3000:], done.stderr)
-        assert results[0]["session_id"] == session
-        run = Run(results[0], events, self.transcript(session)[earlier:])
+        assert done.returncode == 0 and len(results) == turns, (done.stdout[-3000:], done.stderr)
+        assert {result["session_id"] for result in results} == {session}
+        run = Run(results[-1], events, self.transcript(session)[earlier:])
         if clean:
             assert run.problems() == []
             for event in ("SessionStart", "UserPromptSubmit", "Stop"):

@@ -182,18 +182,58 @@ def test_foreign_hooks_and_permissions_of_the_settings_it_writes_are_named_not_c
 # The Stop hook's choices -------------------------------------------------------------
 
 
-def stop_flags(root: Path, settings: str = "settings.local.json") -> list[str]:
-    """The words after ``--project shop`` of explomemo's Stop hook command."""
+def stop_flags(
+    root: Path, settings: str = "settings.local.json", event: str = "Stop", name: str = "stop"
+) -> list[str]:
+    """The words after ``--project shop`` of explomemo's Stop hook command (or of hook
+    ``name`` of ``event``)."""
     merged = json.loads((root / ".claude" / settings).read_text())
     (command,) = [
         entry["command"]
-        for group in merged["hooks"]["Stop"]
+        for group in merged["hooks"][event]
         for entry in group["hooks"]
-        if " hook stop " in entry["command"]
+        if f" hook {name} " in entry["command"]
     ]
     argv = shlex.split(command)
-    assert argv[1:7] == ["--db", argv[2], "hook", "stop", "--project", "shop"]
+    assert argv[1:7] == ["--db", argv[2], "hook", name, "--project", "shop"]
     return argv[7:]
+
+
+def subagent_flags(root: Path) -> list[str]:
+    """The words after ``--project shop`` of explomemo's SubagentStop hook command."""
+    return stop_flags(root, event="SubagentStop", name="subagent-stop")
+
+
+def test_no_capture_reaches_the_subagent_stop_hook_and_stays_until_given_anew(
+    shop: Repo, db_path: Path
+) -> None:
+    code, out, err = setup(db_path, "claude-code", "--no-capture", "--remind")
+    assert code == 0 and err == "", err
+    assert subagent_flags(shop.path) == ["--no-capture"]
+    assert "Added the" not in out  # a first setup adds no hook beside earlier ones
+    assert "nothing changed" in setup(db_path, "claude-code")[1]
+    setup(db_path, "claude-code", "--capture")
+    assert (stop_flags(shop.path), subagent_flags(shop.path)) == (["--remind"], [])
+
+
+def test_an_earlier_setup_gains_the_subagent_stop_hook_keeping_its_choices(
+    shop: Repo, db_path: Path
+) -> None:
+    """A setup made before the SubagentStop hook existed: the next setup adds it beside
+    the others, with the Stop hook's --no-capture, and says so."""
+    assert setup(db_path, "claude-code", "--no-capture")[0] == 0
+    local = shop.path / ".claude" / "settings.local.json"
+    merged = json.loads(local.read_text())
+    del merged["hooks"]["SubagentStop"]  # as the earlier release wrote it
+    local.write_text(json.dumps(merged, indent=2))
+    code, out, err = setup(db_path, "claude-code")
+    assert code == 0 and err == "", err
+    assert (stop_flags(shop.path), subagent_flags(shop.path)) == (
+        ["--no-capture"],
+        ["--no-capture"],
+    )
+    assert any(line.startswith("Added the SubagentStop hook beside") for line in out.splitlines())
+    assert "nothing changed" in setup(db_path, "claude-code")[1]
 
 
 def test_the_stop_hooks_choices_stay_until_given_anew(shop: Repo, db_path: Path) -> None:

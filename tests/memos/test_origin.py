@@ -175,3 +175,33 @@ def test_a_library_caller_asking_for_an_unknown_origin_is_told_the_two(db_path: 
         with pytest.raises(InputError) as exporting:
             list(exported_memos(cache, None, "model"))
     assert str(listing.value) == str(exporting.value) == wanted
+
+
+def test_between_captured_memos_of_either_origin_import_keeps_the_newer(
+    tmp_path: Path, db_path: Path, root: Path
+) -> None:
+    """A subagent memo and a transcript memo of one question: the newer is kept, whichever
+    origin it has (origin decides only against an agent's memo)."""
+    capture(db_path, root, "where is a set?", "the turn's", recorded_at="2026-11-30T10:00:00Z")
+    line = {
+        "id": 7,
+        "project": root.name,
+        "question": "where is a set?",
+        "conclusion": "the run's",
+        "recorded_at": "2026-11-29T10:00:00Z",
+        "origin": "subagent",
+        "agent_type": "Explore",
+        "cost_tokens": 78000,
+        "files": [{"path": "a.py", "sha256": "0" * 64, "xxh3": "0" * 32, "size": 1}],
+    }
+    export = tmp_path / "memos.jsonl"
+    for recorded_at, kept in (("2026-11-29T10:00:00Z", 1), ("2026-12-01T10:00:00Z", 0)):
+        export.write_text(json.dumps({**line, "recorded_at": recorded_at}) + "\n")
+        run = invoke_cli(
+            ["--db", str(db_path), "import", "--json", str(export), "--root", str(root)]
+        )
+        assert run.code == 0, run.err
+        assert json.loads(run.out)["kept"] == kept
+    with open_cache(db_path) as cache:
+        (memo,) = cache.list()
+    assert (memo.origin, memo.agent_type, memo.cost_tokens) == ("subagent", "Explore", 78000)

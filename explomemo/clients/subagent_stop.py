@@ -1,0 +1,196 @@
+"""The SubagentStop hook: a delegated run that explored and changed nothing becomes a memo.
+
+``explomemo hook subagent-stop`` reads Claude Code's SubagentStop input (``agent_id``,
+``agent_type``, ``agent_transcript_path``, ``last_assistant_message``, with
+``session_id``, ``transcript_path``, ``prompt_id`` and ``cwd``), reads the subagent's own
+transcript (:func:`~explomemo.clients.transcripts.read_run`) and, when :func:`should_capture`
+says so, stores a memo of origin ``subagent``: the prompt the main agent delegated as its
+question, the subagent's report as its conclusion, exactly the files it read, each hashed as
+it read them, its agent type and what the run cost
+(:attr:`~explomemo.clients.transcripts.Run.tokens`).
+It goes through :func:`~explomemo.clients.capture.capture_of` as a captured turn does
+(secrets redacted, ``<private>`` honoured, texts cleaned and cut) and is stored, or kept in
+the pending file, as the Stop hook stores a turn (:func:`~explomemo.clients.hooks.store_capture`).
+It adds nothing to the client's context.
+
+A run is captured when:
+
+* its transcript starts with the prompt it was given (a transcript longer than the
+  reader's tail lost its start, and with it reads the memo would leave out);
+* it read at least one file inside the root with the Read tool;
+* it changed none: no Edit, Write, MultiEdit or NotebookEdit call, and every Bash command
+  it ran or tried is read-only (:func:`read_only`);
+* it recorded no memo, and no fresh memo was served to it whole;
+* neither the delegated prompt, nor the report, nor the prompt of the user's turn that
+  delegated it holds ``<private>`` (:func:`~explomemo.clients.capture.private`).
+
+Any agent type counts (Explore, Plan, general-purpose, one of the project's own).
+``EXPLOMEMO_CAPTURE=off``, or ``--no-capture`` (as ``setup --no-capture`` writes it),
+turns it off.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+from explomemo.clients.hooks import (
+    Answer,
+    Deadline,
+    _field,
+    _inside_root,
+    _root,
+    store_capture,
+)
+from explomemo.clients.transcripts import Run
+from explomemo.inputs import SUBAGENT
+from explomemo.projects import resolve_project
+
+#: Commands a Bash call may start with and still count as reading only, with the
+#: subcommands allowed after git. Anything else (an interpreter, a build tool, ``xargs``,
+#: ``awk``, ``tee``, a package manager) may write.
+READ_ONLY_COMMANDS = frozenset(
+    "ls find grep egrep fgrep rg cat head tail wc file stat pwd tree du sort uniq cut tr"
+    " basename dirname realpath readlink which echo printf true cd diff cmp nl column"
+    " sed git".split()
+)
+#: git's subcommands that only read.
+READ_ONLY_GIT = frozenset(
+    "log show diff status blame grep ls-files ls-tree rev-parse describe shortlog cat-file".split()
+)
+#: Options that make a listed command write or run something, by command (a word that
+#: starts so); ``--output`` for every command.
+_WRITING_OPTIONS: dict[str, tuple[str, ...]] = {
+    "find": ("-exec", "-ok", "-delete", "-fprint", "-fls"),
+    "sed": ("-i", "--in-place"),
+    "sort": ("-o",),
+    "tree": ("-o",),
+}
+#: sed's command that writes a file (``1,5w out``, ``/x/w out``).
+_SED_WRITE = re.compile(r"(?:/|\d|\$)\s*[wW]\b")
+#: Redirections that write nowhere.
+_HARMLESS_REDIRECTIONS = re.compile(r"[0-9]?>\s*/dev/null|[0-9]?>&[0-9]")
+#: What splits a command line into commands (pipes, lists, background).
+_SEPARATORS = re.compile(r"\|\|?|&&|;|&|\n")
+
+
+def read_only(command: str) -> bool:
+    """Whether a Bash ``command`` only reads, by a short allowlist: each of the commands
+    it chains (``|``, ``&&``, ``||``, ``;``, ``&``, new lines) starts with one of
+    :data:`READ_ONLY_COMMANDS` (git with one of :data:`READ_ONLY_GIT`; sed only with
+    ``-n`` and no ``w`` command), with no option that writes (``--output``, find's
+    ``-exec`` or ``-delete``, sed's ``-i``, sort's ``-o``), and the line holds no
+    redirection but to ``/dev/null`` and no substitution (``$(``, backticks, ``<(``)."""
+    text = _HARMLESS_REDIRECTIONS.sub(" ", command)
+    if any(mark in text for mark in (">", "`", "$(", "<(")):
+        return False
+    for part in _SEPARATORS.split(text):
+        words = part.split()
+        if not words:
+            continue
+        name, options = words[0], words[1:]
+        if name not in READ_ONLY_COMMANDS:
+            return False
+        writing = ("--output", *_WRITING_OPTIONS.get(name, ()))
+        if any(word.startswith(writing) for word in options):
+            return False
+        if name == "git" and (not options or options[0] not in READ_ONLY_GIT):
+            return False
+        if name == "sed" and ("-n" not in options or _SED_WRITE.search(part)):
+            return False
+    return True
+
+
+def should_capture(run: Run, reads_inside: int) -> bool:
+    """The rule (see the module's text) but for privacy, which :func:`subagent_stop`
+    checks: whether this run, which read ``reads_inside`` files inside the root, becomes a
+    memo."""
+    if not run.prompt.strip() or reads_inside < 1:
+        return False
+    if run.edited or run.recorded or run.fresh_served:
+        return False
+    return all(read_only(command) for command in run.commands)
+
+
+def subagent_stop(
+    payload: dict[str, Any],
+    db: Path | None,
+    project: str | None,
+    *,
+    capture: bool = True,
+    deadline: Deadline | None = None,
+) -> Answer:
+    """Store the delegated run's memo when :func:`should_capture` says so; always None
+    (nothing is added to the client's context). ``capture`` False (``--no-capture``) or
+    ``EXPLOMEMO_CAPTURE=off`` turns it off; hashing stops at ``deadline``."""
+    from explomemo.clients.capture import capture_enabled, private
+    from explomemo.clients.transcripts import read_run, tail_entries
+
+    if not capture or not capture_enabled(os.environ):
+        return None
+    run = read_run(tail_entries(_field(payload, "agent_transcript_path", str)))
+    root = _root(payload)
+    if not should_capture(run, len(_inside_root(run.read, root))):
+        return None
+    report = payload.get("last_assistant_message")
+    report = report if isinstance(report, str) and report.strip() else run.final_text
+    if not report.strip() or private(run.prompt) or private(_delegating_prompt(payload)):
+        return None
+    agent_type = payload.get("agent_type")
+    _record_run(
+        run,
+        report,
+        agent_type if isinstance(agent_type, str) and agent_type.strip() else None,
+        root,
+        db,
+        project,
+        deadline,
+    )
+    return None
+
+
+def _delegating_prompt(payload: dict[str, Any]) -> str:
+    """The prompt of the user's turn that delegated the run (the main transcript's turn of
+    the input's ``prompt_id``, else its last turn)."""
+    from explomemo.clients.transcripts import last_turn, read_turn, tail_entries
+
+    path = _field(payload, "transcript_path", str)
+    given = payload.get("prompt_id")
+    prompt_id = given if isinstance(given, str) else None
+    entries = tail_entries(path, prompt_id, last_turn_only=True)
+    return read_turn(last_turn(entries, prompt_id)).prompt
+
+
+def _record_run(
+    run: Run,
+    report: str,
+    agent_type: str | None,
+    root: str,
+    db: Path | None,
+    project: str | None,
+    deadline: Deadline | None,
+) -> None:
+    """Store the run's memo (origin subagent), as the Stop hook stores a turn's."""
+    from explomemo.changes.contents import enabled
+    from explomemo.clients.capture import capture_of, numbered_results
+    from explomemo.files import resolve_root
+    from explomemo.store.database import now_iso
+
+    where = resolve_root(root)
+    found = capture_of(
+        project=resolve_project(project, where.path),
+        root=where,
+        question=run.prompt,
+        conclusion=report,
+        reads=numbered_results(run.reads),
+        recorded_at=now_iso(),
+        snapshots=enabled(os.environ),
+        deadline=deadline,
+        origin=SUBAGENT,
+        agent_type=agent_type,
+        cost_tokens=run.tokens,
+    )
+    if found is not None:
+        store_capture(found, where.path, db)
