@@ -95,6 +95,12 @@ WORDS_MATCH = 0.15
 BM25_SCALE = 8.0
 #: How many candidates each side hands to the fusion.
 CANDIDATES = 60
+#: A recall's first match comes whole only when it clearly answers the query: its score
+#: at least this (by how it matched), and at least CLEAR_MARGIN above the next match's.
+#: Chosen in benchmarks/recall_quality/clear.py on the tuning sets: a whole answer the
+#: right memo at least 9 times in 10, then the most right memos whole.
+CLEAR_SCORE: dict[str, float] = {"embedding": 0.70, "words": 0.625, "both": 0.325}
+CLEAR_MARGIN = 0.09
 
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
 
@@ -613,6 +619,17 @@ def fuse(
                 matched = "embedding"
             found.append(Candidate(memo_id, round(score, 4), matched, pinned))
     return ranked(found)
+
+
+def clearly_answers(
+    score: float, matched_by: Literal["embedding", "words", "both"], next_score: float | None
+) -> bool:
+    """Whether a recall's first match, of ``score``, clearly answers its query (and comes
+    whole): ``next_score`` is the best score of the other matches above the cut-off (None:
+    none)."""
+    # Scores have four decimals: so has the margin (0.7 - 0.61 is 0.0899999... in floats).
+    margin = round(score - (next_score if next_score is not None else 0.0), 4)
+    return score >= CLEAR_SCORE[matched_by] and margin >= CLEAR_MARGIN
 
 
 def ranked(candidates: Iterable[Candidate], stale: Container[int] = ()) -> list[Candidate]:
