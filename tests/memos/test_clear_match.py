@@ -11,7 +11,7 @@ from fake_embedder import FakeEmbedder
 
 from explomemo.memos.cache import MemoCache
 from explomemo.recall import search
-from explomemo.recall.search import CLEAR_MARGIN, CLEAR_SCORE, clearly_answers
+from explomemo.recall.search import CLEAR_EMBEDDING, CLEAR_MARGIN, clear_score, clearly_answers
 from explomemo.recall.sources import FixedModel
 
 #: Below what the int8 vectors and four-decimal scores can blur.
@@ -20,7 +20,7 @@ STEP = 0.01
 
 @pytest.mark.parametrize("matched_by", ["embedding", "words", "both"])
 def test_a_match_is_clear_from_its_threshold_and_margin_on(matched_by: str) -> None:
-    least = CLEAR_SCORE[matched_by]
+    least = clear_score(matched_by)  # type: ignore[arg-type]
     assert clearly_answers(least, matched_by, None)  # type: ignore[arg-type]
     assert clearly_answers(least, matched_by, least - CLEAR_MARGIN)  # type: ignore[arg-type]
     assert not clearly_answers(least - STEP, matched_by, None)  # type: ignore[arg-type]
@@ -53,18 +53,18 @@ def _cache_at(db: Path, cosines: dict[str, float]) -> MemoCache:
     [
         # Over the threshold and the margin: whole.
         (
-            CLEAR_SCORE["embedding"] + 0.05,
-            CLEAR_SCORE["embedding"] + 0.05 - CLEAR_MARGIN - 0.02,
+            CLEAR_EMBEDDING + 0.05,
+            CLEAR_EMBEDDING + 0.05 - CLEAR_MARGIN - 0.02,
             True,
         ),
         # The same first match with a second one just inside the margin: lean.
         (
-            CLEAR_SCORE["embedding"] + 0.05,
-            CLEAR_SCORE["embedding"] + 0.05 - CLEAR_MARGIN + 0.02,
+            CLEAR_EMBEDDING + 0.05,
+            CLEAR_EMBEDDING + 0.05 - CLEAR_MARGIN + 0.02,
             False,
         ),
         # Alone (no margin to keep) but just under the threshold: lean.
-        (CLEAR_SCORE["embedding"] - 0.02, None, False),
+        (CLEAR_EMBEDDING - 0.02, None, False),
     ],
 )
 def test_recall_answers_whole_only_a_clear_first_match(
