@@ -230,7 +230,7 @@ def _has_cost(memo: Any) -> bool:
 
 
 class Match(Shape):
-    """One recalled memo: whole (its conclusion and files), or by id (``whole`` false)."""
+    """One recalled memo: whole (its conclusion and files), or lean (``whole`` false)."""
 
     id: int
     question: str
@@ -239,22 +239,55 @@ class Match(Shape):
     matched_by: Literal["embedding", "words", "both"]
     status: Literal["fresh", "stale"]
     recorded_at: str
-    origin: Origin | None = shown_when(_is_whole, None)
+    origin: Origin | None = shown_when(lambda match: match.origin is not None, None)
     # True for a memo that came in through import (docs/reference.md); undescribed in the
     # tools' output schemas, whose bytes every session pays for.
     imported: bool = shown_when(lambda memo: memo.imported, None, default=False)
     files: list[CheckedFile] | None = shown_when(_is_whole, None)
+    # A lean stale match's changed and missing files: {"a.py": "+3 -1", "b.py": "missing"}.
+    # Undescribed in the output schema (every session pays for its bytes); the values say it.
+    changed: dict[str, str] | None = shown_when(lambda match: match.changed is not None, None)
     whole: bool = shown_when(
         lambda match: not match.whole,
-        "false: no conclusion nor files; memory_exploration_show gives them.",
+        "false: lean; memory_exploration_show gives it whole.",
         default=True,
+    )
+
+
+#: A lean match's question at most, in characters, its cut marked by its last one (…).
+LEAN_QUESTION_CHARS = 120
+
+
+def _lines_changed(f: CheckedFile) -> str:
+    """A changed or missing file of a lean match: ``+added -removed`` (``changed`` when they
+    are not known), or ``missing``."""
+    if f.state == "missing":
+        return "missing"
+    if f.added is None or f.removed is None:
+        return "changed"
+    return f"+{f.added} -{f.removed}"
+
+
+def lean_match(match: Match, files: list[CheckedFile] | None = None) -> Match:
+    """``match`` lean: its question cut to :data:`LEAN_QUESTION_CHARS`, no conclusion nor
+    files; for a stale one, ``files`` (described, diffs or not) give its changed and missing
+    files, each with the lines it changed (see :func:`_lines_changed`)."""
+    question = match.question
+    if len(question) > LEAN_QUESTION_CHARS:
+        question = question[: LEAN_QUESTION_CHARS - 1] + "…"
+    changed = None
+    if match.status == "stale" and files is not None:
+        changed = {f.path: _lines_changed(f) for f in files if f.state != "unchanged"}
+    return replace(
+        match, question=question, conclusion=None, files=None, changed=changed, whole=False
     )
 
 
 #: A recall's answer at most, in characters of its JSON indented by two (as
 #: :func:`to_json` writes it; the MCP tool's compact text is shorter): about 10,000
 #: tokens, 5 % of a 200k-token context. Matches are kept in rank order while the
-#: answer fits: the first always, whole, its diffs cut further to fit; the others by id.
+#: answer fits: the first always (whole when it clearly answers, its diffs cut further to
+#: fit), the others lean.
 RECALL_CHARS = 40_000
 
 

@@ -1,13 +1,13 @@
 """The least a recall answer can weigh: the right memo alone, whole, for each labelled query.
 
-SPEC.md's recall answer sends its first match whole (question, conclusion, the
-SHA-256 and size of every file). For each query with a right memo, this prints
-the bytes of the answer that holds that memo alone, whole, counted as run.py
-counts them (the compact JSON text an agent reads, the query echoed in it). An
-answer that hands the agent its memo weighs at least that, less at most 8 B (a
-real match may say "both" where this one says "embedding", and round its score
-shorter). A mean above run.py's goal (GOALS["related_bytes"]) means that goal is
-out of reach for that set as long as every query gets its memo.
+A whole recall match holds the question, the conclusion, and the SHA-256 and size of
+every file (since issue 38 only a match that clearly answers comes so). For each
+query with a right memo, this prints the bytes of the answer that holds that memo
+alone, whole, counted as run.py counts them (the compact JSON text an agent reads,
+the query echoed in it). An answer that hands the agent its memo weighs at least
+that, less at most 8 B (a real match may say "both" where this one says "embedding",
+and round its score shorter). A mean above run.py's goal (GOALS["related_bytes"])
+means that goal is out of reach for that set as long as every query gets its memo.
 
 No query is searched: the memos are recorded (words only, nothing is embedded)
 and each answer is built from the labels, so a held-out set stays held out.

@@ -54,6 +54,8 @@ class Limits:
 
 #: What recall, show and the stale report give: a small part of an agent's context.
 AGENT_LIMITS = Limits(FILE_DIFF_CHARS, ANSWER_DIFF_CHARS)
+#: What a lean recall match needs: the lines added and removed, no diff text.
+COUNTED_ONLY = Limits(None, 0)
 #: What ``explomemo diff`` prints for a person: everything.
 NO_LIMITS = Limits(None, None)
 

@@ -377,7 +377,8 @@ def recall_text(result: RecallResult) -> str:
             f"  (score {m.score:.2f}, by {m.matched_by})"
         )
         if m.conclusion is None or m.files is None:
-            blocks.append(head)
+            changed = (m.changed or {}).items()
+            blocks.append(head + "".join(f"\n    {one_line(p)}: {c}" for p, c in changed))
             continue
         files = "\n".join(f"    {f.state:<9} {one_line(f.path)}" for f in m.files)
         changes = "".join(f"\n      {line}" for line in changes_lines(m.id, m.files))
@@ -386,9 +387,14 @@ def recall_text(result: RecallResult) -> str:
     no_model = not result.semantic_index and not result.pending_vectors
     notes = ["(found by words only: no embedding model)"] if no_model else []
     notes.extend(pending)
-    by_id = [f"#{m.id}" for m in result.matches if not m.whole]
-    if by_id:
-        notes.append(f"({', '.join(by_id)}: question only; explomemo show ID gives a memo whole)")
+    lean = [m for m in result.matches if not m.whole]
+    if lean:
+        unclear = "" if result.served_whole else "none clearly answers; "
+        diff = ", explomemo diff ID what changed" if any(m.changed for m in lean) else ""
+        notes.append(
+            f"({unclear}{', '.join(f'#{m.id}' for m in lean)}: question only;"
+            f" explomemo show ID gives a memo whole{diff})"
+        )
     if left_out:
         notes.append(f"({stale} also matched, left out by --fresh-only)")
     if result.omitted:

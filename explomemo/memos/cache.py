@@ -35,6 +35,7 @@ from explomemo.shapes import (
     StaleReport,
     StaleResult,
     StatsResult,
+    lean_match,
     match_chars,
     replace,
     to_json,
@@ -503,10 +504,11 @@ class MemoCache:
 
         Only memos above the relevance cut-off come back; at similar relevance
         fresh ones rank first. Only the files of those memos are re-checked. The
-        first comes whole, the others by id (see :meth:`show`). A model still loading
-        is waited for (up to :data:`MODEL_WAIT_SECONDS`), and the project's memos
-        lacking vectors are embedded first when at most :data:`INLINE_BACKLOG` do; a
-        larger backlog is searched by words and counted in ``pending_vectors``.
+        first comes whole when it clearly answers, the others lean (see :meth:`show`). A
+        model still loading is waited for (up to :data:`MODEL_WAIT_SECONDS`), and the
+        project's memos lacking vectors are embedded first when at most
+        :data:`INLINE_BACKLOG` do; a larger backlog is searched by words and counted in
+        ``pending_vectors``.
         """
         inputs.check_text("query", query, inputs.MAX_QUERY)
         inputs.check_limit(limit)
@@ -558,7 +560,7 @@ class MemoCache:
         later: bool,
     ) -> RecallResult:
         from explomemo.check.stale import checked_files
-        from explomemo.recall.search import CANDIDATES, fuse, ranked
+        from explomemo.recall.search import CANDIDATES, clearly_answers, fuse, ranked
         from explomemo.recall.vectors import query_vector
 
         vector_hits: VectorHits | None = None
@@ -652,15 +654,28 @@ class MemoCache:
             stale_left_out=left_out,
         )
         describe = self.describer(where, observed)
+        count = None
+        if stale_ids:
+            from explomemo.changes.diffs import COUNTED_ONLY
+
+            # A lean stale match says by how many lines each file changed: counted, no diff.
+            count = self.describer(where, observed, COUNTED_ONLY)
+        clear = bool(shown) and clearly_answers(
+            shown[0].score,
+            shown[0].matched_by,
+            max((c.score for c in candidates if c.id != shown[0].id), default=None),
+        )
         matches: list[Match] = []
         used = len(to_json(result)) + 3
         for found in shown:
-            # Matches in rank order while the answer fits; the first always, and whole
-            # (the others by id: an agent judges them by their questions).
+            # Matches in rank order while the answer fits; the first always, whole when it
+            # clearly answers (an agent judges the others, lean, by their questions).
             room = RECALL_CHARS - used
-            match = replace(found, conclusion=None, files=None, origin=None, whole=False)
-            if not matches:
+            if clear and not matches:
                 match = replace(found, files=describe(files[found.id], _overrun(found, room)))
+            else:
+                counted = count(files[found.id], None) if count and found.id in stale_ids else None
+                match = lean_match(found, counted)
             size = match_chars(match)
             if matches and size > room:
                 break

@@ -67,11 +67,11 @@ RECORD_DESCRIPTION = (
     " 32 MB each. Recording the same question again for the project replaces the earlier memo."
 )
 RECALL_DESCRIPTION = (
-    "Find earlier memos of a project by meaning and words before exploring. A `fresh` match"
-    " (every file byte-identical) is reused without re-reading; in a `stale` one a `changed`"
-    " file carries its `diff`, a `missing` one `moved_to`: read the diffs, check the"
-    " conclusion, record it again. A match with `whole: false` comes by id:"
-    " memory_exploration_show gives it whole."
+    "Find a project's earlier memos by meaning and words before exploring. A match that"
+    " clearly answers comes whole: reuse a `fresh` one as is; in a `stale` one"
+    " a `changed` file carries its `diff`, a `missing` one `moved_to`: read the diffs, check"
+    " the conclusion, record it again. Others come lean (`whole: false`):"
+    " memory_exploration_show gives one whole."
 )
 STALE_DESCRIPTION = (
     "Check every memo of a project against the files on disk and list the stale ones with"
@@ -86,7 +86,7 @@ FORGET_DESCRIPTION = "Delete one memo of a project by id (a wrong or obsolete co
 Project = Annotated[
     str | None,
     Field(
-        description="Usually left out: $EXPLOMEMO_PROJECT, else this repository's name.",
+        description="Usually left out: the project of this repository's memos.",
         min_length=1,
         max_length=inputs.MAX_PROJECT,
     ),
@@ -94,7 +94,7 @@ Project = Annotated[
 RootParam = Annotated[
     str | None,
     Field(
-        description="Absolute project directory (default: the server's working directory).",
+        description="Absolute project folder (default: the server's working directory).",
         max_length=1024,
     ),
 ]

@@ -266,7 +266,9 @@ def test_mcp_over_stdio_flags_exactly_the_changed_memos(repo: Repo, db_path: Pat
             assert [(m["id"], m["status"], m["matched_by"]) for m in matches] == [
                 (3, "stale", "words")
             ]
-            assert matches[0]["files"][0]["state"] == "missing"
+            # Lean (words alone do not answer it clearly): its missing file named all the same.
+            assert matches[0]["whole"] is False
+            assert matches[0]["changed"] == {"src/db.py": "missing"}
             forgot = await client.call_tool(
                 "memory_exploration_forget", {"project": "demo", "id": 3}
             )

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 from helpers import Repo, call_tools_stdio, invoke_cli, open_cache
@@ -23,9 +22,9 @@ def _words_only(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("EXPLOMEMO_EMBEDDINGS", "off")
 
 
-def recall_cli(db: Path, repo: Repo, *extra: str) -> str:
+def recall_cli(db: Path, repo: Repo, *extra: str, query: str = QUERY) -> str:
     result = invoke_cli(
-        ["--db", str(db), "recall", "--project", "demo", "--root", str(repo.path), *extra, QUERY]
+        ["--db", str(db), "recall", "--project", "demo", "--root", str(repo.path), *extra, query]
     )
     assert result.exit_code == 0, result.output
     return result.stdout.removesuffix("\n")
@@ -55,16 +54,45 @@ def test_many_stale_memos_of_many_changed_files_stay_within_the_budget(
             repo.write(name, "".join(f"line {n} of file {i}\n" for n in range(300))).stat().st_size
         )
     repo.commit("files")
-    record_all(db_path, repo, [(f"{QUERY} part {n}", f"conclusion {n}", names) for n in range(20)])
+    record_all(
+        db_path,
+        repo,
+        [(f"{QUERY} part {n}", f"conclusion {n}", names) for n in range(20)]
+        + [("where is the ledger kept?", "In the files.", names)],
+    )
     for i, name in enumerate(names):
         repo.write(name, "".join(f"LINE {n} OF FILE {i}\n" for n in range(300)))
 
+    # None of the 20 clearly answers: each comes lean, its changed files counted, no diff.
     text = recall_cli(db_path, repo, "--limit", "20", "--json")
     assert len(text) <= RECALL_CHARS
     answer = json.loads(text)
     shown = len(answer["matches"])
-    assert shown >= 1 and answer["omitted"] == 20 - shown
-    files = [f for m in answer["matches"] for f in m["files"]]
+    assert shown >= 1 and answer.get("omitted", 0) == 20 - shown
+    for match in answer["matches"]:
+        assert match["whole"] is False and match["status"] == "stale"
+        assert match["changed"] == dict.fromkeys(names, "+300 -300")
+    assert '"diff' not in text
+    (reply,) = call_tools_stdio(
+        db_path,
+        [
+            (
+                "memory_exploration_recall",
+                {"query": QUERY, "project": "demo", "root": str(repo.path), "limit": 20},
+            )
+        ],
+        cwd=repo.path,
+    )
+    assert not reply.is_error, reply.text
+    assert len(reply.text) <= RECALL_CHARS
+    assert reply.data == answer
+
+    # One that clearly answers comes whole, its 64 diffs within the limits.
+    text = recall_cli(db_path, repo, "--limit", "20", "--json", query="ledger kept")
+    assert len(text) <= RECALL_CHARS
+    (match,) = json.loads(text)["matches"]
+    assert "whole" not in match and match["conclusion"] == "In the files."
+    files = match["files"]
     diffs = [f["diff"] for f in files if f["diff"] is not None]
     assert diffs and all(len(d) <= FILE_DIFF_CHARS for d in diffs)
     assert sum(map(len, diffs)) <= ANSWER_DIFF_CHARS
@@ -83,38 +111,25 @@ def test_many_stale_memos_of_many_changed_files_stay_within_the_budget(
         for f in spent
     )
 
-    (reply,) = call_tools_stdio(
-        db_path,
-        [
-            (
-                "memory_exploration_recall",
-                {"query": QUERY, "project": "demo", "root": str(repo.path), "limit": 20},
-            )
-        ],
-        cwd=repo.path,
-    )
-    assert not reply.is_error, reply.text
-    assert len(reply.text) <= RECALL_CHARS
-    assert reply.data == answer
-
 
 def test_matches_come_in_rank_order_while_the_answer_fits(repo: Repo, db_path: Path) -> None:
-    repo.write("a.py", "A = 1\n")
-    big = "x" * 15_000
-    # Questions of 2,000 characters: even by id, 20 matches would not fit in 40,000.
-    long = [f"{QUERY} part {n} ".ljust(2000, "y") for n in range(20)]
-    record_all(db_path, repo, [(q, f"{n} {big}", ["a.py"]) for n, q in enumerate(long)])
-    everything: dict[str, Any] = json.loads(recall_cli(db_path, repo, "--limit", "1", "--json"))
+    # 64 changed files of long paths: even lean, 20 stale matches would not fit in 40,000.
+    names = [f"{'d' * 100}/f{i:02d}.py" for i in range(64)]
+    for name in names:
+        repo.write(name, "X = 1\n")
+    record_all(db_path, repo, [(f"{QUERY} part {n}", f"conclusion {n}", names) for n in range(20)])
+    for name in names:
+        repo.write(name, "X = 2\n")
     text = recall_cli(db_path, repo, "--limit", "20", "--json")
     answer = json.loads(text)
     assert len(text) <= RECALL_CHARS
-    first, *by_id = answer["matches"]
-    # The first whole (15,000 + 2,000 characters), the others by id while they fit.
-    assert first == everything["matches"][0] and "whole" not in first
-    assert by_id and all(m["whole"] is False and "conclusion" not in m for m in by_id)
-    shown = len(answer["matches"])
+    # None clearly answers: every match lean while they fit.
+    lean = answer["matches"]
+    assert all(m["whole"] is False and "conclusion" not in m for m in lean)
+    assert all(m["changed"] == dict.fromkeys(names, "+1 -1") for m in lean)
+    shown = len(lean)
     assert 2 < shown < 20 and answer["omitted"] == 20 - shown
-    assert len(text) + len(json.dumps(by_id[0], indent=2)) + 6 * 4 > RECALL_CHARS
+    assert len(text) + len(json.dumps(lean[0], indent=2)) + 6 * 4 > RECALL_CHARS
     readable = recall_cli(db_path, repo, "--limit", "20")
     assert readable.endswith(
         f"({20 - shown} more matches left out to keep the answer within {RECALL_CHARS:,}"
@@ -139,11 +154,16 @@ def test_the_best_match_comes_back_whole_even_alone_over_the_budget(
     record_all(
         db_path,
         repo,
-        [(question, conclusion, names), (f"{QUERY} too", "small", names[:1])],
+        [
+            (question, conclusion, names),
+            # Two that share a word of the query: it clearly answers, they come after it.
+            ("where is the budget kept", "small", names[:1]),
+            ("how is the cache handled", "small", names[:1]),
+        ],
     )
     text = recall_cli(db_path, repo, "--limit", "20", "--json")
     answer = json.loads(text)
     assert len(text) > RECALL_CHARS
     (match,) = answer["matches"]
     assert (match["question"], match["conclusion"]) == (question, conclusion)
-    assert len(match["files"]) == 64 and answer["omitted"] == 1
+    assert len(match["files"]) == 64 and answer["omitted"] == 2

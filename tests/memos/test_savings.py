@@ -16,6 +16,8 @@ from explomemo.store.database import FileRow, Store
 
 RECALL = "memory_exploration_recall"
 QUESTION = "How is the retry policy of the HTTP client decided?"
+#: A query the HTTP client's memo clearly answers (it comes whole), the parser's less so.
+QUERY = "http retry policy"
 
 
 @pytest.fixture
@@ -43,7 +45,7 @@ def _surfaces(db: Path) -> dict[str, tuple[int, int]]:
 
 
 def _recall(db: Path, root: Path, times: int) -> None:
-    args = {"query": "retry policy", "project": "shop", "root": str(root)}
+    args = {"query": QUERY, "project": "shop", "root": str(root)}
     replies = call_tools_stdio(db, [(RECALL, args)] * times, cwd=root)
     for reply in replies:
         assert not reply.is_error, reply.text
@@ -66,12 +68,26 @@ def test_a_memo_recalled_twice_in_one_server_session_counts_its_files_once(
     assert project["origins"] == {"agent": 2}
 
 
+def test_a_lean_match_serves_nothing_and_show_serves_it(retry: Path, db_path: Path) -> None:
+    """ "retry policy" is in both questions: neither clearly answers, both come lean and the
+    fresh one counts nothing until the agent asks for it whole."""
+    args = {"query": "retry policy", "project": "shop", "root": str(retry)}
+    recall, show = call_tools_stdio(
+        db_path,
+        [(RECALL, args), ("memory_exploration_show", {"id": 1, "project": "shop"})],
+        cwd=retry,
+    )
+    assert [(m["id"], m["whole"]) for m in recall.data["matches"]] == [(1, False), (2, False)]
+    assert not show.is_error, show.text
+    assert _surfaces(db_path) == {"recall": (0, 0), "show": (1, 350), "prompt": (0, 0)}
+
+
 def test_each_cli_recall_and_show_is_a_session_and_diff_serves_nothing(
     retry: Path, db_path: Path
 ) -> None:
     base = ["--db", str(db_path)]
     for _ in range(2):
-        run = invoke_cli([*base, "recall", "--project", "shop", "--root", str(retry), "retry"])
+        run = invoke_cli([*base, "recall", "--project", "shop", "--root", str(retry), QUERY])
         assert run.code == 0 and QUESTION in run.out, run.err
     assert invoke_cli([*base, "show", "1"]).code == 0
     assert invoke_cli([*base, "diff", "1"]).code == 0
@@ -83,7 +99,7 @@ def test_one_cache_is_one_session_across_recall_and_show(retry: Path, db_path: P
     """A memo recalled then shown by the same server (one cache) was served once: the
     first surface keeps it."""
     with open_cache(db_path) as cache:
-        cache.recall(query="retry policy", project="shop", root=str(retry))
+        cache.recall(query=QUERY, project="shop", root=str(retry))
         cache.show(1)
         cache.show(1)
     assert _surfaces(db_path) == {"recall": (1, 350), "show": (0, 0), "prompt": (0, 0)}
@@ -112,11 +128,11 @@ def test_a_count_that_cannot_be_written_is_skipped_not_raised(retry: Path, db_pa
     holder.execute("BEGIN IMMEDIATE")
     try:
         with open_cache(db_path) as cache:
-            found = cache.recall(query="retry policy", project="shop", root=str(retry))
+            found = cache.recall(query=QUERY, project="shop", root=str(retry))
             assert found.matches[0].question == QUESTION
             holder.execute("COMMIT")
             assert _surfaces(db_path)["recall"] == (0, 0)
-            cache.recall(query="retry policy", project="shop", root=str(retry))
+            cache.recall(query=QUERY, project="shop", root=str(retry))
     finally:
         holder.close()
     assert _surfaces(db_path)["recall"] == (1, 350)

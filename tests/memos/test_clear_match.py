@@ -1,0 +1,107 @@
+"""When a recall match comes whole: the rule "clearly answers" (docs/reference.md) at its
+boundary, by how the match was found, and what a whole or lean match counts as served."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+from fake_embedder import FakeEmbedder
+
+from explomemo.memos.cache import MemoCache
+from explomemo.recall import search
+from explomemo.recall.search import CLEAR_EMBEDDING, CLEAR_MARGIN, clear_score, clearly_answers
+from explomemo.recall.sources import FixedModel
+
+#: Below what the int8 vectors and four-decimal scores can blur.
+STEP = 0.01
+
+
+@pytest.mark.parametrize("matched_by", ["embedding", "words", "both"])
+def test_a_match_is_clear_from_its_threshold_and_margin_on(matched_by: str) -> None:
+    least = clear_score(matched_by)  # type: ignore[arg-type]
+    assert clearly_answers(least, matched_by, None)  # type: ignore[arg-type]
+    assert clearly_answers(least, matched_by, least - CLEAR_MARGIN)  # type: ignore[arg-type]
+    assert not clearly_answers(least - STEP, matched_by, None)  # type: ignore[arg-type]
+    assert not clearly_answers(
+        least + STEP,
+        matched_by,  # type: ignore[arg-type]
+        least + STEP - CLEAR_MARGIN + STEP,
+    )
+
+
+def _cache_at(db: Path, cosines: dict[str, float]) -> MemoCache:
+    """A cache whose model puts each memo (by its question's first word, at most two) at the
+    given cosine from every query (vectors of one dimension in every test: a query's vector
+    is kept by the process for its model)."""
+
+    def vector_of(text: str) -> list[float]:
+        for n, (name, cosine) in enumerate(cosines.items()):
+            if text.startswith(name):
+                angle = math.acos(cosine)
+                vector = [math.cos(angle), 0.0, 0.0]
+                vector[n + 1] = math.sin(angle)
+                return vector
+        return [1.0, 0.0, 0.0]
+
+    return MemoCache.open(db, FixedModel(FakeEmbedder(vector_of)))
+
+
+@pytest.mark.parametrize(
+    ("first", "second", "whole"),
+    [
+        # Over the threshold and the margin: whole.
+        (
+            CLEAR_EMBEDDING + 0.05,
+            CLEAR_EMBEDDING + 0.05 - CLEAR_MARGIN - 0.02,
+            True,
+        ),
+        # The same first match with a second one just inside the margin: lean.
+        (
+            CLEAR_EMBEDDING + 0.05,
+            CLEAR_EMBEDDING + 0.05 - CLEAR_MARGIN + 0.02,
+            False,
+        ),
+        # Alone (no margin to keep) but just under the threshold: lean.
+        (CLEAR_EMBEDDING - 0.02, None, False),
+    ],
+)
+def test_recall_answers_whole_only_a_clear_first_match(
+    app: Path,
+    db_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    first: float,
+    second: float | None,
+    whole: bool,
+) -> None:
+    # The query's word is in no memo: no word score, and no penalty for it here, so each
+    # memo scores its cosine.
+    monkeypatch.setattr(search, "UNKNOWN_PENALTY", 0.0)
+    cosines = {"Alpha": first} | ({"Beta": second} if second is not None else {})
+    with _cache_at(db_path, cosines) as cache:
+        ids = {
+            name: cache.record(
+                question=f"{name} memo",
+                conclusion="x",
+                files=["app/db.py"],
+                project="svc",
+                root=str(app),
+            ).id
+            for name in cosines
+        }
+        assert cache.wait_for_vectors("svc", 60)
+        result = cache.recall(query="zzz", project="svc", root=str(app))
+        assert [m.id for m in result.matches] == list(ids.values())
+        top = result.matches[0]
+        assert top.matched_by == "embedding"
+        assert abs(top.score - first) < 0.005
+        assert top.whole is whole
+        assert (top.conclusion, top.files is not None) == (("x", True) if whole else (None, False))
+        assert all(m.whole is False and m.conclusion is None for m in result.matches[1:])
+        # Only a whole fresh match counts as served.
+        assert [
+            s.served
+            for s in cache.stats(project="svc").projects[0].surfaces
+            if s.surface == "recall"
+        ] == [int(whole)]
