@@ -399,7 +399,9 @@ def test_no_human_format_starts_a_workflow_command(
             assert not line.startswith("::"), (name, line, run.out)
             assert "##[" not in line, (name, line)
         if name.startswith("recall"):
-            assert "conclusion" in run.out, run.out  # the memo was found and shown
+            # The memo was found and shown (lean: its question and changed files; `show`
+            # above prints each conclusion).
+            assert f"question {name.removeprefix('recall-')}" in run.out, run.out
 
 
 @pytest.mark.timeout(60)

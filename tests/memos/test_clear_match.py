@@ -90,7 +90,6 @@ def test_recall_answers_whole_only_a_clear_first_match(
             ).id
             for name in cosines
         }
-        assert cache.wait_for_vectors("svc", 60)
         result = cache.recall(query="zzz", project="svc", root=str(app))
         assert [m.id for m in result.matches] == list(ids.values())
         top = result.matches[0]
