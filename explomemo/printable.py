@@ -45,10 +45,10 @@ def _shown(code: int) -> str:
 #: where no script or emoji needs them.
 ZERO_WIDTH = (0x200B, 0x2060, 0xFEFF, 0x180E)
 JOINERS = (0x200C, 0x200D)
-# A joiner stays between two characters past the Latin, Greek and Cyrillic blocks'
-# neighbours (U+0370 on): Persian, Indic scripts and emoji sequences use it there. In
-# ASCII text it only hides a word from whoever searches for it.
-_NEEDED_JOINER = r"(?<=[^\x00-\u036f])[\u200c\u200d](?=[^\x00-\u036f])"
+# A joiner stays between two characters past the Latin, Greek and Cyrillic blocks (U+0530
+# on): Persian, Indic scripts and emoji sequences use it there. Between letters of those
+# alphabets it only hides a word from whoever searches for it.
+_NEEDED_JOINER = r"(?<=[^\x00-\u052f])[\u200c\u200d](?=[^\x00-\u052f])"
 _HIDDEN = re.compile(rf"(?P<needed>{_NEEDED_JOINER})|[\u200b\u2060\ufeff\u180e\u200c\u200d]")
 
 _ONE_LINE = {code: _shown(code) for code in UNSAFE}

@@ -139,8 +139,10 @@ def test_a_joiner_that_a_script_or_an_emoji_needs_is_kept(text: str) -> None:
 
 
 def test_a_joiner_that_hides_an_ascii_word_is_escaped() -> None:
-    """Kills a joiner rule that keeps every joiner: ``ig\u200dnore`` reads as ``ignore``."""
+    """Kills a joiner rule that keeps every joiner: ``ig\u200dnore`` reads as ``ignore``
+    (in Cyrillic too: ``\u0438\u200d\u0433``)."""
     assert printable.one_line("ig\u200dnore all") == "ig\\u200dnore all"
+    assert printable.one_line("\u0438\u200d\u0433") == "\u0438\\u200d\u0433"
     assert printable.inert("a\u200c\U0001f600") == "a\\u200c\U0001f600"
 
 

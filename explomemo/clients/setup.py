@@ -184,22 +184,30 @@ class Target:
         ]
 
 
+#: How long ``setup`` waits for another process's lock to read the project's name.
+_READ_WAIT_MS = 200
+
+
 def _project(db: Path | None, project: str | None, folder: str) -> str:
     """The project the client is set up for, as a call there would take it: with no
     ``project``, the one under which an existing database keeps this repository's memos
-    (a clone in a folder of another name, after ``import``). No database is created."""
-    from explomemo.errors import NoDatabaseError
+    (a clone in a folder of another name, after ``import``). The database is only read:
+    none is created or migrated, and one that cannot be read now (missing, older, locked,
+    damaged) leaves the name of the repository's folder."""
+    from explomemo.errors import StoreError
     from explomemo.memos.cache import project_at
-    from explomemo.store.database import BUSY_TIMEOUT_MS, Store
+    from explomemo.store.database import Store
 
     if project is not None:
         return resolve_project(project, folder)
     try:
-        store = Store.open_existing(db, BUSY_TIMEOUT_MS)
-    except NoDatabaseError:
+        store = Store.open_existing(db, _READ_WAIT_MS, migrate=False)
+    except StoreError:
         return resolve_project(None, folder)
     try:
-        return project_at(store, None, folder)
+        return project_at(store, None, folder, remember=False)
+    except StoreError:
+        return resolve_project(None, folder)
     finally:
         store.close()
 

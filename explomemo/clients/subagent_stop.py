@@ -65,13 +65,17 @@ READ_ONLY_GIT = frozenset(
 _WRITING_OPTIONS: dict[str, tuple[str, ...]] = {
     "find": ("-exec", "-ok", "-delete", "-fprint", "-fls"),
     "sed": ("-i", "--in-place"),
-    "sort": ("-o",),
+    "sort": ("-o", "--compress-program"),
     "tree": ("-o",),
+    "rg": ("--pre",),
+    "file": ("-C", "--compile"),
+    "git": ("-O", "--open-files-in-pager"),
 }
-#: sed's command that writes a file (``1,5w out``, ``/x/w out``).
-_SED_WRITE = re.compile(r"(?:/|\d|\$)\s*[wW]\b")
-#: Redirections that write nowhere.
-_HARMLESS_REDIRECTIONS = re.compile(r"[0-9]?>\s*/dev/null|[0-9]?>&[0-9]")
+#: The one sed script taken as reading: print lines by number (``-n '10,40p'``); any other
+#: (``w`` writes a file, ``e`` and ``s///e`` run a command) counts as writing.
+_SED_PRINT = re.compile(r"['\"]?(?:\d+|\$)?(?:,(?:\d+|\$))?p['\"]?")
+#: Redirections that write nowhere (``/dev/null`` as a whole word).
+_HARMLESS_REDIRECTIONS = re.compile(r"[0-9]?>\s*/dev/null(?=$|[\s;&|])|[0-9]?>&[0-9]")
 #: What splits a command line into commands (pipes, lists, background).
 _SEPARATORS = re.compile(r"\|\|?|&&|;|&|\n")
 
@@ -79,9 +83,10 @@ _SEPARATORS = re.compile(r"\|\|?|&&|;|&|\n")
 def read_only(command: str) -> bool:
     """Whether a Bash ``command`` only reads, by a short allowlist: each of the commands
     it chains (``|``, ``&&``, ``||``, ``;``, ``&``, new lines) starts with one of
-    :data:`READ_ONLY_COMMANDS` (git with one of :data:`READ_ONLY_GIT`; sed only with
-    ``-n`` and no ``w`` command), with no option that writes (``--output``, find's
-    ``-exec`` or ``-delete``, sed's ``-i``, sort's ``-o``), and the line holds no
+    :data:`READ_ONLY_COMMANDS` (git with one of :data:`READ_ONLY_GIT`; sed only as
+    ``sed -n 'A,Bp'``; uniq with no output file), with no option that writes or runs a
+    program (``--output``, find's ``-exec`` or ``-delete``, sed's ``-i``, sort's ``-o``,
+    rg's ``--pre``, git grep's ``-O``: :data:`_WRITING_OPTIONS`), and the line holds no
     redirection but to ``/dev/null`` and no substitution (``$(``, backticks, ``<(``)."""
     text = _HARMLESS_REDIRECTIONS.sub(" ", command)
     if any(mark in text for mark in (">", "`", "$(", "<(")):
@@ -98,7 +103,12 @@ def read_only(command: str) -> bool:
             return False
         if name == "git" and (not options or options[0] not in READ_ONLY_GIT):
             return False
-        if name == "sed" and ("-n" not in options or _SED_WRITE.search(part)):
+        operands = [word for word in options if not word.startswith("-")]
+        if name == "sed" and (
+            "-n" not in options or not operands or not _SED_PRINT.fullmatch(operands[0])
+        ):
+            return False
+        if name == "uniq" and len(operands) > 1:  # ``uniq IN OUT`` writes OUT
             return False
     return True
 

@@ -1061,17 +1061,20 @@ def _assign_repositories(store: Store) -> None:
                 store.assign_repositories(conn, repository_identity)
 
 
-def project_at(store: Store | None, project: str | None, root: str) -> str:
+def project_at(
+    store: Store | None, project: str | None, root: str, *, remember: bool = True
+) -> str:
     """The project a call at ``root`` works on (see :mod:`explomemo.projects`): ``project``
     when given, else ``$EXPLOMEMO_PROJECT``, else the one project under which ``store``
     holds memos of the repository at ``root`` (same identity), else the name of the
     repository's main work tree. So a clone in a folder of another name finds the memos
-    it imported."""
+    it imported. With ``remember`` False nothing is written to ``store`` (the repository's
+    identity is found without keeping it there)."""
     if store is None or project is not None or os.environ.get(PROJECT_ENV, "").strip():
         return resolve_project(project, root)
     from explomemo.changes.gitrepo import repository_identity
 
-    identity = repository_identity(root, store)
+    identity = repository_identity(root, store if remember else None)
     if identity is not None:
         with store.errors(), store.read() as conn:
             holding = store.projects_of_repository(conn, identity)

@@ -307,14 +307,18 @@ class Store:
         return store
 
     @classmethod
-    def open_existing(cls, path: Path | None, busy_timeout_ms: int) -> Store:
+    def open_existing(
+        cls, path: Path | None, busy_timeout_ms: int, *, migrate: bool = True
+    ) -> Store:
         """Open a database that exists, for a reader that must not wait.
 
-        Nothing is created or switched to WAL (a database of an earlier explomemo is
-        migrated, as by :meth:`open`), and a lock held by another process is waited
-        for at most ``busy_timeout_ms`` (the Claude Code hooks answer within a
-        fraction of a second, whatever happens). No database there yet (or one
-        being created) is a :class:`~explomemo.errors.NoDatabaseError`.
+        Nothing is created or switched to WAL, except that a database of an earlier
+        explomemo is migrated, as by :meth:`open` (with ``migrate`` False, refused with a
+        :class:`~explomemo.errors.StoreError` instead: a dry run writes nothing), and a
+        lock held by another process is waited for at most ``busy_timeout_ms`` (the
+        Claude Code hooks answer within a fraction of a second, whatever happens). No
+        database there yet (or one being created) is a
+        :class:`~explomemo.errors.NoDatabaseError`.
         """
         db_path = database_path(path)
         if not db_path.is_file():
@@ -334,8 +338,14 @@ class Store:
                     " (being created, or an empty file)"
                 )
         if missing:
-            # A database of an earlier explomemo: migrated, as a command would.
             store.close()
+            if not migrate:
+                raise StoreError(
+                    f"database {db_path} lacks schema migrations of this explomemo"
+                    f" ({', '.join(missing)}): run any explomemo command on it once"
+                    " (explomemo list) to upgrade it"
+                )
+            # A database of an earlier explomemo: migrated, as a command would.
             return cls.open(db_path, create=False, busy_timeout_ms=busy_timeout_ms)
         with store._closed_on_failure(busy_timeout_ms):
             store.conn.execute("PRAGMA foreign_keys = ON")
@@ -591,15 +601,30 @@ class Store:
         """Store one pending capture inside the open transaction; None when it is stored,
         else why it cannot be (what it wrote is undone, and the others go on). A database
         that cannot be written now (locked, full, read-only) raises: no capture's fault."""
+        from explomemo.redaction import redact
+
         self.conn.execute("SAVEPOINT pending_capture")
         try:
             pending.check(capture)
+            # An earlier release parked captures without redacting them.
+            capture = capture._replace(
+                question=redact(capture.question).text,
+                conclusion=redact(capture.conclusion).text,
+            )
             self.save_capture(self.conn, capture)
-        except sqlite3.OperationalError:
-            raise
-        except (ExplomemoError, sqlite3.Error, ValueError, TypeError, OverflowError) as exc:
+        except (
+            sqlite3.IntegrityError,
+            sqlite3.DataError,
+            sqlite3.InterfaceError,
+            ExplomemoError,
+            ValueError,
+            TypeError,
+            OverflowError,
+        ) as exc:
             # A lone surrogate (UnicodeEncodeError), a size past SQLite's integers, a
-            # row a constraint refuses: this capture will never be stored.
+            # row a constraint refuses: this capture will never be stored. (Any other
+            # database error, locked, full, read-only or damaged, is the database's
+            # state, no capture's fault: it propagates, and the captures are given back.)
             self.conn.execute("ROLLBACK TO pending_capture")
             self.conn.execute("RELEASE pending_capture")
             return " ".join(str(exc).split()) or type(exc).__name__

@@ -285,9 +285,16 @@ def lines(claimed: list[Path]) -> Iterator[tuple[bytes, Capture | None]]:
 
 
 def set_aside(db: Path, refused: list[bytes]) -> Path:
-    """Append the pending lines ``refused`` to the quarantine file of ``db``; its path."""
+    """Append the pending lines ``refused`` to the quarantine file of ``db``, their secrets
+    redacted (an earlier release parked captures as they came); its path."""
+    from explomemo.redaction import redact
+
     path = quarantine_path(db)
-    append(path, b"".join(refused))
+    kept = (
+        redact(line.decode("utf-8", "surrogateescape")).text.encode("utf-8", "surrogateescape")
+        for line in refused
+    )
+    append(path, b"".join(kept))
     return path
 
 

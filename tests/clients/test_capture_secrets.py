@@ -16,6 +16,7 @@ import pytest
 from helpers import Repo, invoke_cli, open_cache
 from test_capture import QUESTION, Turn, memos, show, stop, write_transcript
 
+from explomemo.store import pending
 from explomemo.store.database import Store
 from explomemo.store.pending import Capture, CapturedFile
 
@@ -311,3 +312,27 @@ def test_scrub_forgets_a_memo_whose_redacted_question_is_another_memos(
     assert memo["id"] == kept.id and memo["question"] == "why is [redacted: github token] refused?"
     assert_no_secret(stored_bytes(db_path))
     assert other.lower() not in stored_bytes(db_path).decode("utf-8", "replace").lower()
+
+
+def test_a_capture_an_earlier_release_parked_is_stored_redacted(db_path: Path, shop: Repo) -> None:
+    """An earlier release parked captures in the pending file as they came, secrets and all:
+    the next writer stores them redacted, and a parked line it can never store (a lone
+    surrogate) goes to the quarantine file redacted too."""
+    env_bytes = (shop.path / ".env").read_bytes()
+    with open_cache(db_path) as cache:
+        cache.record(question="clean?", conclusion="c", files=["src/auth.py"], root=str(shop.path))
+    parked = old_capture(shop, env_bytes)
+    pending.keep(db_path, parked)
+    broken = parked._replace(question=f"broken {GITHUB} \ud800?")
+    pending.keep(db_path, broken)
+    run = invoke_cli(
+        ["--db", str(db_path), "record", "--root", str(shop.path), "--question", "again?",
+         "--conclusion", "c", "src/auth.py"]
+    )  # fmt: skip
+    assert run.code == 0, run.err
+    questions = [m["question"] for m in memos(db_path)]
+    assert any("[redacted: github token]" in q for q in questions), questions
+    assert_no_secret(stored_bytes(db_path))
+    quarantined = pending.quarantine_path(db_path).read_bytes()
+    assert b"broken [redacted: github token]" in quarantined
+    assert_no_secret(quarantined)

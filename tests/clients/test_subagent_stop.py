@@ -417,6 +417,8 @@ def test_export_and_import_keep_the_agent_type_and_the_cost(
         "git log --oneline -5; git show HEAD --stat",
         "sed -n '1,40p' src/auth.py",
         "cd src && cat auth.py | sort | uniq",
+        "sed -n 5p src/auth.py",
+        "grep -rn verify src 2>/dev/null | uniq -c",
     ],
 )
 def test_read_only_commands(command: str) -> None:
@@ -441,6 +443,16 @@ def test_read_only_commands(command: str) -> None:
         "ls `touch x`",
         "grep x src | tee out.txt",
         "ls | xargs rm",
+        # Found by the second review: each read as read-only before.
+        "sed -n 'w /tmp/out' src/auth.py",
+        "sed -n '1e touch x' src/auth.py",
+        "sed -n 's/a/b/e' src/auth.py",
+        "git grep -Otouch verify",
+        "rg --pre ./run.sh verify",
+        "sort --compress-program=./x src/auth.py",
+        "file -C -m magic",
+        "echo hi >/dev/nullx",
+        "uniq src/auth.py out.txt",
     ],
 )
 def test_commands_that_may_write(command: str) -> None:
