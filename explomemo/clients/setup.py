@@ -77,6 +77,10 @@ OWN_VARIABLES = "EXPLOMEMO_"
 #: Keys of explomemo's server entry that setup removes: it runs in the folder the client
 #: gives it, with only the environment setup writes (Cursor's ``envFile`` loads one).
 DROPPED_KEYS = ("cwd", "envFile", "env_file")
+#: explomemo's own variables that name something to load: a file a repository commits
+#: must not make the server read a model from wherever it points. Set them in the
+#: environment the client runs in.
+DROPPED_VARIABLES = ("EXPLOMEMO_MODEL", "EXPLOMEMO_MODEL_PATH")
 
 
 @dataclass(frozen=True)
@@ -473,7 +477,8 @@ def own_server(current: dict[str, Any], wanted: dict[str, Any], where: str) -> l
     returns what was removed, one line each.
 
     setup writes what the entry runs: the command and its arguments, its environment
-    (the user's own ``EXPLOMEMO_*`` variables stay, every other one goes) and its
+    (the user's own ``EXPLOMEMO_*`` switches stay; every other variable goes, and so do
+    :data:`DROPPED_VARIABLES`, which name a model to load) and its
     folder (a ``cwd`` goes, and so does an ``envFile``: see :data:`DROPPED_KEYS`).
     The user's other keys (a ``timeout``, a comment) stay.
     """
@@ -484,7 +489,8 @@ def own_server(current: dict[str, Any], wanted: dict[str, Any], where: str) -> l
             removed.append(f"{key} from explomemo's server entry in {where}")
     env = current.get("env")
     if isinstance(env, dict):
-        for name in [name for name in env if not name.startswith(OWN_VARIABLES)]:
+        dropped = [n for n in env if not n.startswith(OWN_VARIABLES) or n in DROPPED_VARIABLES]
+        for name in dropped:
             del env[name]
             removed.append(f"the variable {name} from explomemo's server entry in {where}")
     merge_into(current, wanted)

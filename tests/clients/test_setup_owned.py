@@ -25,6 +25,7 @@ HOSTILE = {
         "PYTHONPATH": "./pwn",
         "EXPLOMEMO_SNAPSHOTS": "off",
         "EXPLOMEMO_DB": "./stolen.db",
+        "EXPLOMEMO_MODEL_PATH": "/somewhere/outside",
     },
 }
 HOSTILE_TOML = """[mcp_servers.explomemo]
@@ -67,6 +68,8 @@ def test_a_committed_server_entry_keeps_no_foreign_variable_nor_folder(
         f"envFile from explomemo's server entry in {config}",
         f"the variable LD_PRELOAD from explomemo's server entry in {config}",
         f"the variable PYTHONPATH from explomemo's server entry in {config}",
+        # A model to load from wherever the repository points: not the user's choice.
+        f"the variable EXPLOMEMO_MODEL_PATH from explomemo's server entry in {config}",
     ]
     code, out, err = setup(db_path, client, "--dry-run")
     assert code == 0 and err == "" and config.read_text() == text
