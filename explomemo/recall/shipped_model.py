@@ -4,14 +4,17 @@ Importing fastembed costs a new process about 1.0 s, of which numpy, onnxruntime
 tokenizers are 0.4 s; the rest (fastembed's own modules, its image models,
 huggingface_hub) is the first recall of a fresh server waiting. This module repeats
 fastembed's pipeline for the shipped model (``PooledNormalizedEmbedding``, fastembed
-0.9) step by step, and the vectors are the same to the last bit (tests/recall
-test_shipped_model.py compares them with fastembed's on the same files):
+0.9) step by step, and the vectors are the same to the last bit
+(tests/recall/test_shipped_model.py compares them with fastembed's on the same files):
 
 - the tokenizer of ``tokenizer.json``, truncated at the smaller of ``model_max_length`` and
   ``max_length`` of ``tokenizer_config.json`` (256 here; the 128 of ``tokenizer.json`` is
   replaced), with the tokens of ``special_tokens_map.json`` added, and padded to the
   longest text of a run, not to the fixed 128 that ``tokenizer.json`` asks for;
-- ``input_ids``, ``attention_mask`` and an all-zero ``token_type_ids``, all int64;
+- ``input_ids``, ``attention_mask`` and an all-zero ``token_type_ids``, all int64, run on
+  the CPU with fastembed's session options (every graph optimisation, :data:`SESSION_OPTIONS`
+  of embeddings.py); fastembed would take CUDA where an onnxruntime-gpu finds it, but every
+  figure of the shipped model is the CPU's;
 - the first output, averaged over the attention mask in float64, scaled to unit length
   (norm at least 1e-12), then float32;
 - then, as every embedder here, scaled to unit length once more in float32
