@@ -2,14 +2,17 @@
 
 The default model is all-MiniLM-L6-v2 quantized to int8 (``MatMulInteger``), shipped
 inside explomemo with its tokenizer files (``explomemo/recall/model``, 23 MB; made by
-``scripts/quantize_model.py``). fastembed loads it from that folder after its SHA-256 is
-checked against the pinned value. Nothing is downloaded at run time.
+``scripts/quantize_model.py``). It is loaded from that folder after its SHA-256 is
+checked against the pinned value, with onnxruntime and tokenizers directly
+(:mod:`explomemo.recall.shipped_model`: fastembed's pipeline, the same vectors, without
+fastembed's 0.6 s of imports). Nothing is downloaded at run time.
 
 ``EXPLOMEMO_MODEL`` names any fastembed model (fastembed downloads it where a
 network exists; a failed load is remembered for :data:`RETRY_SECONDS`, since
 fastembed's own retries take 40 s offline), ``EXPLOMEMO_MODEL_PATH`` a local directory holding a
 fastembed-loadable model, and ``EXPLOMEMO_EMBEDDINGS=off`` turns embeddings
-off. fastembed and onnxruntime are imported only when a model is loaded.
+off: these go through fastembed, still a dependency for them. fastembed, onnxruntime and
+tokenizers are imported only when a model is loaded.
 """
 
 from __future__ import annotations
@@ -113,10 +116,17 @@ class FastembedEmbedder:
             rows = np.asarray(list(model.embed(list(texts), batch_size=1)), dtype=np.float32)
         finally:
             lock.release()
-        norms = np.linalg.norm(rows, axis=1, keepdims=True)
-        norms[norms == 0] = 1.0
-        result: npt.NDArray[np.float32] = (rows / norms).astype(np.float32)
-        return result
+        return unit_rows(rows)
+
+
+def unit_rows(rows: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
+    """``rows`` scaled to unit length in float32 (a row of zeros stays zeros)."""
+    import numpy as np
+
+    norms = np.linalg.norm(rows, axis=1, keepdims=True)
+    norms[norms == 0] = 1.0
+    result: npt.NDArray[np.float32] = (rows / norms).astype(np.float32)
+    return result
 
 
 def _lane(model: Any) -> Any:
@@ -188,7 +198,21 @@ def load_embedder(env: Mapping[str, str] | None = None) -> Embedder | None:
         return FastembedEmbedder(_path_model_id(model_name, path), model_name, path)
     if name:
         return _named_model(name)
-    return FastembedEmbedder(DEFAULT_MODEL_ID, DEFAULT_MODEL_NAME, str(default_model_dir()))
+    return _shipped_model()
+
+
+def _shipped_model() -> Embedder:
+    """The shipped model, run without fastembed (see :mod:`explomemo.recall.shipped_model`)."""
+    folder = default_model_dir()
+    try:
+        from explomemo.recall.shipped_model import ShippedModelEmbedder
+
+        return ShippedModelEmbedder(DEFAULT_MODEL_ID, folder, SESSION_OPTIONS)
+    except Exception as exc:
+        raise ModelError(
+            f"the shipped model in {folder} cannot be loaded ({exc}): reinstall explomemo"
+            " (pip install --force-reinstall explomemo), or set EXPLOMEMO_EMBEDDINGS=off"
+        ) from exc
 
 
 def _cache_dir() -> Path:
