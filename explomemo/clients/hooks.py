@@ -300,6 +300,17 @@ def _changes(
     return {entry.id: entry for entry in report.stale}
 
 
+def _project(store: Store, project: str | None, root: str) -> str:
+    """The project a hook works on: the one ``setup`` named (``--project``), else as any
+    call takes it (:func:`~explomemo.memos.cache.project_at`: the project holding this
+    repository's memos, else the folder's name); the library is imported only then."""
+    if project is not None:
+        return resolve_project(project, root)
+    from explomemo.memos.cache import project_at
+
+    return project_at(store, None, root)
+
+
 def _of_this_repository(
     store: Store, project: str, root: str, memos: Sequence[MemoRow]
 ) -> list[MemoRow]:
@@ -330,12 +341,12 @@ def session_start(
     exists yet: nothing was recorded, and that is no error); files are read until
     ``deadline``."""
     root = _root(payload)
-    name = resolve_project(project, root)
     try:
         store = Store.open_existing(db, BUSY_TIMEOUT_MS)
     except NoDatabaseError:
         return None
     try:
+        name = _project(store, project, root)
         with store.errors(), store.read() as conn:
             listed = [m for m in store.memos(conn, project=name) if m.origin != TRANSCRIPT]
             memos = _of_this_repository(store, name, root, listed)
@@ -429,12 +440,12 @@ def prompt(
 
     text = _field(payload, "prompt", str)
     root = _root(payload)
-    name = resolve_project(project, root)
     try:
         store = Store.open_existing(db, BUSY_TIMEOUT_MS)
     except NoDatabaseError:
         return None
     try:
+        name = _project(store, project, root)
         with store.errors(), store.read() as conn:
             answers = answering(store, conn, name, text)
             # An imported memo is a repository's claim, and a turn's capture was judged by
@@ -463,7 +474,12 @@ def prompt(
 
 def _served_whole(conclusion: str, context: str) -> bool:
     """Whether ``context`` holds ``conclusion`` whole, as :func:`prompt_context` quotes it."""
-    return "\n".join(f"| {line}" for line in inert(conclusion).split("\n")) in context
+    return _quoted(conclusion) in context
+
+
+def _quoted(text: str) -> str:
+    """Memo text as the prompt hook hands it on: inert, every line quoted with ``| ``."""
+    return "\n".join(f"| {line}" for line in inert(text).split("\n"))
 
 
 def _count_served(
@@ -529,8 +545,8 @@ def prompt_context(
     parts = [head]
     for title, conclusion in blocks:
         title = _fit(title, share // 2)
-        body = "\n".join(f"| {line}" for line in inert(conclusion).split("\n"))
-        parts.append(title + "\n" + _fit(body, max(64, share - len(title.encode()) - 1)))
+        body = _fit(_quoted(conclusion), max(64, share - len(title.encode()) - 1))
+        parts.append(title + "\n" + body)
     return _fit("\n\n".join(parts), PROMPT_BYTES)
 
 

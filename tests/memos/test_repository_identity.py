@@ -8,6 +8,7 @@ and came fresh into the other's sessions.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import shutil
@@ -22,6 +23,7 @@ import pytest
 from helpers import EMBEDDINGS_OFF, Repo, call_tools, git, invoke_cli, open_cache
 
 from explomemo.changes import gitrepo
+from explomemo.clients.hooks import run_hook
 from explomemo.memos import cache as cache_module
 from explomemo.store import database as store_module
 from explomemo.store.database import Store, load_migrations
@@ -438,6 +440,12 @@ def test_a_clone_under_another_folder_name_recalls_what_it_imported(tmp_path: Pa
              "--conclusion", "auth.py", "auth.py"]
         )  # fmt: skip
         assert json.loads(recorded.stdout)["project"] == "app"
+        # A hook given no project (an older setup wrote none) takes it as well.
+        out = io.BytesIO()
+        payload = json.dumps({"cwd": str(clone)}).encode()
+        run_hook("session-start", db=db, project=None, stdin=io.BytesIO(payload), stdout=out)
+        index = json.loads(out.getvalue())["hookSpecificOutput"]["additionalContext"]
+        assert "of project 'app'" in index and "(imported) How is auth wired?" in index
         # setup names that project for the client's server and hooks too.
         assert invoke_cli(["--db", str(db), "setup", "cursor"]).exit_code == 0
         server = json.loads((clone / ".cursor" / "mcp.json").read_text())["mcpServers"]
