@@ -15,7 +15,7 @@ and waits for it with ``os.wait4``: the wall time and the child's peak resident 
 (``ru_maxrss``), its exit code, its stderr, and whether the memo was stored.
 
 The goal (issue 36): the hook ends within the 10 s ``setup`` gives it, its own deadline
-being 8 s (``explomemo.clients.hooks.STOP_DEADLINE_S``), and never holds the files at
+being 8 s (``explomemo.clients.hooks.stop.DEADLINE_S``), and never holds the files at
 once.
 
 Usage: .venv/bin/python benchmarks/bench_stop_deadline.py [--reps N] [--files N] [--mib N]

@@ -92,7 +92,7 @@ _TAG_OPENING = re.compile(r"<(?=\s*/?\s*[A-Za-z!?])")
 def inert(text: str) -> str:
     """Memo text as a hook hands it to an agent: as :func:`block`, and no ``<`` that could
     open or close a tag (it becomes ``&lt;``). Every line of it is also quoted by the
-    hook (see :mod:`explomemo.clients.hooks`), so no line can pass for the hook's own."""
+    hook (see :mod:`explomemo.clients.hooks.memos`), so no line can pass for the hook's own."""
     return _TAG_OPENING.sub("&lt;", block(text))
 
 

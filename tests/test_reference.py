@@ -16,7 +16,9 @@ from explomemo.check import validity
 from explomemo.cli import main as cli_main
 from explomemo.cli import report
 from explomemo.cli.main import build_parser
-from explomemo.clients import hooks, setup
+from explomemo.clients import setup
+from explomemo.clients.hooks import memos as hook_memos
+from explomemo.clients.hooks import payload, prompt, run, session_start, stop
 from explomemo.memos import cache
 from explomemo.recall import embeddings, prompts
 from explomemo.server.tools import RECORD_DESCRIPTION, create_server
@@ -58,21 +60,21 @@ LIMITS: dict[str, tuple[int, ...]] = {
     "a snapshot, and a diff": (contents.SNAPSHOT_MAX_BYTES, diffs.DIFF_MAX_BYTES),
     "a binary file": (diffs._BINARY_PROBE,),
     "git history searched for a content without a blob id": (gitrepo.HISTORY_DEPTH,),
-    "`hook session-start`": (hooks.INDEX_BYTES,),
-    "`hook prompt`": (hooks.MAX_FRESH, hooks.MAX_STALE, hooks.PROMPT_BYTES),
-    "`hook stop`": (hooks.MIN_FILES_READ, hooks.MAX_FILES_NAMED),
+    "`hook session-start`": (session_start.INDEX_BYTES,),
+    "`hook prompt`": (prompt.MAX_FRESH, prompt.MAX_STALE, prompt.PROMPT_BYTES),
+    "`hook stop`": (stop.MIN_FILES_READ, stop.MAX_FILES_NAMED),
     "a captured turn": (inputs.MAX_FILES, inputs.MAX_QUESTION, inputs.MAX_CONCLUSION),
-    "a hook's wait for a lock": (hooks.BUSY_TIMEOUT_MS,),
+    "a hook's wait for a lock": (hook_memos.BUSY_TIMEOUT_MS,),
     "a hook's deadline for reading files": (
-        hooks.SESSION_START_DEADLINE_S,
-        hooks.PROMPT_DEADLINE_S,
-        hooks.STOP_DEADLINE_S,
+        session_start.DEADLINE_S,
+        prompt.DEADLINE_S,
+        stop.DEADLINE_S,
     ),
     "a record's or a recall's wait for the model still loading, and the memos a recall embeds": (
         cache.MODEL_WAIT_SECONDS,
         cache.INLINE_BACKLOG,
     ),
-    "a hook's standard input": (hooks.MAX_INPUT_BYTES,),
+    "a hook's standard input": (run.MAX_INPUT_BYTES,),
     "the prompt a prompt hook matches": (prompts.MATCH_CHARS,),
     "a table of `list` or `stale`": (report.MIN_TABLE_WIDTH, report.TABLE_WIDTH),
 }
@@ -155,7 +157,7 @@ def test_the_tool_list_and_the_environment_table_are_the_codes() -> None:
     tools = {tool.name for tool in create_server()._tool_manager.list_tools()}
     assert listed_tools == tools
     variables = {r[0].strip("`") for r in rows if re.fullmatch(r"`[A-Z_]+`", r[0])}
-    used = {hooks.PROJECT_DIR}
+    used = {payload.PROJECT_DIR}
     for module in EXPLOMEMO.rglob("*.py"):
         used |= set(re.findall(r"EXPLOMEMO_[A-Z_]+", module.read_text(encoding="utf-8")))
     assert variables == used

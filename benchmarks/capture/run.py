@@ -1,6 +1,6 @@
 """Capture-rule precision and recall on the labelled turns of turns.jsonl.
 
-Runs :func:`explomemo.clients.capture.should_capture`, the function the Stop hook
+Runs :func:`explomemo.clients.hooks.capture.should_capture`, the function the Stop hook
 runs, on each labelled turn's prompt and facts (reads inside the root, edits, a memo
 recorded, answered from a fresh memo) and compares with the label ``record``:
 
@@ -30,7 +30,7 @@ sys.path.insert(0, str(HERE.parent))
 
 from _common import code_line  # noqa: E402
 
-from explomemo.clients.capture import TurnFacts, should_capture  # noqa: E402
+from explomemo.clients.hooks.capture import TurnFacts, should_capture  # noqa: E402
 
 #: Each set's file of labels, by its name (the flag that runs it, and its ``split``).
 LABELS = {

@@ -2,7 +2,7 @@
 
 Downloads the pinned sdist named in ../recall_quality/labels.json (as that
 benchmark does), records its 40 memos by words into a fresh database, then
-runs ``explomemo.clients.hooks.prompt`` on every prompt of prompts.json, exactly as
+runs ``explomemo.clients.hooks.prompt.prompt`` on every prompt of prompts.json, exactly as
 ``explomemo hook prompt`` does, and counts:
 
 * precision: memos shown that the labels say answer the prompt, over all memos shown;
@@ -32,7 +32,7 @@ sys.path.insert(0, str(HERE.parent / "recall_quality"))
 
 from run import fetch_codebase, print_revision  # noqa: E402  (the recall benchmark's)
 
-from explomemo.clients.hooks import prompt  # noqa: E402
+from explomemo.clients.hooks.prompt import prompt  # noqa: E402
 from explomemo.memos.cache import MemoCache  # noqa: E402
 from explomemo.recall.sources import FixedModel  # noqa: E402
 

@@ -56,7 +56,8 @@ GUARDING = [
     "changes.snapshots",
     "store.database:Store.collect_snapshots,Store.save_snapshots,Store.snapshot",
     "changes.gitrepo",
-    "clients.hooks:run_hook,_one_line,_payload,_field,_root",
+    "clients.hooks.run:run_hook,_one_line,_payload",
+    "clients.hooks.payload:field,root_of",
     "printable",
 ]
 #: What the copy holds: the package, its tests, and what the tests read besides.

@@ -336,7 +336,7 @@ def _index(args: argparse.Namespace) -> int:
 
 
 def _hook(args: argparse.Namespace) -> int:
-    from explomemo.clients.hooks import run_hook
+    from explomemo.clients.hooks.run import run_hook
 
     return run_hook(
         args.event,

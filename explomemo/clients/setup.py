@@ -1,8 +1,8 @@
 """``explomemo setup``: registering explomemo with Claude Code, Cursor and Codex.
 
 Every client gets the MCP server; Claude Code also gets the hooks
-(:mod:`explomemo.clients.hooks`). The server and the hooks run this very explomemo
-(the absolute path of its executable) on the database and project of the
+(:mod:`explomemo.clients.hooks`, one module per event). The server and the hooks run this
+very explomemo (the absolute path of its executable) on the database and project of the
 command that set them up, so what the agent records, the hooks find.
 
 Configuration files are merged: only explomemo's own entries are added or

@@ -89,7 +89,7 @@ def test_fast_commands_do_not_import_heavy_packages(
             [
                 sys.executable,
                 "-c",
-                "import sys, explomemo.clients.hooks; print(sorted(sys.modules))",
+                "import sys, explomemo.clients.hooks.run; print(sorted(sys.modules))",
             ],
             capture_output=True,
             text=True,

@@ -266,7 +266,7 @@ def test_a_turn_longer_than_what_the_hook_reads_at_once_is_found_whole(
 ) -> None:
     """The hook reads the transcript backwards, 256 KiB at a time, until the turn's
     prompt: a turn of 1.5 MB (two Reads of a 700 KB file) behind 3 MB of earlier turns."""
-    from explomemo.clients.transcripts import CHUNK_BYTES
+    from explomemo.clients.hooks.transcripts import CHUNK_BYTES
 
     shop.write("src/big.py", "".join(f"value_{n} = {n}\n" for n in range(50_000)))
     earlier = [Turn(f"earlier question {n}?", prompt_id=f"e{n}") for n in range(4)]
@@ -467,7 +467,7 @@ def test_run_hook_captures_unless_told_not_to(
     does in a child process) captures the turn unless ``capture=False`` says not to: the
     CLI always passes ``capture``, so only this test, in process, pins the default. Kills
     ``run_hook__mutmut_1`` (``capture: bool = False``)."""
-    from explomemo.clients.hooks import run_hook
+    from explomemo.clients.hooks.run import run_hook
 
     path = write_transcript(tmp_path / "t.jsonl", question_turn(shop))
     payload = {"transcript_path": str(path), "cwd": str(shop.path), "prompt_id": PROMPT_ID}
@@ -651,7 +651,7 @@ def test_a_hook_that_writes_imports_no_model(tmp_path: Path, db_path: Path, shop
     payload = {"transcript_path": str(path), "cwd": str(shop.path), "prompt_id": PROMPT_ID}
     code = (
         "import io, json, sys\n"
-        "from explomemo.clients.hooks import run_hook\n"
+        "from explomemo.clients.hooks.run import run_hook\n"
         f"run_hook('stop', db=__import__('pathlib').Path({str(db_path)!r}), project=None,"
         f" stdin=io.BytesIO({json.dumps(payload).encode()!r}), stdout=io.BytesIO())\n"
         "heavy = [m for m in ('fastembed', 'onnxruntime', 'numpy', 'mcp', 'pydantic')"

@@ -1,4 +1,4 @@
-"""The capture rule (clients/capture.py) as a pure function: which prompts ask about the code
+"""The capture rule (clients/hooks/capture.py) as a pure function: which prompts ask about the code
 and stand alone, which turns qualify, and how a long text is cut. The labelled turns of
 benchmarks/capture/ measure it; these cases pin its parts."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from explomemo.clients.capture import (
+from explomemo.clients.hooks.capture import (
     MAX_PROMPT,
     TurnFacts,
     asks,

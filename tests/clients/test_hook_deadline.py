@@ -51,7 +51,7 @@ def hook_env() -> Iterator[None]:
 def run(event: str, db: Path, payload: dict[str, Any], deadline: Any) -> tuple[int, bytes, bytes]:
     """``run_hook`` as ``explomemo hook EVENT`` calls it, with ``deadline``: (exit code,
     stdout, stderr)."""
-    from explomemo.clients.hooks import run_hook
+    from explomemo.clients.hooks.run import run_hook
 
     out, err = io.BytesIO(), io.BytesIO()
     code = run_hook(
@@ -71,7 +71,8 @@ def test_the_stop_hook_stops_hashing_at_its_deadline_and_says_so(
 ) -> None:
     """A turn that read 12 files, on a clock on which hashing each costs a second: the hook
     stops at its 8 s deadline, stores nothing, parks nothing, and says so in one line."""
-    from explomemo.clients.hooks import STOP_DEADLINE_S, Deadline
+    from explomemo.clients.hooks.deadline import Deadline
+    from explomemo.clients.hooks.stop import DEADLINE_S as STOP_DEADLINE_S
 
     turn = Turn(QUESTION)
     for n in range(12):
@@ -99,7 +100,7 @@ def test_a_hook_that_reads_files_stops_at_its_deadline_and_says_so(
     """The session-start and prompt hooks read the files whose stat changed: on a clock on
     which its deadline has passed after the first batch, the hook adds nothing and says
     how far it read, in one line; with time enough it answers."""
-    from explomemo.clients.hooks import Deadline
+    from explomemo.clients.hooks.deadline import Deadline
 
     names = [f"src/m{n}.py" for n in range(20)]
     for name in names:
@@ -118,7 +119,7 @@ def test_a_hook_that_reads_files_stops_at_its_deadline_and_says_so(
 
 
 def test_every_hooks_deadline_leaves_time_of_the_timeout_setup_gives_it() -> None:
-    from explomemo.clients.hooks import DEADLINES
+    from explomemo.clients.hooks.run import DEADLINES
     from explomemo.clients.setup import CLAUDE_HOOKS
 
     timeouts = {name: seconds for _, _, name, seconds in CLAUDE_HOOKS}

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from helpers import open_cache
 
-from explomemo.clients import hooks
+from explomemo.clients.hooks import run as hooks
 from explomemo.recall import prompts
 
 

@@ -22,7 +22,10 @@ from helpers import (
 )
 
 from explomemo.check import validity
-from explomemo.clients.hooks import BUSY_TIMEOUT_MS, INDEX_BYTES, PROMPT_BYTES, run_hook
+from explomemo.clients.hooks.memos import BUSY_TIMEOUT_MS
+from explomemo.clients.hooks.prompt import PROMPT_BYTES
+from explomemo.clients.hooks.run import run_hook
+from explomemo.clients.hooks.session_start import INDEX_BYTES
 from explomemo.recall import prompts
 
 

@@ -17,7 +17,7 @@ import pytest
 from helpers import Repo, invoke_cli
 from test_capture import Turn, memos, show, stop, write_transcript
 
-from explomemo.clients.subagent_stop import read_only
+from explomemo.clients.hooks.subagent_stop import read_only
 
 SESSION = "2899346a-2bb4-4822-8afd-04c55d8d8890"
 PROMPT_ID = "59d5cfb5-8c88-4bd8-af8c-5b25b76e6dea"

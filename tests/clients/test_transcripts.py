@@ -1,5 +1,5 @@
-"""Reading a Claude Code transcript (clients/transcripts.py): which entries make the last turn,
-and which of its Read calls count as reads.
+"""Reading a Claude Code transcript (clients/hooks/transcripts.py): which entries make the last
+turn, and which of its Read calls count as reads.
 
 Each case writes a real JSON Lines file in Claude Code's format and reads it back
 through :func:`tail_entries`, as the Stop hook does."""
@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from explomemo.clients import transcripts
-from explomemo.clients.transcripts import Turn, last_turn, read_turn, tail_entries
+from explomemo.clients.hooks import transcripts
+from explomemo.clients.hooks.transcripts import Turn, last_turn, read_turn, tail_entries
 from explomemo.errors import TranscriptError
 
 

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from helpers import EMBEDDINGS_OFF, EXPLOMEMO, Repo, git, in_a_minute, invoke_cli, open_cache
 
-from explomemo.clients.hooks import INDEX_BYTES
+from explomemo.clients.hooks.session_start import INDEX_BYTES
 
 #: A conclusion written to pass for the client's framing and for our own header.
 HOSTILE = (

@@ -23,7 +23,7 @@ import pytest
 from helpers import EMBEDDINGS_OFF, Repo, call_tools, git, invoke_cli, open_cache
 
 from explomemo.changes import gitrepo
-from explomemo.clients.hooks import run_hook
+from explomemo.clients.hooks.run import run_hook
 from explomemo.memos import cache as cache_module
 from explomemo.store import database as store_module
 from explomemo.store.database import Store, load_migrations

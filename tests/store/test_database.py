@@ -16,7 +16,7 @@ import pytest
 import xxhash
 
 from explomemo.cli.main import main
-from explomemo.clients.hooks import run_hook
+from explomemo.clients.hooks.run import run_hook
 from explomemo.errors import StoreError
 from explomemo.memos.cache import MemoCache
 from explomemo.store import database as store_module

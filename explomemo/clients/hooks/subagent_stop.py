@@ -3,14 +3,15 @@
 ``explomemo hook subagent-stop`` reads Claude Code's SubagentStop input (``agent_id``,
 ``agent_type``, ``agent_transcript_path``, ``last_assistant_message``, with
 ``session_id``, ``transcript_path``, ``prompt_id`` and ``cwd``), reads the subagent's own
-transcript (:func:`~explomemo.clients.transcripts.read_run`) and, when :func:`should_capture`
+transcript (:func:`~explomemo.clients.hooks.transcripts.read_run`) and, when :func:`should_capture`
 says so, stores a memo of origin ``subagent``: the prompt the main agent delegated as its
 question, the subagent's report as its conclusion, exactly the files it read, each hashed as
 it read them, its agent type and what the run cost
-(:attr:`~explomemo.clients.transcripts.Run.tokens`).
-It goes through :func:`~explomemo.clients.capture.capture_of` as a captured turn does
+(:attr:`~explomemo.clients.hooks.transcripts.Run.tokens`).
+It goes through :func:`~explomemo.clients.hooks.capture.capture_of` as a captured turn does
 (secrets redacted, ``<private>`` honoured, texts cleaned and cut) and is stored, or kept in
-the pending file, as the Stop hook stores a turn (:func:`~explomemo.clients.hooks.store_capture`).
+the pending file, as the Stop hook stores a turn
+(:func:`~explomemo.clients.hooks.capture.store_capture`).
 It adds nothing to the client's context.
 
 A run is captured when:
@@ -22,7 +23,7 @@ A run is captured when:
   it ran or tried is read-only (:func:`read_only`);
 * it recorded no memo, and no fresh memo was served to it whole;
 * neither the delegated prompt, nor the report, nor the prompt of the user's turn that
-  delegated it holds ``<private>`` (:func:`~explomemo.clients.capture.private`).
+  delegated it holds ``<private>`` (:func:`~explomemo.clients.hooks.capture.private`).
 
 Any agent type counts (Explore, Plan, general-purpose, one of the project's own).
 ``EXPLOMEMO_CAPTURE=off``, or ``--no-capture`` (as ``setup --no-capture`` writes it),
@@ -34,20 +35,20 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from explomemo.clients.hooks import (
-    Answer,
-    Deadline,
-    _field,
-    _inside_root,
-    _root,
-    store_capture,
-)
-from explomemo.clients.transcripts import Run
+from explomemo.clients.hooks.capture import inside_root, store_capture
+from explomemo.clients.hooks.payload import Answer, field, root_of
 from explomemo.inputs import SUBAGENT
 from explomemo.projects import resolve_project
 
+if TYPE_CHECKING:
+    from explomemo.clients.hooks.deadline import Deadline
+    from explomemo.clients.hooks.transcripts import Run
+
+#: Seconds after its start when the hook hashes no more files (four fifths of the 10 s
+#: ``setup`` gives it).
+DEADLINE_S = 8.0
 #: Commands a Bash call may start with and still count as reading only, with the
 #: subcommands allowed after git. Anything else (an interpreter, a build tool, ``xargs``,
 #: ``awk``, ``tee``, a package manager) may write.
@@ -135,14 +136,14 @@ def subagent_stop(
     """Store the delegated run's memo when :func:`should_capture` says so; always None
     (nothing is added to the client's context). ``capture`` False (``--no-capture``) or
     ``EXPLOMEMO_CAPTURE=off`` turns it off; hashing stops at ``deadline``."""
-    from explomemo.clients.capture import capture_enabled, private
-    from explomemo.clients.transcripts import read_run, tail_entries
+    from explomemo.clients.hooks.capture import capture_enabled, private
+    from explomemo.clients.hooks.transcripts import read_run, tail_entries
 
     if not capture or not capture_enabled(os.environ):
         return None
-    run = read_run(tail_entries(_field(payload, "agent_transcript_path", str)))
-    root = _root(payload)
-    if not should_capture(run, len(_inside_root(run.read, root))):
+    run = read_run(tail_entries(field(payload, "agent_transcript_path", str)))
+    root = root_of(payload)
+    if not should_capture(run, len(inside_root(run.read, root))):
         return None
     report = payload.get("last_assistant_message")
     report = report if isinstance(report, str) and report.strip() else run.final_text
@@ -164,9 +165,9 @@ def subagent_stop(
 def _delegating_prompt(payload: dict[str, Any]) -> str:
     """The prompt of the user's turn that delegated the run (the main transcript's turn of
     the input's ``prompt_id``, else its last turn)."""
-    from explomemo.clients.transcripts import last_turn, read_turn, tail_entries
+    from explomemo.clients.hooks.transcripts import last_turn, read_turn, tail_entries
 
-    path = _field(payload, "transcript_path", str)
+    path = field(payload, "transcript_path", str)
     given = payload.get("prompt_id")
     prompt_id = given if isinstance(given, str) else None
     entries = tail_entries(path, prompt_id, last_turn_only=True)
@@ -184,7 +185,7 @@ def _record_run(
 ) -> None:
     """Store the run's memo (origin subagent), as the Stop hook stores a turn's."""
     from explomemo.changes.contents import enabled
-    from explomemo.clients.capture import capture_of, numbered_results
+    from explomemo.clients.hooks.capture import capture_of, numbered_results
     from explomemo.files import resolve_root
     from explomemo.store.database import now_iso
 

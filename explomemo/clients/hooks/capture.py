@@ -1,5 +1,8 @@
 """Capture: the Stop hook records a turn that answered a question about the code itself.
 
+(The SubagentStop hook builds a delegated run's memo with :func:`capture_of` too, and both
+store it with :func:`store_capture`.)
+
 The rule (:func:`should_capture`) is a pure function of the prompt and a few
 facts about the turn (:class:`TurnFacts`), so the labelled turns of
 ``benchmarks/capture/`` measure exactly what the hook runs. A turn is captured
@@ -15,7 +18,7 @@ when:
 * it read at least one file inside the root with the Read tool;
 * it changed no file (no Edit, Write, MultiEdit or NotebookEdit call);
 * it delegated no work to a subagent (an Agent or Task call): the delegated run is
-  captured as a memo of its own (:mod:`explomemo.clients.subagent_stop`);
+  captured as a memo of its own (:mod:`explomemo.clients.hooks.subagent_stop`);
 * it recorded no memo, and no fresh memo was served to it (the prompt hook's
   context naming a fresh memo, or a recall or show answer with a fresh memo
   whole): that memo exists already;
@@ -44,7 +47,9 @@ from explomemo.files import Opener, Refused, Root, relative_path
 from explomemo.store.pending import Capture, CapturedFile
 
 if TYPE_CHECKING:
-    from explomemo.clients.hooks import Deadline
+    from pathlib import Path
+
+    from explomemo.clients.hooks.deadline import Deadline
 
 #: The switch of the environment that turns capture off.
 CAPTURE_SWITCH = "EXPLOMEMO_CAPTURE"
@@ -70,7 +75,7 @@ class TurnFacts(NamedTuple):
     #: A fresh memo was served to the turn whole.
     answered_from_fresh_memo: bool
     #: The turn delegated work to a subagent (an Agent or Task call): what it explored is
-    #: the subagent's memo (see :mod:`explomemo.clients.subagent_stop`).
+    #: the subagent's memo (see :mod:`explomemo.clients.hooks.subagent_stop`).
     delegated: bool = False
 
 
@@ -328,7 +333,7 @@ def capture_of(
     one it leaves out changes.
 
     ``origin`` is ``subagent`` for a delegated run (see
-    :mod:`explomemo.clients.subagent_stop`), whose ``agent_type`` is cleaned and cut to
+    :mod:`explomemo.clients.hooks.subagent_stop`), whose ``agent_type`` is cleaned and cut to
     :data:`~explomemo.inputs.MAX_AGENT_TYPE`; ``cost_tokens`` is kept as given."""
     if private(conclusion):
         return None
@@ -516,7 +521,7 @@ _NUMBERED = re.compile(r" *(\d+)(?:\t|\u2192)")
 
 def numbered_results(calls: Sequence[tuple[str, str]]) -> list[ReadResult]:
     """The results of a delegated run's successful Read calls, from their (file_path, text
-    the model was given) (see :class:`explomemo.clients.transcripts.Run`).
+    the model was given) (see :class:`explomemo.clients.hooks.transcripts.Run`).
 
     A subagent's transcript keeps no ``toolUseResult``: the lines are read off the text,
     each ``N<tab>line``, numbered on from the first; what follows the last numbered line (a
@@ -540,7 +545,7 @@ def numbered_results(calls: Sequence[tuple[str, str]]) -> list[ReadResult]:
 
 def read_results(calls: Sequence[tuple[str, Any]]) -> list[ReadResult]:
     """The results of a turn's successful Read calls, from their (file_path, toolUseResult)
-    (see :class:`explomemo.clients.transcripts.Turn`)."""
+    (see :class:`explomemo.clients.hooks.transcripts.Turn`)."""
     found: list[ReadResult] = []
     for path, result in calls:
         file = result.get("file") if isinstance(result, dict) else None
@@ -555,3 +560,50 @@ def read_results(calls: Sequence[tuple[str, Any]]) -> list[ReadResult]:
             )
         )
     return found
+
+
+def store_capture(found: Capture, root: str, db: Path | None) -> None:
+    """Store a captured memo, or, when the database cannot take it within
+    :data:`~explomemo.clients.hooks.memos.BUSY_TIMEOUT_MS`, keep it in the pending file
+    beside it (then raise, so the hook says where it waits)."""
+    from explomemo.changes.gitrepo import repository_identity
+    from explomemo.clients.hooks.memos import BUSY_TIMEOUT_MS
+    from explomemo.errors import StoreError
+    from explomemo.store import pending
+    from explomemo.store.database import Store, database_path
+
+    try:
+        store = Store.open(db, busy_timeout_ms=BUSY_TIMEOUT_MS)
+        try:
+            found = found._replace(repository=repository_identity(root, store))
+            with store.errors(), store.write() as conn:
+                store.save_capture(conn, found)
+        finally:
+            store.close()
+    except StoreError as exc:
+        if found.repository is None:
+            found = found._replace(repository=repository_identity(root))
+        kept = pending.keep(database_path(db), found)
+        raise StoreError(
+            f"{exc} -- the memo waits in {kept}, stored by the next explomemo that"
+            " writes to the database"
+        ) from None
+
+
+def inside_root(paths: Sequence[str], root: str) -> list[str]:
+    """The ``paths`` a memo recorded against ``root`` could rest on, relative to it.
+
+    A file outside root (``/etc/hosts``, a dependency, ``~/.config``) is one
+    that ``record`` refuses: asking for a memo resting on it would cost the
+    agent a turn for nothing. Inside means what ``record`` means by it.
+    """
+    from explomemo.files import resolve_root
+
+    where = resolve_root(root)
+    found: dict[str, None] = {}
+    for path in paths:
+        try:
+            found[relative_path(where, path, "file")] = None
+        except PathError:
+            continue
+    return list(found)
