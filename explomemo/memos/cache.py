@@ -234,13 +234,13 @@ class MemoCache:
         writes (see :meth:`Vectors.keep_filled`). For a server.
 
         With ``ahead``, the default project's vectors (of the working directory, as a
-        call that names no project and no root gets) are then read into memory before
-        any recall asks for them.
+        call that names no project and no root gets: :meth:`project_at`) are then read
+        into memory before any recall asks for them.
         """
         project = None
         if ahead:
             try:
-                project = resolve_project(None, resolve_root(None).path)
+                project = self.project_at(None, resolve_root(None).path)
             except (ExplomemoError, OSError):
                 # No default project here (or the working directory is gone): the
                 # first recall names one.

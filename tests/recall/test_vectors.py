@@ -15,6 +15,7 @@ import pytest
 from fake_embedder import FakeEmbedder, HeldEmbedder
 from helpers import (
     MEMOS,
+    Repo,
     as_default_project,
     open_cache,
     record_all,
@@ -439,6 +440,31 @@ def test_a_server_reads_its_default_projects_vectors_before_the_first_recall(
         first = server.recall(query="how big is the connection pool?")
         assert first.semantic_index and first.pending_vectors == 0
         assert first.matches[0].matched_by in ("embedding", "both")
+
+
+def test_a_server_reads_ahead_the_project_holding_this_repositorys_memos(
+    app: Path, db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Working in a clone whose folder is not named as the project of its memos (svc, in
+    app-root), with no $EXPLOMEMO_PROJECT: the server reads ahead svc, the project every
+    call there takes, not the folder's name."""
+    Repo(app).commit("app")
+    fake = FakeEmbedder(lambda text: _axis(0) if "pool" in text else _axis(1))
+    record_all_with_vectors(db_path, app, fake)
+    monkeypatch.chdir(app)
+    monkeypatch.delenv("EXPLOMEMO_PROJECT", raising=False)
+    reads: list[str] = []
+    build = search_module.build_vector_index
+
+    def counted(conn: sqlite3.Connection, project: str, *args: Any) -> Any:
+        reads.append(project)
+        return build(conn, project, *args)
+
+    monkeypatch.setattr(search_module, "build_vector_index", counted)
+    with MemoCache.open(db_path, FixedModel(fake)) as server:
+        server.fill_when_loaded(ahead=True)  # as a server starts
+        assert server.vectors.settled(10)
+    assert reads == ["svc"]
 
 
 def test_a_model_loaded_after_close_starts_nothing_and_says_nothing(
