@@ -27,6 +27,13 @@ the question uncut). labels_jinja2.json is never read here.
 
     .venv/bin/python benchmarks/recall_quality/clear.py collect [--out FILE]   # about 2 minutes
     .venv/bin/python benchmarks/recall_quality/clear.py sweep [--prepared FILE]
+    .venv/bin/python benchmarks/recall_quality/clear.py tail [--prepared FILE]
+
+``tail`` chooses which matches past the third an answer keeps
+(:data:`explomemo.recall.search.TAIL_MARGIN`): for each margin, the mean answer to an
+unrelated question at limit 5 and recall@5 (recall@3 cannot change), per mode. The rule,
+written before the run: the widest margin whose unrelated answer weighs at most 600 B in
+both modes.
 """
 
 from __future__ import annotations
@@ -332,9 +339,46 @@ def sweep(answers: list[Sized]) -> None:
         print(f"{both:>6.3f} {words:>6.3f} {margin:>6.2f}  {cells}")
 
 
+TAIL_MARGINS = (0.05, 0.08, 0.10, 0.12, 0.15, 0.20, None)
+
+
+def tail(asked: list[Asked]) -> None:
+    """Per tail margin (None: every match kept, as before) and mode: the mean and largest
+    answer to an unrelated question at limit 5, and recall@5 of the labelled queries."""
+    print(f"{'margin':<7} {'mode':<17} {'unrelated mean B':>16} {'max B':>6} {'r@5':>9}")
+    for margin in TAIL_MARGINS:
+        for mode in MODES:
+            spent: list[int] = []
+            found = total = 0
+            for a in (a for a in asked if a.mode == mode):
+                shown = a.matches[:5]
+                kept = [
+                    m
+                    for i, m in enumerate(shown)
+                    if margin is None or i < search.TAIL_RANK or shown[0].score - m.score <= margin
+                ]
+                whole = bool(kept) and shipped(shown)
+                matches = [m if i == 0 and whole else lean_match(m) for i, m in enumerate(kept)]
+                if a.want is None:
+                    result = RecallResult(
+                        project="bench",
+                        root=a.root,
+                        query=a.query,
+                        semantic_index=a.semantic_index,
+                        matches=matches,
+                    )
+                    spent.append(answer_bytes(result)[0])
+                else:
+                    total += 1
+                    found += any(m.id == a.want for m in kept)
+            name = "all" if margin is None else f"{margin:.2f}"
+            mean = sum(spent) / len(spent)
+            print(f"{name:<7} {mode:<17} {mean:>16.0f} {max(spent):>6} {found:>4}/{total}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("step", choices=["collect", "sweep", "table"])
+    parser.add_argument("step", choices=["collect", "sweep", "table", "tail"])
     parser.add_argument("--prepared", type=Path, default=PREPARED)
     parser.add_argument("--today", action="store_true", help="table: the answer before the rule")
     args = parser.parse_args()
@@ -343,6 +387,9 @@ def main() -> int:
         collect(args.prepared)
         return 0
     asked: list[Asked] = pickle.loads(args.prepared.read_bytes())
+    if args.step == "tail":
+        tail(asked)
+        return 0
     answers = [sized(a) for a in asked]
     if args.step == "sweep":
         sweep(answers)

@@ -251,11 +251,13 @@ def run_mode(
     model: FixedModel,
     sweep: bool,
     all_whole: bool = False,
+    limit: int = 3,
 ) -> list[Outcome]:
-    """Record every memo into a fresh database, then ask every query of each set."""
+    """Record every memo into a fresh database, then ask every query of each set (at
+    ``limit``)."""
     cache, ids = record_memos(labels, root, db, model)
     try:
-        return [_ask(cache, mode, s, labels, ids, root, sweep, all_whole) for s in sets]
+        return [_ask(cache, mode, s, labels, ids, root, sweep, all_whole, limit) for s in sets]
     finally:
         cache.close()
 
@@ -269,10 +271,11 @@ def _ask(
     root: Path,
     sweep: bool,
     all_whole: bool,
+    limit: int,
 ) -> Outcome:
     outcome = Outcome(labels["codebase"]["name"], queries, mode)
     for key, query in queries_of(labels, queries):
-        result = cache.recall(query=query, project="bench", root=str(root), limit=3)
+        result = cache.recall(query=query, project="bench", root=str(root), limit=limit)
         if result.pending_vectors:
             raise SystemExit(f"{result.pending_vectors} memos without vectors at {query!r}")
         if all_whole:
@@ -448,6 +451,9 @@ def main() -> int:
     )
     parser.add_argument("--cutoff", type=float, help="ablation: another fused cut-off")
     parser.add_argument(
+        "--limit", type=int, default=3, help="each recall's limit (default 3; the tool's is 5)"
+    )
+    parser.add_argument(
         "--tuning-only", action="store_true", help="ask the tuning sets only (when choosing)"
     )
     parser.add_argument(
@@ -498,6 +504,7 @@ def main() -> int:
                     model,
                     args.sweep,
                     args.all_whole,
+                    args.limit,
                 )
         print(f"{base['name']}=={base['version']}: {len(labels['memos'])} memos")
     if args.without:

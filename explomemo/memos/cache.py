@@ -560,7 +560,7 @@ class MemoCache:
         later: bool,
     ) -> RecallResult:
         from explomemo.check.stale import checked_files
-        from explomemo.recall.search import CANDIDATES, clearly_answers, fuse, ranked
+        from explomemo.recall.search import CANDIDATES, clearly_answers, fuse, in_tail, ranked
         from explomemo.recall.vectors import query_vector
 
         vector_hits: VectorHits | None = None
@@ -644,6 +644,7 @@ class MemoCache:
                 )
         order = ranked([c for c in candidates if c.id in built], stale_ids)
         shown = [built[c.id] for c in order[:limit]]
+        shown = [m for i, m in enumerate(shown) if in_tail(i, m.score, shown[0].score)]
         result = RecallResult(
             project=project,
             root=where.path,

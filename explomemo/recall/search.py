@@ -107,6 +107,14 @@ CLEAR_WORDS = 0.80
 #: 0.66: none is clear.
 CLEAR_EMBEDDING = 0.70
 CLEAR_MARGIN = 0.09
+#: Past its first TAIL_RANK matches, an answer keeps a match only when it scores within
+#: TAIL_MARGIN of the first: a flat tail of weak matches (what a question no memo answers
+#: gets) is left out, a cluster of close ones kept. Chosen in
+#: benchmarks/recall_quality/clear.py (``tail``) on the tuning sets: the widest margin
+#: whose answer to an unrelated question weighs at most 600 B at the default limit, with
+#: and without a model; recall@3 cannot change.
+TAIL_RANK = 3
+TAIL_MARGIN = 0.12
 
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
 
@@ -656,6 +664,13 @@ def clearly_answers(
     # Scores have four decimals: so has the margin (0.7 - 0.61 is 0.0899999... in floats).
     margin = round(score - (next_score if next_score is not None else 0.0), 4)
     return score >= clear_score(matched_by) and margin >= CLEAR_MARGIN
+
+
+def in_tail(rank: int, score: float, first: float) -> bool:
+    """Whether the match at ``rank`` (0 the first), of ``score``, stays in an answer whose
+    first match scored ``first`` (see :data:`TAIL_MARGIN`)."""
+    # Four decimals, as for the clear margin.
+    return rank < TAIL_RANK or round(first - score, 4) <= TAIL_MARGIN
 
 
 def clear_score(matched_by: Literal["embedding", "words", "both"]) -> float:

@@ -104,3 +104,45 @@ def test_recall_answers_whole_only_a_clear_first_match(
             for s in cache.stats(project="svc").projects[0].surfaces
             if s.surface == "recall"
         ] == [int(whole)]
+
+
+@pytest.mark.parametrize(
+    ("cosines", "kept"),
+    [
+        # Past the third match, only those within TAIL_MARGIN of the first stay.
+        ({"A": 0.80, "B": 0.78, "C": 0.76, "D": 0.70, "E": 0.60}, "ABCD"),
+        # The first three stay however far below the first they score.
+        ({"A": 0.90, "B": 0.55, "C": 0.50, "D": 0.48, "E": 0.45}, "ABC"),
+        # A close cluster stays whole.
+        ({"A": 0.62, "B": 0.61, "C": 0.60, "D": 0.59, "E": 0.58}, "ABCDE"),
+    ],
+)
+def test_a_weak_tail_past_the_third_match_is_left_out(
+    app: Path,
+    db_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    cosines: dict[str, float],
+    kept: str,
+) -> None:
+    """A question no memo answers gets few matches, and small ones (docs/reference.md,
+    "the tail"): a match past the third comes only within TAIL_MARGIN of the first."""
+    monkeypatch.setattr(search, "UNKNOWN_PENALTY", 0.0)
+
+    def vector_of(text: str) -> list[float]:
+        angle = math.acos(cosines.get(text.split()[0], 1.0))
+        return [math.cos(angle), math.sin(angle), 0.0]
+
+    with MemoCache.open(db_path, FixedModel(FakeEmbedder(vector_of))) as cache:
+        names = {
+            cache.record(
+                question=f"{name} memo",
+                conclusion="x",
+                files=["app/db.py"],
+                project="svc",
+                root=str(app),
+            ).id: name
+            for name in cosines
+        }
+        result = cache.recall(query="zzz", project="svc", root=str(app), limit=5)
+    assert "".join(names[m.id] for m in result.matches) == kept
+    assert result.omitted == 0  # left out for relevance, not for the answer's size
