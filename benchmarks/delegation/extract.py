@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import subprocess
 import sys
 from collections import Counter
@@ -28,6 +29,13 @@ CACHE = HERE / ".cache" / "delegations.jsonl"
 BRANCH = "entire/checkpoints/v1"
 DELEGATING_TOOLS = frozenset({"Task", "Agent"})
 EDITING_TOOLS = frozenset({"Edit", "Write", "MultiEdit", "NotebookEdit"})
+LAUNCHED = re.compile(r"^Async agent launched successfully\.\s*agentId: (\w+)")
+NOTIFICATION = re.compile(
+    r"<task-notification>\s*<task-id>(\w+)</task-id>.*?<status>(\w+)</status>.*?"
+    r"<result>(.*?)</result>(.*?)</task-notification>",
+    re.DOTALL,
+)
+NOTIFIED_TOKENS = re.compile(r"total_tokens: (\d+)")
 
 
 @dataclass(frozen=True)
@@ -94,6 +102,15 @@ def text_of(content: Any) -> str:
     return ""
 
 
+def json_text(entry: dict[str, Any]) -> str:
+    """The text a user or queue entry carries (a background run's notification comes so)."""
+    if entry.get("type") == "queue-operation":
+        content: Any = entry.get("content", "")
+    else:
+        content = (entry.get("message") or {}).get("content", "")
+    return text_of(content)
+
+
 def entries(raw: bytes) -> list[dict[str, Any]]:
     """The JSON entries of one transcript; a line cut short or not JSON is skipped."""
     found = []
@@ -111,7 +128,17 @@ def delegations_in(codebase: str, path: str, raw: bytes) -> dict[str, dict[str, 
     """Every delegation of one transcript, keyed by tool_use id."""
     calls: dict[str, dict[str, Any]] = {}
     tools: dict[str, Counter[str]] = {}
+    launched: dict[str, str] = {}
     for entry in entries(raw):
+        if entry.get("type") in ("user", "queue-operation"):
+            for agent_id, status, result, rest in NOTIFICATION.findall(json_text(entry)):
+                call = calls.get(launched.get(agent_id, ""), {})
+                if call and call.get("background_report") is None:
+                    call["background_report"] = result.strip()
+                    call["status"] = status
+                    call["finished"] = entry.get("timestamp", "")
+                    tokens = NOTIFIED_TOKENS.search(rest)
+                    call["total_tokens"] = int(tokens.group(1)) if tokens else None
         message = entry.get("message") or {}
         content = message.get("content") if isinstance(message, dict) else None
         if entry.get("type") == "assistant" and isinstance(content, list):
@@ -130,6 +157,7 @@ def delegations_in(codebase: str, path: str, raw: bytes) -> dict[str, dict[str, 
                         "prompt": given.get("prompt", ""),
                         "run_in_background": bool(given.get("run_in_background", False)),
                         "report": None,
+                        "finished": None,
                         "total_tokens": None,
                         "total_tool_uses": None,
                     }
@@ -140,6 +168,11 @@ def delegations_in(codebase: str, path: str, raw: bytes) -> dict[str, dict[str, 
                     continue
                 call = calls[block["tool_use_id"]]
                 call["report"] = text_of(block.get("content"))
+                call["finished"] = entry.get("timestamp", "")
+                started = LAUNCHED.match(call["report"])
+                if started:
+                    launched[started.group(1)] = block["tool_use_id"]
+                    call["background_report"] = None
                 call["is_error"] = bool(block.get("is_error", False))
                 if isinstance(result, dict):
                     call["total_tokens"] = result.get("totalTokens")
@@ -154,6 +187,9 @@ def delegations_in(codebase: str, path: str, raw: bytes) -> dict[str, dict[str, 
                     if isinstance(block, dict) and block.get("type") == "tool_use":
                         tools.setdefault(parent, Counter())[block.get("name", "")] += 1
     for tool_use_id, call in calls.items():
+        if "background_report" in call:
+            call["launch_result"] = call["report"]
+            call["report"] = call.pop("background_report")
         used = tools.get(tool_use_id, Counter())
         call["subagent_tools"] = dict(sorted(used.items()))
         call["edited"] = any(name in EDITING_TOOLS for name in used)
