@@ -36,6 +36,11 @@ NOTIFICATION = re.compile(
     re.DOTALL,
 )
 NOTIFIED_TOKENS = re.compile(r"total_tokens: (\d+)")
+NOT_A_REPORT = re.compile(
+    r"^(Spawned successfully\.|Async agent launched successfully\.|Agent type '[^']*' not found"
+    r"|<tool_use_error>|\[Request interrupted|API Error:|Prompt is too long"
+    r"|The user doesn't want to proceed)"
+)
 
 
 @dataclass(frozen=True)
@@ -193,6 +198,10 @@ def delegations_in(codebase: str, path: str, raw: bytes) -> dict[str, dict[str, 
         used = tools.get(tool_use_id, Counter())
         call["subagent_tools"] = dict(sorted(used.items()))
         call["edited"] = any(name in EDITING_TOOLS for name in used)
+        report = call["report"] or ""
+        call["reported"] = bool(report.strip()) and not call.get("is_error", False) and not (
+            NOT_A_REPORT.match(report)
+        )
     return calls
 
 
