@@ -209,7 +209,7 @@ def stats(pairs: list[Pair], runs: dict[tuple[str, str], Delegation]) -> None:
                       f"({sum(tokens):,} in all)")
     print(f"runs that edited files: {sum(r.edited for r in all_runs)}; runs whose tool calls "
           f"the transcript kept: {sum(r.tools_seen for r in all_runs)}")
-    _table("earlier runs of the pairs by subagent type",
+    _table("pairs by the earlier run's subagent type",
            Counter(p.earlier.subagent_type for p in pairs).items())
 
 
