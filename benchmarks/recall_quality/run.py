@@ -304,7 +304,7 @@ def _ask(
         else:
             outcome.related += 1
             outcome.at1 += found[:1] == [want]
-            outcome.at3 += want in found
+            outcome.at3 += want in found[:3]
             if found[:1] != [want]:
                 outcome.misses.append(f"{key} ({want}): {query!r} -> {found}")
         if sweep:
