@@ -23,7 +23,7 @@ from helpers import (
 
 from explomemo.check import validity
 from explomemo.clients.hooks.memos import BUSY_TIMEOUT_MS
-from explomemo.clients.hooks.prompt import PROMPT_BYTES
+from explomemo.clients.hooks.prompt import PROMPT_BYTES, STALE_LINES
 from explomemo.clients.hooks.run import run_hook
 from explomemo.clients.hooks.session_start import INDEX_BYTES
 from explomemo.recall import prompts
@@ -361,12 +361,28 @@ def test_prompt_adds_nothing_when_no_memo_answers(
     assert answer is None and err == ""
 
 
-def test_prompt_marks_a_stale_memo_with_what_changed(project: Repo, db_path: Path) -> None:
+def test_prompt_shows_a_stale_memo_with_its_small_diff(project: Repo, db_path: Path) -> None:
     project.write("src/tokens.py", "# rotated keys\n")
-    (project.path / "src" / "auth.py").unlink()
     payload = {"cwd": str(project.path), "prompt": "where are JWT tokens validated?"}
     text = context(hook("prompt", payload, db_path)[0], "UserPromptSubmit")
-    assert "[memo 2, stale (changed: src/tokens.py; missing: src/auth.py), recorded here]" in text
+    assert "[memo 2, stale (changed: src/tokens.py), recorded here]" in text
+    assert "[memo 2: what changed since it was recorded]" in text
+    assert "| -# tokens\n| +# rotated keys" in text
+
+
+@pytest.mark.parametrize("change", ["many lines", "a missing file"])
+def test_prompt_leaves_out_a_stale_memo_whose_change_it_cannot_show(
+    project: Repo, db_path: Path, change: str
+) -> None:
+    """A stale memo comes unasked only with a change small enough to show (STALE_LINES)."""
+    if change == "many lines":
+        project.write("src/tokens.py", "".join(f"line {n}\n" for n in range(STALE_LINES + 1)))
+    else:
+        (project.path / "src" / "auth.py").unlink()
+    payload = {"cwd": str(project.path), "prompt": "where are JWT tokens validated?"}
+    answer, err = hook("prompt", payload, db_path)
+    assert err == ""
+    assert answer is None or "memo 2" not in context(answer, "UserPromptSubmit")
 
 
 @pytest.mark.parametrize(
