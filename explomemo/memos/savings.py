@@ -101,8 +101,10 @@ def count_delegation(
 
     Once per memo and session: a fresh answer takes the place of a stale one, and a
     delegation that of another surface's serve of the memo in the session (the agent
-    delegated its exploration after that serve, which so did not answer). Skipped, as
-    every count is, when it cannot be written.
+    delegated its exploration after that serve, which so did not answer). ``session`` is
+    named as the prompt hook names it (``claude-code:`` and Claude Code's ``session_id``,
+    :data:`explomemo.clients.hooks.memos.SESSION_PREFIX`), so that the two meet. Skipped,
+    as every count is, when it cannot be written.
     """
     spared = tokens if fresh and tokens is not None and tokens > 0 else 0
     served_at = _now()

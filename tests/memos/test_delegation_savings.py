@@ -14,8 +14,13 @@ from typing import Any
 import pytest
 from helpers import invoke_cli, record_sized
 
-from explomemo.memos.savings import count_delegation, count_served, uncount_delegation
-from explomemo.store.database import FileRow, Store
+from explomemo.memos.savings import (
+    count_delegation,
+    count_served,
+    spared_line,
+    uncount_delegation,
+)
+from explomemo.store.database import FileRow, ServedTotal, Store
 
 SESSION = "claude-code:s1"
 
@@ -229,3 +234,23 @@ def test_a_project_without_delegations_shows_none_in_the_table(shop: Path, db_pa
     assert len(run.out.splitlines()) == 2
     cells = _cells(run.out)
     assert (cells["delegation"], cells["spared"]) == ("0 (0 tokens)", "0 B")
+
+
+def test_the_spared_line_says_each_part_only_when_it_spared_something() -> None:
+    def total(surface: str, served: int, fresh: int, spared: int, tokens: int) -> ServedTotal:
+        return ServedTotal("shop", surface, served, fresh, spared, tokens)
+
+    stale_only = [total("delegation", 2, 0, 0, 0)]
+    assert spared_line(stale_only, 0) is None
+    unknown_cost = [total("delegation", 1, 1, 0, 0)]
+    assert spared_line(unknown_cost, 1) == (
+        "explomemo has spared 1 delegated run in this project across 1 session."
+    )
+    both = [total("recall", 3, 3, 12_595, 0), total("delegation", 3, 2, 0, 156_000)]
+    assert spared_line(both, 4) == (
+        "explomemo has spared 12.3 KiB of reading and 2 delegated runs (156,000 tokens) in"
+        " this project across 4 sessions."
+    )
+    assert spared_line([total("prompt", 1, 1, 350, 0)], 1) == (
+        "explomemo has spared 350 B of reading in this project across 1 session."
+    )
