@@ -462,7 +462,11 @@ class ImportResult(Shape):
     kept: int
 
 
-Surface = Literal["recall", "show", "prompt"]
+Surface = Literal["recall", "show", "prompt", "delegation"]
+
+
+def _is_delegation(savings: SurfaceSavings) -> bool:
+    return savings.surface == "delegation"
 
 
 class SurfaceSavings(Shape):
@@ -470,11 +474,27 @@ class SurfaceSavings(Shape):
 
     surface: Surface = described(
         "recall (the tool or explomemo recall), show (the tool or explomemo show), prompt"
-        " (the Claude Code prompt hook)."
+        " (the Claude Code prompt hook), delegation (delegated runs the Claude Code"
+        " delegate hook answered from a memo)."
     )
-    served: int = described("Memos served fresh and whole, once per memo and session.")
+    served: int = described(
+        "Memos served, once per memo and session: fresh and whole (delegation: also stale"
+        " memos handed to the run, which went on)."
+    )
     bytes_spared: int = described(
-        "The recorded sizes of their files, less the files the session had read anyway."
+        "The recorded sizes of their files, less the files the session had read anyway"
+        " (delegation: 0, it spares runs)."
+    )
+    fresh: int | None = shown_when(
+        _is_delegation, "Delegations answered from a fresh memo: the run did not happen."
+    )
+    stale: int | None = shown_when(
+        _is_delegation,
+        "Delegations answered from a stale memo: handed to the run with what changed; served,"
+        " not spared.",
+    )
+    tokens_spared: int | None = shown_when(
+        _is_delegation, "The tokens of the runs that made the fresh memos: the runs spared."
     )
 
 
@@ -486,9 +506,10 @@ class ProjectStats(Shape):
     fresh: int
     stale: int
     origins: dict[str, int] = described("Memos by origin (agent, transcript, subagent).")
-    served: int
-    bytes_spared: int
-    sessions: int = described("Sessions that were spared some reading.")
+    served: int = described("Memos served, by every surface.")
+    bytes_spared: int = described("Bytes of reading spared, by every surface.")
+    tokens_spared: int = described("Tokens of delegated runs spared (fresh delegation answers).")
+    sessions: int = described("Sessions that were spared some reading or a delegated run.")
     surfaces: list[SurfaceSavings]
 
 

@@ -83,3 +83,14 @@ END;
 
 -- Readers that keep memos in memory compare this number: the rebuilt table is new to them.
 UPDATE memo_version SET version = version + 1 WHERE id = 1;
+
+-- A delegated run answered from a memo (surface 'delegation', by the Claude Code delegate
+-- hook; see docs/reference.md "stats"). fresh is 0 for an answer from a stale memo: the
+-- run went on with the memo and its diffs handed to it, so the memo was served and spared
+-- nothing. tokens_spared is what the run that made a fresh memo cost (memos.cost_tokens
+-- when it was served, kept here: the memo may be replaced or forgotten since), 0 when
+-- stale or unknown. Every row before this version is a fresh memo served whole by a
+-- surface that spares bytes.
+ALTER TABLE served ADD COLUMN fresh INTEGER NOT NULL DEFAULT 1 CHECK (fresh IN (0, 1));
+ALTER TABLE served ADD COLUMN tokens_spared INTEGER NOT NULL DEFAULT 0
+    CHECK (tokens_spared >= 0);

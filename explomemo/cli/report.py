@@ -27,6 +27,7 @@ from explomemo.shapes import (
     RecallResult,
     StaleReport,
     StatsResult,
+    SurfaceSavings,
     to_json,
 )
 
@@ -446,8 +447,9 @@ def list_table(memos: Sequence[MemoSummary], width: int = TABLE_WIDTH) -> str:
 
 def stats_table(stats: StatsResult, width: int = TABLE_WIDTH) -> str:
     """Each project's memos and what serving them spared, as a plain-text table: a surface's
-    cell is the memos it served and, in brackets, the bytes they spared."""
-    from explomemo.memos.savings import SURFACES, size_text
+    cell is the memos it served and, in brackets, what they spared (bytes; for delegations,
+    tokens, after the count of stale answers when any)."""
+    from explomemo.memos.savings import SURFACES, size_text, tokens_text
 
     if not stats.projects:
         return "No memos."
@@ -458,14 +460,25 @@ def stats_table(stats: StatsResult, width: int = TABLE_WIDTH) -> str:
             str(p.fresh),
             str(p.stale),
             ", ".join(f"{origin} {count}" for origin, count in p.origins.items()) or "-",
-            *(f"{s.served} ({size_text(s.bytes_spared)})" for s in p.surfaces),
-            size_text(p.bytes_spared),
+            *(_surface_cell(s) for s in p.surfaces),
+            size_text(p.bytes_spared)
+            + (f", {tokens_text(p.tokens_spared)}" if p.tokens_spared else ""),
             str(p.sessions),
         ]
         for p in stats.projects
     ]
     headers = ("project", "memos", "fresh", "stale", "origin", *SURFACES, "spared", "sessions")
     return no_workflow_commands(draw(headers, rows, width))
+
+
+def _surface_cell(savings: SurfaceSavings) -> str:
+    """A surface's cell of the stats table: ``2 (700 B)``, ``3, 1 stale (156,000 tokens)``."""
+    from explomemo.memos.savings import size_text, tokens_text
+
+    if savings.tokens_spared is None:
+        return f"{savings.served} ({size_text(savings.bytes_spared)})"
+    stale = f", {savings.stale} stale" if savings.stale else ""
+    return f"{savings.served}{stale} ({tokens_text(savings.tokens_spared)})"
 
 
 def show_text(memo: MemoDetail) -> str:

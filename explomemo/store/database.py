@@ -94,6 +94,21 @@ class MemoRow(NamedTuple):
     cost_tokens: int | None = None
 
 
+class ServedTotal(NamedTuple):
+    """What one surface served of one project's memos, over every session."""
+
+    project: str
+    surface: str
+    #: Memos served, once per memo and session.
+    served: int
+    #: Of them, those served fresh (all but a delegation answered from a stale memo).
+    fresh: int
+    #: The recorded sizes of their files, less those the sessions read anyway.
+    bytes_spared: int
+    #: The tokens of the delegated runs that did not happen (fresh delegation answers).
+    tokens_spared: int
+
+
 class StatRow(NamedTuple):
     """One entry of the stat cache: a file's identity and content digest when seen."""
 
@@ -1407,26 +1422,62 @@ class Store:
             [(bytes_spared, session, memo_id) for memo_id, bytes_spared in spared],
         )
 
-    def served_totals(
-        self, conn: sqlite3.Connection, project: str | None
-    ) -> list[tuple[str, str, int, int]]:
-        """(project, surface, memos served, bytes spared) of one project (or all)."""
+    def save_delegation(
+        self,
+        conn: sqlite3.Connection,
+        *,
+        session: str,
+        project: str,
+        memo_id: int,
+        fresh: bool,
+        tokens_spared: int,
+        served_at: str,
+    ) -> bool:
+        """Record that memo ``memo_id`` answered a delegation in ``session``; whether it
+        was recorded. One row per memo and session still: it takes the place of another
+        surface's serve of the memo in the session (the agent delegated its exploration
+        after it, so that serve did not answer), and a fresh answer the place of a stale
+        one; anything else already there stays."""
+        cursor = conn.execute(
+            "INSERT INTO served (session, memo_id, project, surface, bytes_spared, served_at,"
+            " fresh, tokens_spared) VALUES (?, ?, ?, 'delegation', 0, ?, ?, ?)"
+            " ON CONFLICT (session, memo_id) DO UPDATE SET project = excluded.project,"
+            " surface = excluded.surface, bytes_spared = 0, served_at = excluded.served_at,"
+            " fresh = excluded.fresh, tokens_spared = excluded.tokens_spared"
+            " WHERE served.surface <> 'delegation' OR (served.fresh = 0 AND excluded.fresh = 1)",
+            (session, memo_id, project, served_at, int(fresh), tokens_spared),
+        )
+        return bool(cursor.rowcount)
+
+    def drop_delegation(self, conn: sqlite3.Connection, session: str, memo_id: int) -> None:
+        """Forget that memo ``memo_id`` answered a delegation in ``session``."""
+        conn.execute(
+            "DELETE FROM served WHERE session = ? AND memo_id = ? AND surface = 'delegation'",
+            (session, memo_id),
+        )
+
+    def served_totals(self, conn: sqlite3.Connection, project: str | None) -> list[ServedTotal]:
+        """What each surface served of one project's memos (or of all), by project and
+        surface."""
         return [
-            (str(p), str(s), int(n), int(b))
-            for p, s, n, b in conn.execute(
-                "SELECT project, surface, count(*), sum(bytes_spared) FROM served"
-                " WHERE ? IS NULL OR project = ? GROUP BY project, surface ORDER BY 1, 2",
+            ServedTotal(str(p), str(s), int(n), int(f), int(b), int(t))
+            for p, s, n, f, b, t in conn.execute(
+                "SELECT project, surface, count(*), sum(fresh), sum(bytes_spared),"
+                " sum(tokens_spared) FROM served WHERE ? IS NULL OR project = ?"
+                " GROUP BY project, surface ORDER BY 1, 2",
                 (project, project),
             )
         ]
 
     def spared_sessions(self, conn: sqlite3.Connection, project: str | None) -> dict[str, int]:
-        """How many sessions were spared some reading, by project (of one project, or all)."""
+        """How many sessions were spared some reading or a delegated run, by project (of
+        one project, or all)."""
         return {
             str(p): int(n)
             for p, n in conn.execute(
-                "SELECT project, count(DISTINCT session) FROM served WHERE bytes_spared > 0"
-                " AND (? IS NULL OR project = ?) GROUP BY project",
+                "SELECT project, count(DISTINCT session) FROM served"
+                " WHERE (bytes_spared > 0 OR tokens_spared > 0 OR (surface = 'delegation'"
+                " AND fresh = 1)) AND (? IS NULL OR project = ?) GROUP BY project",
                 (project, project),
             )
         }

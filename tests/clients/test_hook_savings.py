@@ -15,6 +15,9 @@ from typing import Any
 import pytest
 from helpers import EMBEDDINGS_OFF, invoke_cli, open_cache, record_sized
 
+from explomemo.clients.hooks.session_start import INDEX_BYTES
+from explomemo.store.database import Store
+
 QUESTION = "Where are JWT tokens validated?"
 
 
@@ -198,3 +201,44 @@ def test_a_conclusion_cut_to_fit_the_hook_is_not_served_whole(
     added = _prompt(db_path, root, "s1", _transcript(tmp_path / "t.jsonl", []))
     assert QUESTION in added and added.endswith("…")
     assert _prompt_savings(db_path) == (0, 0, 0)
+
+
+def _delegated(db: Path, session: str, *, fresh: bool, tokens: int | None) -> None:
+    """Memo 1 answered a delegation of ``session`` (as the delegate hook counts it)."""
+    from explomemo.memos.savings import count_delegation
+
+    store = Store.open(db)
+    try:
+        count_delegation(
+            store,
+            session=f"claude-code:{session}",
+            project="shop",
+            memo_id=1,
+            fresh=fresh,
+            tokens=tokens,
+        )
+    finally:
+        store.close()
+
+
+def test_the_session_start_index_says_the_delegated_runs_spared(
+    shop: Path, db_path: Path, tmp_path: Path
+) -> None:
+    """Runs spared are fresh answers (the run did not happen); a stale answer, served with
+    its diffs while the run went on, is not in the line."""
+    start = {"session_id": "s9", "cwd": str(shop), "source": "startup"}
+    _delegated(db_path, "s2", fresh=False, tokens=90_000)
+    assert "spared" not in _hook(db_path, "session-start", start)
+    _delegated(db_path, "s3", fresh=True, tokens=78_000)
+    index = _hook(db_path, "session-start", start)
+    line = "explomemo has spared 1 delegated run (78,000 tokens) in this project across 1 session."
+    assert line in index.splitlines()
+    _prompt(db_path, shop, "s1", _transcript(tmp_path / "s1.jsonl", []))
+    _delegated(db_path, "s4", fresh=True, tokens=78_000)
+    index = _hook(db_path, "session-start", start)
+    line = (
+        "explomemo has spared 350 B of reading and 2 delegated runs (156,000 tokens) in this"
+        " project across 3 sessions."
+    )
+    assert line in index.splitlines() and f"#1 {QUESTION}" in index
+    assert len(index.encode()) <= INDEX_BYTES

@@ -40,8 +40,13 @@ def _stats(db: Path, *args: str) -> dict[str, Any]:
 
 
 def _surfaces(db: Path) -> dict[str, tuple[int, int]]:
+    """The surfaces that spare files: (memos served, bytes spared) of each."""
     (project,) = _stats(db)["projects"]
-    return {s["surface"]: (s["served"], s["bytes_spared"]) for s in project["surfaces"]}
+    return {
+        s["surface"]: (s["served"], s["bytes_spared"])
+        for s in project["surfaces"]
+        if s["surface"] != "delegation"
+    }
 
 
 def _recall(db: Path, root: Path, times: int) -> None:
@@ -152,10 +157,12 @@ def test_stats_table_names_each_surface(retry: Path, db_path: Path) -> None:
         "recall",
         "show",
         "prompt",
+        "delegation",
         "spared",
         "sessions",
     ]
-    cells = ["shop", "2", "1", "1", "agent 2", "1 (350 B)", "0 (0 B)", "0 (0 B)", "350 B", "1"]
+    cells = ["shop", "2", "1", "1", "agent 2", "1 (350 B)", "0 (0 B)", "0 (0 B)", "0 (0 tokens)"]
+    cells += ["350 B", "1"]
     assert row.split() == " ".join(cells).split()
 
 

@@ -3,6 +3,7 @@ identifier and vector through the rebuild of its memos table, and gains provenan
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from pathlib import Path
 
@@ -105,3 +106,44 @@ def test_a_memo_imported_into_a_migrated_database_says_so_and_its_origin_holds(
     # An export never carries the mark: the next teammate's import makes its own.
     again = invoke_cli(["--db", str(other), "export"]).stdout
     assert again == export.read_text() and "imported" not in again
+
+
+def test_migration_0010_keeps_what_was_served_and_counts_delegations_after(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A memo the last release counted as served (a recall) stays counted, fresh, with no
+    tokens; a delegation answered from a memo is counted once migrated. Kills served rows
+    lost or taken for stale by the new columns, and delegations without a place to go."""
+    from explomemo.memos.savings import count_delegation
+
+    db = tmp_path / "memos.db"
+    _database_of_the_last_release(db, tmp_path, monkeypatch)
+    with sqlite3.connect(db) as conn:
+        conn.execute(
+            "INSERT INTO served (session, memo_id, project, surface, bytes_spared, served_at)"
+            " VALUES ('mcp:1', 1, 'shop', 'recall', 700, '2026-01-02T00:00:00Z')"
+        )
+    run = invoke_cli(["--db", str(db), "stats", "--json"])
+    assert run.code == 0, run.err
+    (project,) = json.loads(run.out)["projects"]
+    assert (project["served"], project["bytes_spared"], project["tokens_spared"]) == (1, 700, 0)
+    surfaces = {s["surface"]: s for s in project["surfaces"]}
+    assert (surfaces["recall"]["served"], surfaces["recall"]["bytes_spared"]) == (1, 700)
+    assert surfaces["delegation"] == {
+        "surface": "delegation",
+        "served": 0,
+        "bytes_spared": 0,
+        "fresh": 0,
+        "stale": 0,
+        "tokens_spared": 0,
+    }
+    assert _rows(db, "SELECT session, fresh, tokens_spared FROM served") == [("mcp:1", 1, 0)]
+    store = Store.open(db)
+    try:
+        count_delegation(
+            store, session="claude-code:s", project="shop", memo_id=2, fresh=True, tokens=78_000
+        )
+    finally:
+        store.close()
+    (project,) = json.loads(invoke_cli(["--db", str(db), "stats", "--json"]).out)["projects"]
+    assert (project["served"], project["tokens_spared"], project["sessions"]) == (2, 78_000, 2)

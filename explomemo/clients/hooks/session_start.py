@@ -78,8 +78,8 @@ def _spared(store: Store, conn: sqlite3.Connection, project: str) -> str | None:
     """The index's line on what the project's memos spared so far, or None."""
     from explomemo.memos.savings import spared_line
 
-    total = sum(spared for _, _, _, spared in store.served_totals(conn, project))
-    return spared_line(total, store.spared_sessions(conn, project).get(project, 0))
+    served = store.served_totals(conn, project)
+    return spared_line(served, store.spared_sessions(conn, project).get(project, 0))
 
 
 def session_index(
