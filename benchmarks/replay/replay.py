@@ -434,8 +434,14 @@ def main() -> int:
     os.environ.pop("EXPLOMEMO_REMIND", None)
     for name in ("EXPLOMEMO_PROJECT", "EXPLOMEMO_CAPTURE"):
         os.environ.pop(name, None)
+    import explomemo
     from explomemo.cli import main as cli
 
+    package = Path(explomemo.__file__).resolve().parent
+    head = subprocess.run(
+        ["git", "-C", str(package), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+    ).stdout.strip()
+    print(f"explomemo {explomemo.__version__} from {package} (git {head or '?'})", flush=True)
     cli._load_model = lambda: _model()  # type: ignore[attr-defined]  # load once, not per call
     for codebase in CODEBASES:
         if args.codebase and codebase.name not in args.codebase:
