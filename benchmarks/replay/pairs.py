@@ -171,9 +171,8 @@ def main() -> int:
         for k, pair in enumerate(candidates(codebase)):
             todo.append({key: v for key, v in pair.items() if not key.startswith("_")})
             later, earlier = pair["_later"], pair["_earlier"]
-            text.append(
-                f"=== {codebase.name} #{k} later={pair['later']} earlier={pair['earlier']} score={pair['score']}"
-            )
+            ids = f"later={pair['later']} earlier={pair['earlier']} score={pair['score']}"
+            text.append(f"=== {codebase.name} #{k} {ids}")
             text.append("LATER PROMPT: " + later["prompt"][:700])
             if earlier is not None:
                 text.append("EARLIER PROMPT: " + earlier["prompt"][:500])
