@@ -10,6 +10,7 @@
   pairs still to label (texts into ``.cache/``, ids into ``labels/answers_todo.jsonl``).
 
     .venv/bin/python benchmarks/replay/figures.py [--name RUN] [--todo]
+    .venv/bin/python benchmarks/replay/figures.py --markdown [RUN ...]   # the README's tables
 """
 
 from __future__ import annotations
@@ -310,11 +311,126 @@ def analyse(codebase: Codebase, run: Path, todo: list[dict[str, Any]]) -> dict[s
     return out
 
 
+def _kb(n: float) -> str:
+    return f"{n:,.0f} B" if n < 10_000 else f"{n / 1024:,.1f} KiB"
+
+
+def _labels(counts: dict[str, int]) -> str:
+    parts = [f"{counts.get(k, 0)} {k}" for k in ("right", "related", "wrong")]
+    if counts.get("unlabelled"):
+        parts.append(f"{counts['unlabelled']} unlabelled")
+    return " / ".join(parts)
+
+
+def _rows(r: dict[str, Any]) -> list[tuple[str, str]]:
+    """The README's rows of one run of one codebase."""
+    a, h = r["all"], r["heldout"]
+    spared = sum(
+        p["bytes_spared"] for s in r["stats"] if isinstance(s, dict) for p in s["projects"]
+    )
+    served = sum(p["served"] for s in r["stats"] if isinstance(s, dict) for p in s["projects"])
+    inj = a["prompt_injections"]
+    hinj = h["prompt_injections"]
+    rec = h["recall"]
+    none = rec["no_right_memo"]
+    whole = rec["whole_matches"]
+    cap = h["capture"]
+    labelled_cap = cap["keep"] + cap["not_keep"]
+    origins = ", ".join(f"{n} {o}" for o, n in sorted(r["memos"].items())) or "none"
+
+    def per(kind: str) -> str:
+        return f"{_kb(h[kind]['per_session'])} ({_kb(a[kind]['per_session'])})"
+
+    return [
+        (
+            "sessions: held-out (all); databases",
+            f"{h['sessions']} ({a['sessions']}); {r['developers']}",
+        ),
+        ("memos at the end, by origin", origins),
+        ("session-start: bytes a session", per("session-start")),
+        (
+            "session-start: sessions over 600 B, held-out",
+            f"{h['session-start']['over_600']} of {h['sessions']}",
+        ),
+        (
+            "session-start and prompt hook: stderr lines, all",
+            str(a["session-start"]["stderr_lines"] + a["prompt"]["stderr_lines"]),
+        ),
+        ("prompt hook: bytes a session", per("prompt")),
+        ("prompt hook: prompts injected, held-out (all)", f"{hinj['prompts']} ({inj['prompts']})"),
+        ("prompt hook: memos injected, all sessions", f"{inj['memos']}: {_labels(inj)}"),
+        (
+            "prompt hook: precision, all sessions",
+            wilson(inj["right"], inj["memos"] - inj["unlabelled"]),
+        ),
+        ("stop: bytes a session", per("stop")),
+        ("stop: turns blocked, held-out (all)", f"{h['stop']['blocks']} ({a['stop']['blocks']})"),
+        ("recall: bytes a session", per("recall")),
+        ("recall: calls / answered with a match, held-out", f"{rec['calls']} / {rec['answered']}"),
+        ("recall: mean answer, held-out", _kb(rec["mean"])),
+        ("recall: sample of answers, held-out", _labels(rec.get("sample", {}))),
+        ("recall: whole matches, held-out", f"{sum(whole.values())}: {_labels(whole)}"),
+        (
+            "recall: whole matches right, held-out",
+            wilson(whole.get("right", 0), sum(whole.values()) - whole.get("unlabelled", 0)),
+        ),
+        (
+            "recall: mean answer on labelled prompts no memo answers (without the echoed query)",
+            f"{_kb(none['mean'])} ({_kb(none['mean_without_query_echo'])}),"
+            f" {none['prompts']} prompts",
+        ),
+        ("stats: served / spared, all", f"{served} / {_kb(spared)}"),
+        (
+            "labels: spared (fresh whole matches labelled right), all",
+            _kb(a["recall"]["labels_spared_bytes"]),
+        ),
+        ("labels: fresh whole matches, all", _labels(a["recall"].get("fresh_whole_matches", {}))),
+        ("turn capture: held-out turns captured", str(cap["captured"])),
+        (
+            "turn capture: worth keeping / captured, held-out",
+            wilson(cap["keep"], labelled_cap)
+            + (f" (+{len(cap['unlabelled'])} labelled after the run)" if cap["unlabelled"] else ""),
+        ),
+        (
+            "turn capture: labelled worth keeping, not captured",
+            str(cap["labelled_keep_not_captured"]),
+        ),
+    ]
+
+
+def markdown(runs: list[str]) -> str:
+    """One table a codebase: a row a figure, a column a run."""
+    loaded = {
+        name: {
+            r["codebase"]: r
+            for r in json.loads((CACHE / "runs" / name / "figures.json").read_text())
+        }
+        for name in runs
+    }
+    out = []
+    for codebase in CODEBASES:
+        columns = [loaded[name].get(codebase.name) for name in runs]
+        if not any(columns):
+            continue
+        rows = [_rows(c) if c else [] for c in columns]
+        out.append(f"### {codebase.name} ({codebase.repo} at {codebase.commit[:12]})\n")
+        out.append("| figure | " + " | ".join(runs) + " |")
+        out.append("|---|" + "---|" * len(runs))
+        for k, (label, _) in enumerate(rows[0]):
+            out.append(f"| {label} | " + " | ".join(r[k][1] if r else "" for r in rows) + " |")
+        out.append("")
+    return "\n".join(out)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--name", default="after")
     parser.add_argument("--todo", action="store_true")
+    parser.add_argument("--markdown", nargs="+", metavar="RUN")
     args = parser.parse_args()
+    if args.markdown:
+        print(markdown(args.markdown))
+        return 0
     run = CACHE / "runs" / args.name
     todo: list[dict[str, Any]] = []
     results = []

@@ -175,7 +175,15 @@ class Folder:
 
     def _seen(self, rel: str, start: int, returned: list[str], total: Any) -> None:
         """A Read (or an Edit's whole file before it) returned ``returned`` from line
-        ``start``: in the current version, or a new one when it differs."""
+        ``start``: in the current version, or a new one when it differs.
+
+        A file is held as its text split at line breaks, so a file that ends with one has
+        an empty last line, as Claude Code counts ``totalLines``; a part of a file that a
+        Read returned with a line break at its end does not end in an empty line."""
+        if isinstance(total, int):
+            room = max(total - (start - 1), 0)
+            if len(returned) > room or (returned and returned[-1] == "" and len(returned) < room):
+                returned = returned[: min(room, len(returned) - (returned[-1] == ""))]
         at = self.current.get(rel)
         known = self.versions[at] if at is not None else None
         differs = known is None or (isinstance(total, int) and len(known) != total)
@@ -208,11 +216,11 @@ class Folder:
             start = file.get("startLine") if isinstance(file.get("startLine"), int) else 1
             self._seen(rel, start, file["content"].split("\n"), file.get("totalLines"))
         elif tool == "Write" and isinstance(given.get("content"), str):
-            self._new(rel, list(given["content"].removesuffix("\n").split("\n")), "write")
+            self._new(rel, list(given["content"].split("\n")), "write")
         elif tool in ("Edit", "MultiEdit"):
             original = result.get("originalFile")
             if isinstance(original, str):
-                lines = original.removesuffix("\n").split("\n")
+                lines = original.split("\n")
                 self._seen(rel, 1, lines, len(lines))
                 text = original
             else:
@@ -224,14 +232,14 @@ class Folder:
                 if isinstance(old, str) and isinstance(new, str):
                     count = -1 if edit.get("replace_all") else 1
                     text = text.replace(old, new, count)
-            self._new(rel, list(text.removesuffix("\n").split("\n")), "edit")
+            self._new(rel, list(text.split("\n")), "edit")
         else:
             return None
         return rel
 
     def write(self, rel: str, version: int) -> None:
         """Second pass: put ``rel`` on disk as the whole ``version``."""
-        data = "\n".join(line or "" for line in self.versions[version]) + "\n"
+        data = "\n".join(line or "" for line in self.versions[version])
         if self.on_disk.get(rel) == data:
             return
         target = self.root / rel
@@ -463,6 +471,13 @@ def main() -> int:
             f"{codebase.name}: {len(listed)} sessions in {time.monotonic() - started:.0f} s",
             flush=True,
         )
+    if not args.sessions:
+        from figures import analyse, markdown
+
+        found = [analyse(codebase, out_dir, []) for codebase in CODEBASES]
+        figures = json.dumps([f for f in found if f], indent=1)
+        (out_dir / "figures.json").write_text(figures, encoding="utf-8")
+        print(markdown([args.name]), flush=True)
     return 0
 
 
