@@ -1,0 +1,485 @@
+"""Replay public Claude Code sessions through explomemo's real hooks (issue #38).
+
+Per codebase (see :mod:`sources`), one database and one simulated project folder per
+developer (the user folder of the session's ``cwd`` tells them apart), sessions in time
+order. For each session:
+
+* ``explomemo hook session-start``;
+* for each typed prompt: ``explomemo hook prompt``; then, when the prompt is shaped as
+  a question (:func:`question_shaped`, a rule of this benchmark, not explomemo's), the
+  call an agent that follows the server's advice makes before exploring:
+  ``explomemo recall --json``;
+* the turn's file changes applied to the simulated folder (each file as its Reads
+  returned it, each Edit, MultiEdit and Write applied), then ``explomemo hook stop``
+  with the session's real transcript entries up to the end of that turn (paths moved
+  to the simulated folder) as ``transcript_path``.
+
+At the end: ``explomemo stats --json`` and ``explomemo list --json`` per database.
+Every call runs in this process through ``explomemo.cli.main.main(argv)`` with
+standard input and output swapped, and every byte each one printed is kept in the
+run's log (``.cache/runs/…``, with the transcripts' text: never committed).
+
+The environment of every call: ``EXPLOMEMO_DB`` of the developer's database, ``HOME``
+a temporary folder, ``EXPLOMEMO_REMIND`` unset (the default: no reminder), ``--project``
+the codebase's name.
+
+    .venv/bin/python benchmarks/replay/replay.py [--codebase NAME ...] [--sessions N]
+        [--name RUN]
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import io
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from sources import CACHE, CODEBASES, Codebase, load_index, load_session  # noqa: E402
+
+#: Prompts that are not typed by the user: shell input and output, command caveats.
+_NOT_TYPED = (
+    "<bash-input>",
+    "<bash-stdout>",
+    "<bash-stderr>",
+    "<local-command",
+    "<task-notification>",
+    "[Request interrupted",
+)
+#: What an app (Conductor) puts before what the user typed.
+_PREAMBLE = re.compile(r"^\s*<system_instruction>.*?</system_instruction>\s*", re.DOTALL)
+#: The question shape of this benchmark: a question mark, or a question word first.
+_QUESTION_WORDS = re.compile(
+    r"^(?:q:\s*)?(?:what|why|how|where|when|which|who|whose|is|are|does|do|did|can|could|"
+    r"should|would|will|explain|show me|find|tell me|walk me|describe)\b",
+    re.IGNORECASE,
+)
+MAX_QUESTION_CHARS = 2000
+
+
+def prompt_text(entry: dict[str, Any]) -> str | None:
+    """The text of a user entry that starts a turn (as Claude Code's Stop hook sees
+    turns: not a tool result, not meta); None for any other entry."""
+    if entry.get("type") != "user" or entry.get("isMeta") or entry.get("isSidechain"):
+        return None
+    content = (entry.get("message") or {}).get("content")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        if any(isinstance(b, dict) and b.get("type") == "tool_result" for b in content):
+            return None
+        return "\n".join(
+            b.get("text", "") for b in content if isinstance(b, dict) and b.get("type") == "text"
+        )
+    return None
+
+
+def typed(text: str) -> bool:
+    """Whether a prompt is one the user submitted (what UserPromptSubmit fires for)."""
+    return bool(text.strip()) and not text.lstrip().startswith(_NOT_TYPED)
+
+
+def question_shaped(text: str) -> bool:
+    """Whether an agent asked to recall before exploring would take the prompt for a
+    question: typed, not a slash command, under 2,000 characters, with a question mark
+    or a question word first."""
+    stripped = _PREAMBLE.sub("", text).strip()
+    if (
+        not typed(stripped)
+        or stripped.startswith("<command-")
+        or len(stripped) > MAX_QUESTION_CHARS
+    ):
+        return False
+    return "?" in stripped or _QUESTION_WORDS.match(stripped) is not None
+
+
+def turns(entries: list[dict[str, Any]]) -> list[tuple[int, int]]:
+    """(first, end) indices of each turn: from a prompt to the next one."""
+    starts = [i for i, e in enumerate(entries) if prompt_text(e) is not None]
+    return [
+        (s, starts[k + 1] if k + 1 < len(starts) else len(entries)) for k, s in enumerate(starts)
+    ]
+
+
+class Folder:
+    """The simulated project folder: each file as the session's Reads returned it, with
+    its Edits and Writes applied.
+
+    A Read returns part of a file; the lines it did not return are unknown, and filling
+    them in later must not look like a change (the real file did not change). So the
+    sessions are gone through twice. The first pass (:meth:`apply`) cuts each file's life
+    into versions: a new version starts at each Edit, MultiEdit or Write, and when a Read
+    returns a line that differs from what a Read or change of the same version gave (the
+    file changed outside the sessions: another developer's commit, a branch switch);
+    every line any Read returned in a version is that version's. The second pass
+    (:meth:`write`) puts each file on disk as the whole version it is at, at the end of
+    each turn. Lines no Read returned in the version are empty."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        #: Each version's lines (None: unknown), by version number.
+        self.versions: list[list[str | None]] = []
+        #: The current version of each file (relative path).
+        self.current: dict[str, int] = {}
+        #: Version numbers each file reached, in order: (rel, version, why).
+        self.log: list[tuple[str, int, str]] = []
+        self.on_disk: dict[str, str] = {}
+
+    @staticmethod
+    def relative(path: object, cwd: str) -> str | None:
+        """``path`` relative to the session's folder, when inside it."""
+        if not isinstance(path, str) or not path.startswith(cwd.rstrip("/") + "/"):
+            return None
+        rel = path[len(cwd.rstrip("/")) + 1 :]
+        if not rel or rel.startswith(("../", ".git/")) or "/../" in rel or "/./" in rel:
+            return None
+        return rel
+
+    def _new(self, rel: str, lines: list[str | None], why: str) -> list[str | None]:
+        self.versions.append(lines)
+        self.current[rel] = len(self.versions) - 1
+        self.log.append((rel, len(self.versions) - 1, why))
+        return lines
+
+    def apply(self, entries: list[dict[str, Any]], cwd: str) -> list[str]:
+        """First pass over one turn's ``entries``: the files whose version it moved."""
+        touched: list[str] = []
+        inputs: dict[str, tuple[str, dict[str, Any]]] = {}
+        for entry in entries:
+            content = (entry.get("message") or {}).get("content")
+            if not isinstance(content, list):
+                continue
+            for block in content:
+                if not isinstance(block, dict):
+                    continue
+                if block.get("type") == "tool_use" and isinstance(block.get("input"), dict):
+                    inputs[str(block.get("id"))] = (str(block.get("name")), block["input"])
+                if block.get("type") == "tool_result" and not block.get("is_error"):
+                    call = inputs.get(str(block.get("tool_use_id")))
+                    if call is not None:
+                        rel = self._result(call[0], call[1], entry.get("toolUseResult"), cwd)
+                        if rel is not None and rel not in touched:
+                            touched.append(rel)
+        return touched
+
+    def _seen(self, rel: str, start: int, returned: list[str], total: Any) -> None:
+        """A Read (or an Edit's whole file before it) returned ``returned`` from line
+        ``start``: in the current version, or a new one when it differs.
+
+        A file is held as its text split at line breaks, so a file that ends with one has
+        an empty last line, as Claude Code counts ``totalLines``; a part of a file that a
+        Read returned with a line break at its end does not end in an empty line."""
+        if isinstance(total, int):
+            room = max(total - (start - 1), 0)
+            if len(returned) > room or (returned and returned[-1] == "" and len(returned) < room):
+                returned = returned[: min(room, len(returned) - (returned[-1] == ""))]
+        at = self.current.get(rel)
+        known = self.versions[at] if at is not None else None
+        differs = known is None or (isinstance(total, int) and len(known) != total)
+        if known is not None and not differs:
+            for offset, line in enumerate(returned):
+                index = start - 1 + offset
+                if index < len(known) and known[index] is not None and known[index] != line:
+                    differs = True
+                    break
+        if differs:
+            base: list[str | None] = list(known) if known is not None else []
+            known = self._new(rel, base, "outside" if at is not None else "first read")
+        assert known is not None
+        if isinstance(total, int):
+            known[total:] = []
+            known.extend([None] * (total - len(known)))
+        end = start - 1 + len(returned)
+        if len(known) < end:
+            known.extend([None] * (end - len(known)))
+        known[start - 1 : end] = returned
+
+    def _result(self, tool: str, given: dict[str, Any], result: Any, cwd: str) -> str | None:
+        rel = self.relative(given.get("file_path"), cwd)
+        if rel is None or not isinstance(result, dict):
+            return None
+        if tool == "Read":
+            file = result.get("file")
+            if not isinstance(file, dict) or not isinstance(file.get("content"), str):
+                return None
+            start = file.get("startLine") if isinstance(file.get("startLine"), int) else 1
+            self._seen(rel, start, file["content"].split("\n"), file.get("totalLines"))
+        elif tool == "Write" and isinstance(given.get("content"), str):
+            self._new(rel, list(given["content"].split("\n")), "write")
+        elif tool in ("Edit", "MultiEdit"):
+            original = result.get("originalFile")
+            if isinstance(original, str):
+                lines = original.split("\n")
+                self._seen(rel, 1, lines, len(lines))
+                text = original
+            else:
+                at = self.current.get(rel)
+                text = "\n".join(x or "" for x in self.versions[at]) if at is not None else ""
+            edits = given.get("edits") if tool == "MultiEdit" else [given]
+            for edit in edits if isinstance(edits, list) else []:
+                old, new = edit.get("old_string"), edit.get("new_string")
+                if isinstance(old, str) and isinstance(new, str):
+                    count = -1 if edit.get("replace_all") else 1
+                    text = text.replace(old, new, count)
+            self._new(rel, list(text.split("\n")), "edit")
+        else:
+            return None
+        return rel
+
+    def write(self, rel: str, version: int) -> None:
+        """Second pass: put ``rel`` on disk as the whole ``version``."""
+        data = "\n".join(line or "" for line in self.versions[version])
+        if self.on_disk.get(rel) == data:
+            return
+        target = self.root / rel
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if target.is_symlink() or (target.exists() and not target.is_file()):
+                return
+            target.write_text(data, encoding="utf-8")
+            self.on_disk[rel] = data
+        except (OSError, UnicodeEncodeError):
+            return
+
+
+@functools.cache
+def _model() -> Any:
+    from explomemo.recall.embeddings import load_embedder
+
+    return load_embedder()
+
+
+def call(argv: Sequence[str], stdin: bytes = b"") -> tuple[int, bytes, bytes]:
+    """Run ``explomemo ARGV`` in this process: (exit code, stdout, stderr)."""
+    from explomemo.cli import main as cli
+
+    saved = sys.stdin, sys.stdout, sys.stderr
+    out, err = io.BytesIO(), io.BytesIO()
+    sys.stdin = io.TextIOWrapper(io.BytesIO(stdin), encoding="utf-8")
+    sys.stdout = io.TextIOWrapper(out, encoding="utf-8", write_through=True)
+    sys.stderr = io.TextIOWrapper(err, encoding="utf-8", write_through=True)
+    try:
+        code = cli.main(list(argv))
+        sys.stdout.flush()
+        sys.stderr.flush()
+        return code, out.getvalue(), err.getvalue()
+    finally:
+        sys.stdin, sys.stdout, sys.stderr = saved
+
+
+def moved(entry: dict[str, Any], cwd: str, root: str) -> str:
+    """The entry as a JSON line, with the session's folder replaced by the simulated one."""
+    return json.dumps(entry, ensure_ascii=False).replace(cwd.rstrip("/"), root)
+
+
+def replay_database(
+    codebase: Codebase, developer: str, listed: list[dict[str, Any]], work: Path, log: Any
+) -> dict[str, Any]:
+    """Replay one developer's sessions on their own database; the totals."""
+    root = work / f"root-{developer}"
+    root.mkdir(parents=True)
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    subprocess.run(
+        [
+            "git",
+            "-C",
+            str(root),
+            "-c",
+            "user.name=replay",
+            "-c",
+            "user.email=replay@example.invalid",
+            "commit",
+            "-q",
+            "--allow-empty",
+            "-m",
+            "replay",
+        ],
+        check=True,
+    )
+    db = work / f"{developer}.db"
+    os.environ["EXPLOMEMO_DB"] = str(db)
+    os.chdir(root)  # Claude Code runs its hooks in the project folder
+    folder = Folder(root)
+    project = ["--project", codebase.name]
+
+    def record(
+        kind: str, session: str, at: str | None, code: int, out: bytes, err: bytes, **more: Any
+    ) -> None:
+        log.write(
+            json.dumps(
+                {
+                    "event": kind,
+                    "codebase": codebase.name,
+                    "developer": developer,
+                    "session": session,
+                    "prompt": at,
+                    "exit": code,
+                    "stdout_bytes": len(out),
+                    "stderr_bytes": len(err),
+                    "stdout": out.decode("utf-8", "replace"),
+                    "stderr": err.decode("utf-8", "replace"),
+                    **more,
+                },
+                ensure_ascii=False,
+            )
+            + "\n"
+        )
+
+    sessions = [(meta, load_session(codebase, meta["id"])) for meta in listed]
+    # First pass: each turn's file versions at its end.
+    at_end: dict[tuple[str, int], list[tuple[str, int]]] = {}
+    for meta, entries in sessions:
+        for first, end in turns(entries):
+            touched = folder.apply(entries[first:end], meta["cwd"])
+            at_end[meta["id"], first] = [(rel, folder.current[rel]) for rel in touched]
+    for rel, version, why in folder.log:
+        log.write(
+            json.dumps(
+                {
+                    "event": "version",
+                    "codebase": codebase.name,
+                    "developer": developer,
+                    "file": rel,
+                    "version": version,
+                    "why": why,
+                }
+            )
+            + "\n"
+        )
+    for meta, entries in sessions:
+        sid, cwd = meta["id"], meta["cwd"]
+        transcript = work / f"{sid}.jsonl"
+        base = {"session_id": sid, "transcript_path": str(transcript), "cwd": str(root)}
+        transcript.write_text("", encoding="utf-8")
+        payload = {**base, "hook_event_name": "SessionStart", "source": "startup"}
+        record(
+            "session-start",
+            sid,
+            None,
+            *call(["hook", "session-start", *project], json.dumps(payload).encode()),
+        )
+        for first, end in turns(entries):
+            text = prompt_text(entries[first]) or ""
+            uuid = entries[first].get("uuid")
+            with open(transcript, "a", encoding="utf-8") as out:
+                out.write(moved(entries[first], cwd, str(root)) + "\n")
+            if typed(text):
+                payload = {
+                    **base,
+                    "hook_event_name": "UserPromptSubmit",
+                    "prompt": text.replace(cwd.rstrip("/"), str(root)),
+                }
+                record(
+                    "prompt",
+                    sid,
+                    uuid,
+                    *call(["hook", "prompt", *project], json.dumps(payload).encode()),
+                )
+                if question_shaped(text):
+                    record(
+                        "recall",
+                        sid,
+                        uuid,
+                        *call(["recall", "--json", *project, "--root", str(root), text]),
+                    )
+            for rel, version in at_end[sid, first]:
+                folder.write(rel, version)
+            with open(transcript, "a", encoding="utf-8") as out:
+                for entry in entries[first + 1 : end]:
+                    out.write(moved(entry, cwd, str(root)) + "\n")
+            if typed(text):
+                payload = {**base, "hook_event_name": "Stop", "stop_hook_active": False}
+                record(
+                    "stop",
+                    sid,
+                    uuid,
+                    *call(["hook", "stop", *project], json.dumps(payload).encode()),
+                    files=at_end[sid, first],
+                )
+        transcript.unlink()
+    totals: dict[str, Any] = {}
+    if db.exists():
+        code, out, err = call(["stats", "--json", *project])
+        totals["stats"] = json.loads(out) if code == 0 else err.decode()
+        code, out, err = call(["list", "--json", *project])
+        memos = json.loads(out) if code == 0 else err.decode()
+        code, out, _ = call(["stale", "--format", "json", *project, "--root", str(root)])
+        totals["memos"] = memos
+        totals["stale"] = json.loads(out) if out.strip() else None
+    log.write(
+        json.dumps(
+            {"event": "end", "codebase": codebase.name, "developer": developer, **totals},
+            ensure_ascii=False,
+        )
+        + "\n"
+    )
+    return totals
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--codebase", action="append", choices=[c.name for c in CODEBASES])
+    parser.add_argument(
+        "--sessions", type=int, help="only the first N sessions of each codebase (a dev run)"
+    )
+    parser.add_argument("--name", default="run", help="the run's folder under .cache/runs/")
+    args = parser.parse_args()
+    out_dir = CACHE / "runs" / args.name
+    out_dir.mkdir(parents=True, exist_ok=True)
+    home = tempfile.mkdtemp(prefix="replay-home-")
+    os.environ["HOME"] = home
+    os.environ.pop("EXPLOMEMO_REMIND", None)
+    for name in ("EXPLOMEMO_PROJECT", "EXPLOMEMO_CAPTURE"):
+        os.environ.pop(name, None)
+    import explomemo
+    from explomemo.cli import main as cli
+
+    package = Path(explomemo.__file__).resolve().parent
+    head = subprocess.run(
+        ["git", "-C", str(package), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+    ).stdout.strip()
+    print(f"explomemo {explomemo.__version__} from {package} (git {head or '?'})", flush=True)
+    cli._load_model = lambda: _model()  # type: ignore[attr-defined]  # load once, not per call
+    for codebase in CODEBASES:
+        if args.codebase and codebase.name not in args.codebase:
+            continue
+        listed = load_index(codebase)
+        if args.sessions:
+            listed = listed[: args.sessions]
+        by_dev: dict[str, list[dict[str, Any]]] = {}
+        for meta in listed:
+            by_dev.setdefault(meta["developer"], []).append(meta)
+        started = time.monotonic()
+        with (
+            tempfile.TemporaryDirectory(prefix=f"replay-{codebase.name}-") as work,
+            open(out_dir / f"{codebase.name}.jsonl", "w", encoding="utf-8") as log,
+        ):
+            for developer, metas in by_dev.items():
+                replay_database(codebase, developer, metas, Path(work), log)
+        print(
+            f"{codebase.name}: {len(listed)} sessions in {time.monotonic() - started:.0f} s",
+            flush=True,
+        )
+    if not args.sessions:
+        from figures import analyse, markdown
+
+        found = [analyse(codebase, out_dir, []) for codebase in CODEBASES]
+        figures = json.dumps([f for f in found if f], indent=1)
+        (out_dir / "figures.json").write_text(figures, encoding="utf-8")
+        print(markdown([args.name]), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
