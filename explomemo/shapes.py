@@ -268,13 +268,19 @@ def _lines_changed(f: CheckedFile) -> str:
     return f"+{f.added} -{f.removed}"
 
 
+def shortened(text: str) -> str:
+    """``text`` cut to :data:`LEAN_QUESTION_CHARS`, its cut marked by its last one (…): a
+    lean match's question, and the query a recall echoes."""
+    if len(text) > LEAN_QUESTION_CHARS:
+        return text[: LEAN_QUESTION_CHARS - 1] + "…"
+    return text
+
+
 def lean_match(match: Match, files: list[CheckedFile] | None = None) -> Match:
     """``match`` lean: its question cut to :data:`LEAN_QUESTION_CHARS`, no conclusion nor
     files; for a stale one, ``files`` (described, diffs or not) give its changed and missing
     files, each with the lines it changed (see :func:`_lines_changed`)."""
-    question = match.question
-    if len(question) > LEAN_QUESTION_CHARS:
-        question = question[: LEAN_QUESTION_CHARS - 1] + "…"
+    question = shortened(match.question)
     changed = None
     if match.status == "stale" and files is not None:
         changed = {f.path: _lines_changed(f) for f in files if f.state != "unchanged"}

@@ -139,7 +139,7 @@ def _recall(args: argparse.Namespace) -> int:
     from explomemo.cli.report import recall_text
     from explomemo.shapes import to_json
 
-    with _cache(args.db, with_model=True) as cache:
+    with _cache(args.db, with_model=True, create=False) as cache:
         result = cache.recall(
             query=args.query,
             project=args.project,

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Generic, TypeVar
 from explomemo import inputs
 from explomemo.errors import ExplomemoError, InputError, NotFoundError, PathError
 from explomemo.files import Opener, Refused, Root, relative_path, resolve_root
-from explomemo.inputs import AGENT
+from explomemo.inputs import AGENT, TRANSCRIPT
 from explomemo.projects import ENV as PROJECT_ENV
 from explomemo.projects import Caller, project_name, resolve_project
 from explomemo.recall.sources import FixedModel, ModelSource
@@ -38,6 +38,7 @@ from explomemo.shapes import (
     lean_match,
     match_chars,
     replace,
+    shortened,
     to_json,
 )
 from explomemo.store.database import MAX_ID, FileRow, MemoRow, StatRow, Store, now_iso
@@ -648,7 +649,9 @@ class MemoCache:
         result = RecallResult(
             project=project,
             root=where.path,
-            query=query,
+            # The agent wrote the query: echoed whole, a long prompt would weigh more than
+            # every lean match of an answer that finds nothing.
+            query=shortened(query),
             semantic_index=embedder is not None,
             pending_vectors=by_words,
             matches=[],
@@ -661,10 +664,16 @@ class MemoCache:
 
             # A lean stale match says by how many lines each file changed: counted, no diff.
             count = self.describer(where, observed, COUNTED_ONLY)
-        clear = bool(shown) and clearly_answers(
-            shown[0].score,
-            shown[0].matched_by,
-            max((c.score for c in candidates if c.id != shown[0].id), default=None),
+        # A captured turn was judged by no one (on real sessions its whole answers were
+        # wrong): it comes lean, and show gives it whole.
+        clear = (
+            bool(shown)
+            and shown[0].origin != TRANSCRIPT
+            and clearly_answers(
+                shown[0].score,
+                shown[0].matched_by,
+                max((c.score for c in candidates if c.id != shown[0].id), default=None),
+            )
         )
         matches: list[Match] = []
         used = len(to_json(result)) + 3

@@ -360,13 +360,22 @@ def test_a_ci_gate_over_an_empty_export_fails(
 
 
 @pytest.mark.parametrize(
-    "command", [["stale", "--check"], ["stale"], ["list"], ["show", "1"], ["diff", "1"], ["export"]]
+    "command",
+    [
+        ["stale", "--check"],
+        ["stale"],
+        ["list"],
+        ["show", "1"],
+        ["diff", "1"],
+        ["export"],
+        ["recall", "--project", "p", "how are retries done?"],
+    ],
 )
 def test_a_read_only_command_on_a_misspelt_database_fails_and_creates_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, command: list[str]
 ) -> None:
     """Finding 4: ``stale --check`` with a misspelt ``--db`` exited 0 and created that
-    database (so did ``show``)."""
+    database (so did ``show``; and ``recall``, found by the replay of real sessions)."""
     monkeypatch.chdir(tmp_path)
     misspelt = tmp_path / "memso.db"
     result = invoke_cli(["--db", str(misspelt), *command])

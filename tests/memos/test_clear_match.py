@@ -146,3 +146,12 @@ def test_a_weak_tail_past_the_third_match_is_left_out(
         result = cache.recall(query="zzz", project="svc", root=str(app), limit=5)
     assert "".join(names[m.id] for m in result.matches) == kept
     assert result.omitted == 0  # left out for relevance, not for the answer's size
+
+
+def test_recall_echoes_a_long_query_cut_short(app: Path, db_path: Path) -> None:
+    """The query comes back cut as a lean question is (an agent wrote it: a long prompt
+    echoed whole would weigh more than the matches of an answer that finds nothing)."""
+    query = "where is the pool sized? " + "and more context " * 40
+    with MemoCache.open(db_path, FixedModel(None)) as cache:
+        result = cache.recall(query=query, project="svc", root=str(app))
+    assert result.query == query[:119] + "…"

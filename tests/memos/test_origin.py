@@ -205,3 +205,20 @@ def test_between_captured_memos_of_either_origin_import_keeps_the_newer(
     with open_cache(db_path) as cache:
         (memo,) = cache.list()
     assert (memo.origin, memo.agent_type, memo.cost_tokens) == ("subagent", "Explore", 78000)
+
+
+def test_a_captured_turn_comes_lean_even_when_it_clearly_answers(db_path: Path, root: Path) -> None:
+    """A captured turn was judged by no one: recall never serves it whole (nor counts it as
+    served), while the same memo recorded by an agent comes whole."""
+    question = "where is the retry backoff of the upstream client computed?"
+    capture(db_path, root, question)
+    with open_cache(db_path) as cache:
+        (captured,) = cache.recall(query=question, root=str(root)).matches
+        assert captured.origin == "transcript" and captured.whole is False
+        assert captured.conclusion is None
+        assert [s.served for s in cache.stats().projects[0].surfaces if s.surface == "recall"] == [
+            0
+        ]
+        mine = cache.record(question=question, conclusion="in a.py", files=["a.py"], root=str(root))
+        (recorded,) = cache.recall(query=question, root=str(root)).matches
+    assert recorded.id == mine.id and recorded.whole is True and recorded.conclusion == "in a.py"
