@@ -52,6 +52,20 @@ def whole(match: dict[str, Any]) -> bool:
     return "conclusion" in match
 
 
+def as_read(event: dict[str, Any]) -> dict[str, Any]:
+    """A recall event with ``stdout_bytes`` counted as an agent reads the answer: the MCP
+    tool's text content, the compact JSON of ``recall --json``'s indented output (the CLI's
+    own count is kept as ``cli_bytes``)."""
+    if event.get("event") != "recall" or not event.get("stdout"):
+        return event
+    try:
+        answer = json.loads(event["stdout"])
+    except ValueError:
+        return event
+    compact = json.dumps(answer, ensure_ascii=False, separators=(",", ":")).encode()
+    return {**event, "cli_bytes": event["stdout_bytes"], "stdout_bytes": len(compact)}
+
+
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
     if not path.exists():
         return []
@@ -61,7 +75,7 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
 
 def question_of(prompt: str) -> str:
     """The question a captured memo of this prompt holds (explomemo's own ``typed``)."""
-    from explomemo.clients.capture import typed as captured
+    from explomemo.clients.hooks.capture import typed as captured
 
     return " ".join(captured(prompt).split())
 
@@ -101,7 +115,7 @@ def memo_turns(
 
 
 def analyse(codebase: Codebase, run: Path, todo: list[dict[str, Any]]) -> dict[str, Any]:
-    log = read_jsonl(run / f"{codebase.name}.jsonl")
+    log = [as_read(e) for e in read_jsonl(run / f"{codebase.name}.jsonl")]
     if not log:
         return {}
     held = heldout_ids(codebase)
@@ -284,9 +298,12 @@ def analyse(codebase: Codebase, run: Path, todo: list[dict[str, Any]]) -> dict[s
             no_answer = [
                 e for e in recalls if e["prompt"] in sampled and e["prompt"] not in right_prompts
             ]
+            # An answer's `,"query":"…"`; a recall before any database existed answered
+            # nothing (exit 2, one line on stderr).
             echo = sum(
-                len(json.dumps(json.loads(e["stdout"])["query"], ensure_ascii=False).encode())
+                len(json.dumps(json.loads(e["stdout"])["query"], ensure_ascii=False).encode()) + 9
                 for e in no_answer
+                if e["stdout"].strip()
             )
             figures["recall"]["no_right_memo"] = {
                 "prompts": len(no_answer),

@@ -561,7 +561,14 @@ class MemoCache:
         later: bool,
     ) -> RecallResult:
         from explomemo.check.stale import checked_files
-        from explomemo.recall.search import CANDIDATES, clearly_answers, fuse, in_tail, ranked
+        from explomemo.recall.search import (
+            CANDIDATES,
+            clear_score,
+            clearly_answers,
+            fuse,
+            in_tail,
+            ranked,
+        )
         from explomemo.recall.vectors import query_vector
 
         vector_hits: VectorHits | None = None
@@ -644,7 +651,14 @@ class MemoCache:
                     files=checked,
                 )
         order = ranked([c for c in candidates if c.id in built], stale_ids)
-        shown = [built[c.id] for c in order[:limit]]
+        # A captured turn was judged by no one: it comes only when it scores what a clear
+        # answer needs (on real sessions the others were never the right memo).
+        kept = [
+            built[c.id]
+            for c in order
+            if built[c.id].origin != TRANSCRIPT or c.score >= clear_score(c.matched_by)
+        ]
+        shown = kept[:limit]
         shown = [m for i, m in enumerate(shown) if in_tail(i, m.score, shown[0].score)]
         result = RecallResult(
             project=project,

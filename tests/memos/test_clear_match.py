@@ -155,3 +155,51 @@ def test_recall_echoes_a_long_query_cut_short(app: Path, db_path: Path) -> None:
     with MemoCache.open(db_path, FixedModel(None)) as cache:
         result = cache.recall(query=query, project="svc", root=str(app))
     assert result.query == query[:119] + "…"
+
+
+def test_a_captured_turn_comes_only_when_it_scores_what_a_clear_answer_needs(
+    app: Path, db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A captured turn (judged by no one) below the clear threshold of how it was found is
+    left out of recall; an agent's memo of the same score comes, lean."""
+    import hashlib
+
+    import xxhash
+
+    from explomemo.check.hashing import git_blob_id
+    from explomemo.store.database import Store
+    from explomemo.store.pending import Capture, CapturedFile
+
+    monkeypatch.setattr(search, "UNKNOWN_PENALTY", 0.0)
+    cosines = {"Turn": CLEAR_EMBEDDING - 0.1, "Agent": CLEAR_EMBEDDING - 0.1, "Near": 0.95}
+    data = (app / "app" / "db.py").read_bytes()
+    row = CapturedFile(
+        "app/db.py",
+        hashlib.sha256(data).hexdigest(),
+        xxhash.xxh3_128_hexdigest(data),
+        len(data),
+        git_blob_id(data),
+    )
+    store = Store.open(db_path)
+    try:
+        with store.write() as conn:
+            store.save_capture(
+                conn, Capture("svc", "Turn memo", "x", str(app), "2026-11-30T10:00:00Z", [row], [])
+            )
+            store.save_capture(
+                conn, Capture("svc", "Near memo", "y", str(app), "2026-11-30T10:00:00Z", [row], [])
+            )
+    finally:
+        store.close()
+
+    def vector_of(text: str) -> list[float]:
+        angle = math.acos(cosines.get(text.split()[0], 1.0))
+        return [math.cos(angle), math.sin(angle), 0.0]
+
+    with MemoCache.open(db_path, FixedModel(FakeEmbedder(vector_of))) as cache:
+        cache.record(
+            question="Agent memo", conclusion="z", files=["app/db.py"], project="svc", root=str(app)
+        )
+        result = cache.recall(query="zzz", project="svc", root=str(app))
+    assert [m.question for m in result.matches] == ["Near memo", "Agent memo"]
+    assert all(m.whole is False for m in result.matches)
