@@ -65,6 +65,24 @@ def content_stems(text: str) -> dict[str, str]:
     return found
 
 
+#: A captured turn comes unasked only when the prompt asks nearly its question again: each
+#: holds at least this share of the other's content words (chosen on the dev sessions of
+#: benchmarks/replay, where the one captured turn that answered a later prompt was asked
+#: again so: 0.77 and 0.83).
+ASKS_AGAIN = 0.75
+#: ... and each has at least this many content words (a short prompt says too little).
+ASKS_AGAIN_WORDS = 4
+
+
+def asks_again(prompt: str, question: str) -> bool:
+    """Whether ``prompt`` asks nearly ``question`` again (see :data:`ASKS_AGAIN`)."""
+    asked, again = set(content_stems(question)), set(content_stems(prompt[:MATCH_CHARS]))
+    if min(len(asked), len(again)) < ASKS_AGAIN_WORDS:
+        return False
+    shared = len(asked & again)
+    return shared >= ASKS_AGAIN * len(asked) and shared >= ASKS_AGAIN * len(again)
+
+
 def all_stems(text: str) -> set[str]:
     """The stems of every word of ``text``."""
     return {words.stem(w) for w in _WORD.findall(text.lower())}

@@ -63,7 +63,7 @@ def prompt(
 ) -> Answer:
     """The memos that answer the prompt, or None when none clears the cut-off; files are
     read until ``deadline``."""
-    from explomemo.recall.prompts import answering
+    from explomemo.recall.prompts import answering, asks_again
 
     text = field(payload, "prompt", str)
     root = root_of(payload)
@@ -75,10 +75,15 @@ def prompt(
         name = project_of(store, project, root)
         with store.errors(), store.read() as conn:
             answers = answering(store, conn, name, text)
-            # An imported memo is a repository's claim, and a turn's capture was judged by
-            # no one (on real sessions most were plans, statuses and follow-ups): both come
-            # when asked (recall, show), never unasked.
-            own = [m for m, _ in answers if not m.imported and m.origin != TRANSCRIPT]
+            # An imported memo is a repository's claim: it comes when asked (recall, show),
+            # never unasked. A turn's capture was judged by no one (on real sessions most
+            # were plans, statuses and follow-ups): it comes only to a prompt that asks
+            # its question nearly again.
+            own = [
+                m
+                for m, _ in answers
+                if not m.imported and (m.origin != TRANSCRIPT or asks_again(text, m.question))
+            ]
             kept = set(of_this_repository(store, name, root, own))
             found = [(memo, score) for memo, score in answers if memo in kept]
             found = found[: MAX_FRESH + MAX_STALE]
