@@ -79,8 +79,18 @@ MAX_PARTS = 2
 #: A word this long or longer is distinctive (besides identifiers).
 DISTINCTIVE_LETTERS = 6
 
-#: Not content in a delegated prompt: stop words, and what a request asks to do.
-STOP_WORDS = words.STOP_WORDS | words.TASK_WORDS
+#: What delegated prompts say whatever they are about ("Explore … and report …, be
+#: thorough").
+DELEGATION_WORDS = frozenset(
+    """
+    explore explores exploring investigate search report reports describe summary summarize
+    summarise analyze analyse thorough thoroughly quick medium codebase repository repo
+    understand look give list return returns include
+    """.split()
+)
+#: Not content in a delegated prompt: stop words, what a request asks to do, and what
+#: delegated prompts all say.
+STOP_WORDS = words.STOP_WORDS | words.TASK_WORDS | DELEGATION_WORDS
 _WORD = re.compile(r"[^\W_]+")
 
 

@@ -136,7 +136,7 @@ def test_the_delegate_hook_imports_the_model_only_when_a_memo_comes_near(
     """The one exception of docs/design.md's start-up rule: no memo near the delegated
     prompt by words, no numpy and no onnxruntime (nor fastembed, ever)."""
     seed(db_path, tree)
-    unrelated = "Explore the billing code and report where refunds are defined."
+    unrelated = "Explore the billing code and report where refunds and invoices are defined."
     assert _delegate_probe(db_path, tree, unrelated) == ("", [])
     near = "How do A and B relate, and where is each defined?"
     _, heavy = _delegate_probe(db_path, tree, near)
