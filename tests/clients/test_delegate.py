@@ -166,7 +166,7 @@ def test_memos_covering_part_are_a_head_start(db_path: Path, shop: Repo) -> None
     before, block = decided["updatedInput"]["prompt"].split(f"\n\n{MARKER}\n")
     assert before == MORE
     assert block.startswith("[head start] Earlier explorations of this repository cover part")
-    assert f"[memo 1, fresh: its 2 files unchanged since 20" in block
+    assert "[memo 1, fresh: its 2 files unchanged since 20" in block
     assert f"| {REPORT}" in block
     assert len(block.encode()) <= HEAD_START_BYTES
     assert checked_memo(decided["updatedInput"]["prompt"]) is None
