@@ -247,8 +247,15 @@ def test_a_setup_with_no_delegation_lets_the_run_through(
     project.explomemo("setup", "claude-code", "--no-delegation")
     retrying: list[Step] = [Read(project.path("src/retry.py")), Answer(BACKOFF)]
     since = len(model.requests)
-    session(project, [agent(REWORDED, background=False), Answer(SUMMARY)], {REWORDED: retrying})
+    run = session(
+        project, [agent(REWORDED, background=False), Answer(SUMMARY)], {REWORDED: retrying}
+    )
     assert given(model, REWORDED, since) == [REWORDED]
+    (hook,) = run.hooks("PreToolUse")  # it ran, and let the run through
+    assert hook["stdout"] == ""
+    settings = json.loads((project.root / ".claude" / "settings.local.json").read_text())
+    (group,) = settings["hooks"]["PreToolUse"]
+    assert group["hooks"][0]["command"].endswith(" --no-delegation")
 
 
 def test_the_check_catches_a_delegate_hook_made_to_fail(project: Project) -> None:
