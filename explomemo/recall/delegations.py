@@ -251,7 +251,7 @@ def match(
     if model is None:
         return NO_MATCH
     chunks = list(model.embed(prompt_chunks(text)))
-    vectors = _question_vectors(store, conn, model, near)
+    vectors = _question_vectors(store, conn, model, near, len(chunks[0]))
     scored = {
         memo.id: features(text, memo.question, memo.conclusion, chunks, vectors[memo.id])
         for memo in near
@@ -278,9 +278,10 @@ def shipped_embedder() -> Embedder | None:
 
 
 def _question_vectors(
-    store: Store, conn: sqlite3.Connection, model: Embedder, memos: Sequence[MemoRow]
+    store: Store, conn: sqlite3.Connection, model: Embedder, memos: Sequence[MemoRow], dim: int
 ) -> dict[int, Vector]:
-    """The question vector of each memo: stored, when of ``model``; else embedded now."""
+    """The question vector of each memo: stored, when of ``model`` (and ``dim`` long);
+    else embedded now."""
     import numpy as np
 
     from explomemo.recall.vectors import question_text
@@ -293,9 +294,8 @@ def _question_vectors(
         " AND embedding_model = ? AND question_embedding IS NOT NULL",
         (*ids, model.model_id),
     ):
-        vector = np.frombuffer(blob, dtype=np.float32)
-        if vector.shape == (len(vector),) and len(vector) > 0:
-            found[int(memo_id)] = vector
+        if isinstance(blob, bytes) and len(blob) == 4 * dim:  # else embedded again below
+            found[int(memo_id)] = np.frombuffer(blob, dtype=np.float32)
     lacking = [memo for memo in memos if memo.id not in found]
     if lacking:
         files = store.files_of(conn, [memo.id for memo in lacking])

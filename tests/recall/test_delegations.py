@@ -181,3 +181,12 @@ def test_memos_left_out_by_keep_are_not_matched(store: Store) -> None:
     with store.read() as conn:
         found = match(store, conn, "shop", REWORDED, keep=lambda memos: [], embedder=Constant)
     assert found == delegations.NO_MATCH
+
+
+def test_a_stored_vector_of_another_length_is_embedded_again(store: Store) -> None:
+    with store.write() as conn:
+        for memo in store.memos(conn, project="shop"):
+            store.set_embedding(conn, memo.id, b"\x00" * 5, b"\x00" * 5, "constant", "hash")
+    model = Constant()
+    assert _match(store, REWORDED, model).whole is not None
+    assert any(QUESTION in text for text in model.embedded[1:])
