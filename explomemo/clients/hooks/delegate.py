@@ -176,7 +176,7 @@ def answer_text(project: str, memo: MemoRow, files: Sequence[FileRow]) -> str:
     head = (
         f"{ANSWERED} {memo.id} of project {project_name(project)} instead of running it"
         f" ({provenance(memo.origin, memo.imported)}"
-        f"{'' if memo.agent_type is None else ', agent ' + repr(memo.agent_type)});"
+        f"{'' if memo.agent_type is None else ', agent ' + _path(repr(memo.agent_type))});"
         f" fresh: its {count(len(files), 'file')} unchanged since {memo.recorded_at}."
         f" {_QUOTED_NOTE}"
     )
@@ -249,7 +249,7 @@ def _memo_text(memo: MemoRow, files: Sequence[FileRow], checked: list[CheckedFil
 
 
 def _path(path: str) -> str:
-    """A recorded path as our text names it: on one line, inert."""
+    """A recorded path (or agent type) as our text names it: on one line, inert."""
     return inert(one_line(path))
 
 
