@@ -97,6 +97,7 @@ SWITCHES: dict[str, bool] = {
     "EXPLOMEMO_EMBEDDINGS": True,
     "EXPLOMEMO_SNAPSHOTS": True,
     "EXPLOMEMO_CAPTURE": True,
+    "EXPLOMEMO_DELEGATION": True,
     "EXPLOMEMO_REMIND": False,
 }
 

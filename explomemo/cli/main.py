@@ -32,7 +32,7 @@ EXIT_STALE = 1
 EXIT_ERROR = 2
 
 STALE_FORMATS = ("table", "json", "github", "markdown")
-HOOK_EVENTS = ("session-start", "prompt", "stop", "subagent-stop")
+HOOK_EVENTS = ("session-start", "prompt", "stop", "delegate", "subagent-stop")
 CLIENTS = ("claude-code", "cursor", "codex")
 PROJECT_HELP = (
     "Project name (default: $EXPLOMEMO_PROJECT, else the repository's name, else the"
@@ -344,6 +344,7 @@ def _hook(args: argparse.Namespace) -> int:
         project=args.project,
         capture=not args.no_capture,
         remind=args.remind,
+        delegation=not args.no_delegation,
     )
 
 
@@ -358,6 +359,7 @@ def _setup(args: argparse.Namespace) -> int:
         dry_run=args.dry_run,
         capture=args.capture,
         remind=args.remind,
+        delegation=args.delegation,
     ):
         _echo(line)
     return EXIT_OK
@@ -519,6 +521,12 @@ def _hook_arguments(sub: argparse.ArgumentParser) -> None:
         help="stop: ask the agent once to record after a turn that changed files and read"
         " several, unless EXPLOMEMO_REMIND is off (as setup --remind writes it).",
     )
+    sub.add_argument(
+        "--no-delegation",
+        action="store_true",
+        help="delegate: let every delegated run through untouched (as setup --no-delegation"
+        " writes it).",
+    )
 
 
 def _setup_arguments(sub: argparse.ArgumentParser) -> None:
@@ -545,6 +553,13 @@ def _setup_arguments(sub: argparse.ArgumentParser) -> None:
         help="Claude Code: --remind writes the Stop hook so that it asks the agent once to"
         " record after a turn that changed files and read several; --no-remind takes that"
         " away (default: as the earlier setup wrote it; else no reminder).",
+    )
+    sub.add_argument(
+        "--delegation",
+        action=argparse.BooleanOptionalAction,
+        help="Claude Code: --no-delegation writes the delegate hook (PreToolUse on Agent|Task)"
+        " so that it lets every delegated run through untouched; --delegation takes that away"
+        " (default: as the earlier setup wrote it; else delegations are answered from memos).",
     )
 
 

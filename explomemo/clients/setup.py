@@ -69,8 +69,16 @@ CLAUDE_HOOKS = (
     ("SessionStart", "startup|resume|clear|compact", "session-start", 15),
     ("UserPromptSubmit", None, "prompt", 5),
     ("Stop", None, "stop", 10),
+    ("PreToolUse", "Agent|Task", "delegate", 10),
     ("SubagentStop", None, "subagent-stop", 10),
 )
+#: What a hook a release added does, as setup says when it adds it to an earlier setup.
+HOOKS_ADDED = {
+    "PreToolUse": "a delegated exploration that a memo answers is answered from it, or"
+    " handed it; --no-delegation turns it off",
+    "SubagentStop": "a delegated run that read files and changed none becomes a memo;"
+    " --no-capture turns it off",
+}
 LABELS = {"claude-code": "Claude Code", "cursor": "Cursor", "codex": "Codex"}
 #: The prefix of the variables of explomemo's server entry that setup keeps.
 OWN_VARIABLES = "EXPLOMEMO_"
@@ -107,6 +115,7 @@ HOOK_CHOICES = (
     HookChoice("capture", "stop", default=True, flag="--no-capture", undo="--capture"),
     HookChoice("capture", "subagent-stop", default=True, flag="--no-capture", undo="--capture"),
     HookChoice("remind", "stop", default=False, flag="--remind", undo="--no-remind"),
+    HookChoice("delegation", "delegate", default=True, flag="--no-delegation", undo="--delegation"),
 )
 
 
@@ -225,12 +234,15 @@ def setup(
     dry_run: bool,
     capture: bool | None = None,
     remind: bool | None = None,
+    delegation: bool | None = None,
 ) -> list[str]:
     """Set up ``client`` for the project folder; returns the lines to print.
 
     Claude Code: ``capture`` False writes the Stop hook with ``--no-capture`` (it then
     records no turn itself), ``remind`` True with ``--remind`` (it then asks the agent
-    to record after a turn that changed files). None keeps what an earlier setup wrote.
+    to record after a turn that changed files), ``delegation`` False the delegate hook with
+    ``--no-delegation`` (it then lets every delegated run through untouched). None keeps
+    what an earlier setup wrote.
 
     The lines are safe to show: paths, and the files' contents in a diff, come
     from the project (a cloned repository), so their control characters are
@@ -242,7 +254,7 @@ def setup(
         command=_explomemo_command(),
         db=os.path.abspath(database_path(db)),
         project=_project(db, project, str(folder)),
-        choices={"capture": capture, "remind": remind},
+        choices={"capture": capture, "remind": remind, "delegation": delegation},
     )
     plan = PLANNERS[client](target)
     label = LABELS[client]
@@ -740,8 +752,9 @@ def plan_claude_code(target: Target) -> Plan:
         if added:
             plan.notes.append(
                 f"Added the {', '.join(added)} hook{'' if len(added) == 1 else 's'} beside"
-                f" those an earlier setup wrote (SubagentStop: a delegated run that read files"
-                " and changed none becomes a memo; --no-capture turns it off)."
+                " those an earlier setup wrote ("
+                + "; ".join(f"{e}: {HOOKS_ADDED[e]}" if e in HOOKS_ADDED else e for e in added)
+                + ")."
             )
         for choice in kept:
             event = next(event for event, _, name, _ in CLAUDE_HOOKS if name == choice.hook)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import ast
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -96,6 +98,49 @@ def test_fast_commands_do_not_import_heavy_packages(
             check=True,
         ).stdout
         assert "explomemo.shapes" not in modules and "explomemo.memos.cache" not in modules
+
+
+def _delegate_probe(db_path: Path, tree: Path, prompt: str) -> tuple[str, list[str]]:
+    """Run the delegate hook on a delegation of ``prompt`` in a new process, the model
+    allowed; its stdout and the heavy packages it imported."""
+    probe = (
+        "import sys\n"
+        "from explomemo.cli.main import main\n"
+        f"code = main(['--db', {str(db_path)!r}, 'hook', 'delegate', '--project', 'alpha'])\n"
+        "heavy = sorted({m.split('.')[0] for m in sys.modules} & {'fastembed', 'onnxruntime',"
+        " 'numpy', 'tokenizers', 'mcp', 'pydantic'})\n"
+        "print(code, heavy, file=sys.stderr)\n"
+    )
+    hook_input = {
+        "cwd": str(tree),
+        "tool_name": "Agent",
+        "tool_input": {"description": "explore", "prompt": prompt, "subagent_type": "Explore"},
+        "transcript_path": str(tree / "none.jsonl"),
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", probe],
+        input=json.dumps(hook_input),
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "EXPLOMEMO_EMBEDDINGS": "on"},
+    )
+    *said, last = done.stderr.splitlines()
+    assert said == [] and last.startswith("0 "), done.stderr
+    return done.stdout, ast.literal_eval(last[2:])
+
+
+def test_the_delegate_hook_imports_the_model_only_when_a_memo_comes_near(
+    db_path: Path, tree: Path
+) -> None:
+    """The one exception of docs/design.md's start-up rule: no memo near the delegated
+    prompt by words, no numpy and no onnxruntime (nor fastembed, ever)."""
+    seed(db_path, tree)
+    unrelated = "Explore the billing code and report where refunds and invoices are defined."
+    assert _delegate_probe(db_path, tree, unrelated) == ("", [])
+    near = "How do A and B relate, and where is each defined?"
+    _, heavy = _delegate_probe(db_path, tree, near)
+    assert heavy == ["numpy", "onnxruntime", "tokenizers"]
 
 
 def test_tables_are_drawn_without_rich(db_path: Path, tree: Path, no_model: None) -> None:

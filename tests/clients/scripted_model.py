@@ -9,7 +9,8 @@ read off a script.
 The script maps each prompt to its steps (:class:`Read`, :class:`Tool`, :class:`Calls`
 for several tools at once, :class:`Answer`, and :class:`OnDisk` for a change made by
 someone else than the agent). A subagent's requests are answered by the steps of the prompt it was
-delegated (its first user message), as a main agent's are. Which step comes next is
+delegated (its first user message, without the block explomemo's delegate hook may have added
+after it), as a main agent's are. Which step comes next is
 decided by the request's own message history: the turn starts at the last user message
 holding the prompt as a text block, and each assistant message after it is a step taken.
 An answer that is met by a blocking Stop hook (a user message after it) takes the next
@@ -35,6 +36,8 @@ import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from explomemo.clients.hooks.delegate import MARKER
 
 #: What a turn whose steps are spent says (after a Stop hook blocked its last answer).
 SPENT = "Nothing more to add."
@@ -265,8 +268,11 @@ def _turn(
         if message.get("role") != "user":
             continue
         for block in _blocks(message):
-            if block.get("type") == "text" and block.get("text", "").strip() in script:
-                return block["text"].strip(), messages[index + 1 :]
+            text = block.get("text", "") if block.get("type") == "text" else ""
+            # A delegated prompt the delegate hook extended with a block of its own.
+            text = text.split(f"\n\n{MARKER}", 1)[0].strip()
+            if text in script:
+                return text, messages[index + 1 :]
     return None
 
 

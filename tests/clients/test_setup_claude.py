@@ -340,11 +340,12 @@ def own_hooks(db: Path, command: list[str] | None = None) -> dict[str, Any]:
         ],
         "UserPromptSubmit": [{"hooks": [hook(db, "prompt", 5, command)]}],
         "Stop": [{"hooks": [hook(db, "stop", 10, command)]}],
+        "PreToolUse": [{"matcher": "Agent|Task", "hooks": [hook(db, "delegate", 10, command)]}],
         "SubagentStop": [{"hooks": [hook(db, "subagent-stop", 10, command)]}],
     }
 
 
-def test_the_four_hooks_are_commands_with_their_timeouts(shop: Repo, db_path: Path) -> None:
+def test_the_five_hooks_are_commands_with_their_timeouts(shop: Repo, db_path: Path) -> None:
     assert run_setup(db_path)[0] == 0
     settings = json.loads((shop.path / ".claude" / "settings.local.json").read_text())
     assert settings["hooks"] == own_hooks(db_path)

@@ -276,3 +276,57 @@ def test_choices_of_hooks_an_earlier_setup_put_in_the_shared_settings_stay(
     assert code == 0 and f"wrote {shared}" in out
     assert stop_flags(shop.path) == ["--no-capture", "--remind"]
     assert "hooks" not in json.loads(shared.read_text())
+
+
+def delegate_flags(root: Path) -> list[str]:
+    """The words after ``--project shop`` of explomemo's PreToolUse (delegate) hook command."""
+    return stop_flags(root, event="PreToolUse", name="delegate")
+
+
+def test_the_delegate_hook_is_registered_on_agent_and_task_with_a_timeout(
+    shop: Repo, db_path: Path
+) -> None:
+    assert setup(db_path, "claude-code")[0] == 0
+    merged = json.loads((shop.path / ".claude" / "settings.local.json").read_text())
+    (group,) = merged["hooks"]["PreToolUse"]
+    assert group["matcher"] == "Agent|Task"
+    (entry,) = group["hooks"]
+    assert (entry["type"], entry["timeout"]) == ("command", 10)
+    assert delegate_flags(shop.path) == []
+
+
+def test_no_delegation_stays_until_given_anew(shop: Repo, db_path: Path) -> None:
+    code, _, err = setup(db_path, "claude-code", "--no-delegation")
+    assert code == 0 and err == "", err
+    assert delegate_flags(shop.path) == ["--no-delegation"]
+    assert "nothing changed" in setup(db_path, "claude-code")[1]
+    code, out, _ = setup(db_path, "claude-code", "--no-capture")
+    assert (delegate_flags(shop.path), stop_flags(shop.path)) == (
+        ["--no-delegation"],
+        ["--no-capture"],
+    )
+    note = (
+        "The PreToolUse hook keeps --no-delegation from the earlier setup: setup claude-code"
+        " --delegation takes it away."
+    )
+    assert note in out.splitlines()
+    setup(db_path, "claude-code", "--delegation")
+    assert (delegate_flags(shop.path), stop_flags(shop.path)) == ([], ["--no-capture"])
+
+
+def test_an_earlier_setup_gains_the_delegate_hook(shop: Repo, db_path: Path) -> None:
+    """A setup made before the PreToolUse hook existed: the next setup adds it beside the
+    others, and says so."""
+    assert setup(db_path, "claude-code", "--remind")[0] == 0
+    local = shop.path / ".claude" / "settings.local.json"
+    merged = json.loads(local.read_text())
+    del merged["hooks"]["PreToolUse"]  # as the earlier release wrote it
+    local.write_text(json.dumps(merged, indent=2))
+    code, out, err = setup(db_path, "claude-code")
+    assert code == 0 and err == "", err
+    assert (delegate_flags(shop.path), stop_flags(shop.path)) == ([], ["--remind"])
+    assert (
+        "Added the PreToolUse hook beside those an earlier setup wrote (PreToolUse: a delegated"
+        " exploration that a memo answers is answered from it, or handed it; --no-delegation"
+        " turns it off)."
+    ) in out.splitlines()

@@ -17,6 +17,7 @@ import pytest
 from helpers import Repo, invoke_cli
 from test_capture import Turn, memos, show, stop, write_transcript
 
+from explomemo.clients.hooks.delegate import MARKER
 from explomemo.clients.hooks.subagent_stop import read_only
 
 SESSION = "2899346a-2bb4-4822-8afd-04c55d8d8890"
@@ -457,3 +458,67 @@ def test_read_only_commands(command: str) -> None:
 )
 def test_commands_that_may_write(command: str) -> None:
     assert not read_only(command)
+
+
+# A run the delegate hook handed memos to ---------------------------------------------------
+
+HANDED = (
+    f"\n\n{MARKER}\n[head start] Earlier explorations cover part of this task.\n"
+    "[memo 1, fresh: its 2 files unchanged since 2026-01-01T00:00:00Z, recorded here]\n"
+    "Question:\n| Where is the token checked?\nReport:\n| verify() in src/auth.py."
+)
+
+
+def test_a_handed_runs_question_is_the_delegated_prompt_without_our_block(
+    shop: Repo, db_path: Path
+) -> None:
+    """Cut at the last marker (the delegated prompt may quote one), ``[no memo]`` taken out."""
+    quoting = f"{DELEGATED} It once said:\n{MARKER}\nthis [No Memo]"
+    run = exploring(shop, prompt=quoting + HANDED)
+    run.say(REPORT)
+    assert subagent_stop(db_path, shop, run) == ""
+    (listed,) = memos(db_path)
+    assert show(db_path, listed["id"], shop.path)["question"] == (
+        f"{DELEGATED} It once said:\n{MARKER}\nthis"
+    )
+
+
+def _checking(shop: Repo, memo_id: int, prompt: str, agent: str) -> Run:
+    block = f"\n\n{MARKER}\n[check memo {memo_id}] An earlier run answered this task."
+    run = exploring(shop, prompt=prompt + block, agent=agent)
+    run.say(REPORT + " Still so.")
+    return run
+
+
+REWORDED = "Explore src/ and report which function verifies a token, and in which file."
+
+
+def test_a_run_asked_to_check_a_stale_subagent_memo_replaces_it_keeping_its_id(
+    shop: Repo, db_path: Path
+) -> None:
+    first = exploring(shop)
+    first.say(REPORT)
+    assert subagent_stop(db_path, shop, first) == ""
+    (before,) = memos(db_path)
+    checking = _checking(shop, before["id"], REWORDED, "a2")
+    assert subagent_stop(db_path, shop, checking, report=REPORT + " Still so.") == ""
+    (after,) = memos(db_path)
+    memo = show(db_path, after["id"], shop.path)
+    assert (after["id"], memo["question"], memo["conclusion"]) == (
+        before["id"],
+        REWORDED,
+        REPORT + " Still so.",
+    )
+
+
+def test_a_run_asked_to_check_an_agents_memo_leaves_a_memo_of_its_own(
+    shop: Repo, db_path: Path
+) -> None:
+    """An agent's memo is never replaced by captured text: the run's memo is a new one."""
+    where = ["--db", str(db_path), "record", "--project", "shop", "--root", str(shop.path)]
+    done = invoke_cli([*where, "--question", DELEGATED, "--conclusion", REPORT, "src/auth.py"])
+    assert done.code == 0, done.err
+    (agents,) = memos(db_path)
+    assert subagent_stop(db_path, shop, _checking(shop, agents["id"], REWORDED, "a2")) == ""
+    found = {m["id"]: m["origin"] for m in memos(db_path)}
+    assert found[agents["id"]] == "agent" and sorted(found.values()) == ["agent", "subagent"]

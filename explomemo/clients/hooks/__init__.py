@@ -10,6 +10,8 @@ JSON on stdout (:func:`~explomemo.clients.hooks.run.run_hook`). One module per e
   here that answer the prompt;
 * :mod:`~explomemo.clients.hooks.stop` (Stop): records a turn that answered a question
   about the code; on opt-in, asks once for a memo;
+* :mod:`~explomemo.clients.hooks.delegate` (PreToolUse on ``Agent|Task``): a delegated
+  exploration answered from a memo, or the memos handed to it;
 * :mod:`~explomemo.clients.hooks.subagent_stop` (SubagentStop): records a delegated run
   that read files and changed none.
 
@@ -23,5 +25,6 @@ a capture makes and stores).
 A hook never breaks the client: whatever goes wrong (a locked or damaged database,
 malformed input, anything), it exits 0 with nothing on stdout and one line on stderr (no
 database yet is no error: nothing at all). A hook runs before or after every prompt in a
-new process: none imports a model, numpy, Pydantic or the MCP SDK.
+new process: none imports a model, numpy, Pydantic or the MCP SDK, but the delegate hook
+when a memo comes near the delegated prompt by words (it then loads the shipped model).
 """

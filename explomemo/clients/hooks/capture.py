@@ -47,9 +47,11 @@ from explomemo.files import Opener, Refused, Root, relative_path
 from explomemo.store.pending import Capture, CapturedFile
 
 if TYPE_CHECKING:
+    import sqlite3
     from pathlib import Path
 
     from explomemo.clients.hooks.deadline import Deadline
+    from explomemo.store.database import Store
 
 #: The switch of the environment that turns capture off.
 CAPTURE_SWITCH = "EXPLOMEMO_CAPTURE"
@@ -562,10 +564,12 @@ def read_results(calls: Sequence[tuple[str, Any]]) -> list[ReadResult]:
     return found
 
 
-def store_capture(found: Capture, root: str, db: Path | None) -> None:
+def store_capture(found: Capture, root: str, db: Path | None, replacing: int | None = None) -> None:
     """Store a captured memo, or, when the database cannot take it within
     :data:`~explomemo.clients.hooks.memos.BUSY_TIMEOUT_MS`, keep it in the pending file
-    beside it (then raise, so the hook says where it waits)."""
+    beside it (then raise, so the hook says where it waits). A delegated run asked to
+    check memo ``replacing`` replaces it (see :func:`_replace`); a memo kept in the
+    pending file is stored later as any capture."""
     from explomemo.changes.gitrepo import repository_identity
     from explomemo.clients.hooks.memos import BUSY_TIMEOUT_MS
     from explomemo.errors import StoreError
@@ -577,7 +581,8 @@ def store_capture(found: Capture, root: str, db: Path | None) -> None:
         try:
             found = found._replace(repository=repository_identity(root, store))
             with store.errors(), store.write() as conn:
-                store.save_capture(conn, found)
+                if replacing is None or not _replace(store, conn, found, replacing):
+                    store.save_capture(conn, found)
         finally:
             store.close()
     except StoreError as exc:
@@ -588,6 +593,43 @@ def store_capture(found: Capture, root: str, db: Path | None) -> None:
             f"{exc} -- the memo waits in {kept}, stored by the next explomemo that"
             " writes to the database"
         ) from None
+
+
+def _replace(store: Store, conn: sqlite3.Connection, found: Capture, memo_id: int) -> bool:
+    """Store a delegated run's memo in place of memo ``memo_id`` (same id), the stale memo
+    the run was handed to check: only when that one was captured here from a delegated run
+    (origin ``subagent``, not imported) of the same project and repository, and no other
+    memo holds the run's question; False, with nothing written, otherwise."""
+    from explomemo.store.database import FileRow
+
+    held = store.memos(conn, ids=[memo_id])
+    if not held or held[0].origin != inputs.SUBAGENT or held[0].imported:
+        return False
+    if (held[0].project, held[0].repository) != (found.project, found.repository):
+        return False
+    key = inputs.question_key(found.question)
+    holder = store.question_holder(conn, found.project, key, found.repository)
+    if holder is not None and holder[0] != memo_id:
+        return False
+    files = [FileRow(f.path, f.sha256, f.xxh3, f.size, f.git_blob) for f in found.files]
+    store.save_memo(
+        conn,
+        memo_id=memo_id,
+        project=found.project,
+        question=found.question,
+        question_key=key,
+        conclusion=found.conclusion,
+        root=found.root,
+        recorded_at=found.recorded_at,
+        files=files,
+        origin=found.origin,
+        repository=found.repository,
+        agent_type=found.agent_type,
+        cost_tokens=found.cost_tokens,
+    )
+    store.save_snapshots(conn, found.snapshots)
+    store.share_git_blobs(conn, (f.sha256 for f in files))
+    return True
 
 
 def inside_root(paths: Sequence[str], root: str) -> list[str]:

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from explomemo.clients.hooks import prompt, session_start, stop, subagent_stop
+from explomemo.clients.hooks import delegate, prompt, session_start, stop, subagent_stop
 from explomemo.clients.hooks.deadline import Deadline
 from explomemo.clients.hooks.payload import Answer
 from explomemo.errors import HookInputError
@@ -34,6 +34,7 @@ _HANDLERS: dict[str, Callable[..., Answer]] = {
     "prompt": prompt.prompt,
     "stop": stop.stop,
     "subagent-stop": subagent_stop.subagent_stop,
+    "delegate": delegate.delegate,
 }
 #: Each hook's deadline, in seconds from its start.
 DEADLINES: dict[str, float] = {
@@ -41,6 +42,7 @@ DEADLINES: dict[str, float] = {
     "prompt": prompt.DEADLINE_S,
     "stop": stop.DEADLINE_S,
     "subagent-stop": subagent_stop.DEADLINE_S,
+    "delegate": delegate.DEADLINE_S,
 }
 
 
@@ -54,13 +56,15 @@ def run_hook(
     stderr: BinaryIO | None = None,
     capture: bool = True,
     remind: bool = False,
+    delegation: bool = True,
     deadline: Deadline | None = None,
 ) -> int:
     """Answer one hook event; always returns 0 (a hook never fails the client).
 
     ``capture`` False turns the Stop and SubagentStop hooks' capture off
     (``--no-capture``); ``remind`` True the Stop hook's reminder on (``--remind``), unless
-    ``EXPLOMEMO_REMIND`` is off. A hook reads and hashes files until ``deadline``: by
+    ``EXPLOMEMO_REMIND`` is off; ``delegation`` False the delegate hook's answers off
+    (``--no-delegation``). A hook reads and hashes files until ``deadline``: by
     default its own (:data:`DEADLINES`) from now."""
     err = stderr if stderr is not None else _stream(sys.stderr)
     try:
@@ -75,6 +79,8 @@ def run_hook(
             options["capture"] = capture
         if event == "stop":
             options["remind"] = remind
+        if event == "delegate":
+            options["delegation"] = delegation
         answer = _HANDLERS[event](payload, db, project, **options)
         if answer is not None:
             _write(out, answer)

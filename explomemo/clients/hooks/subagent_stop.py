@@ -11,7 +11,11 @@ it read them, its agent type and what the run cost
 It goes through :func:`~explomemo.clients.hooks.capture.capture_of` as a captured turn does
 (secrets redacted, ``<private>`` honoured, texts cleaned and cut) and is stored, or kept in
 the pending file, as the Stop hook stores a turn
-(:func:`~explomemo.clients.hooks.capture.store_capture`).
+(:func:`~explomemo.clients.hooks.capture.store_capture`). A run the delegate hook handed
+memos to (:mod:`~explomemo.clients.hooks.delegate`) was given a prompt that ends with a
+block of ours: its question is the prompt the main agent delegated, cut at the block's
+marker (:func:`~explomemo.clients.hooks.delegate.delegated_prompt`), and a run asked to
+check a stale memo captured here from a delegated run replaces that memo, keeping its id.
 It adds nothing to the client's context.
 
 A run is captured when:
@@ -137,6 +141,7 @@ def subagent_stop(
     (nothing is added to the client's context). ``capture`` False (``--no-capture``) or
     ``EXPLOMEMO_CAPTURE=off`` turns it off; hashing stops at ``deadline``."""
     from explomemo.clients.hooks.capture import capture_enabled, private
+    from explomemo.clients.hooks.delegate import delegated_prompt
     from explomemo.clients.hooks.transcripts import read_run, tail_entries
 
     if not capture or not capture_enabled(os.environ):
@@ -147,7 +152,9 @@ def subagent_stop(
         return None
     report = payload.get("last_assistant_message")
     report = report if isinstance(report, str) and report.strip() else run.final_text
-    if not report.strip() or private(run.prompt) or private(_delegating_prompt(payload)):
+    if not report.strip() or private(delegated_prompt(run.prompt)):
+        return None
+    if private(_delegating_prompt(payload)):
         return None
     agent_type = payload.get("agent_type")
     _record_run(
@@ -186,6 +193,7 @@ def _record_run(
     """Store the run's memo (origin subagent), as the Stop hook stores a turn's."""
     from explomemo.changes.contents import enabled
     from explomemo.clients.hooks.capture import capture_of, numbered_results
+    from explomemo.clients.hooks.delegate import checked_memo, delegated_prompt
     from explomemo.files import resolve_root
     from explomemo.store.database import now_iso
 
@@ -193,7 +201,7 @@ def _record_run(
     found = capture_of(
         project=resolve_project(project, where.path),
         root=where,
-        question=run.prompt,
+        question=delegated_prompt(run.prompt),
         conclusion=report,
         reads=numbered_results(run.reads),
         recorded_at=now_iso(),
@@ -204,4 +212,4 @@ def _record_run(
         cost_tokens=run.tokens,
     )
     if found is not None:
-        store_capture(found, where.path, db)
+        store_capture(found, where.path, db, replacing=checked_memo(run.prompt))

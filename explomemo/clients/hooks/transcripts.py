@@ -370,6 +370,27 @@ def _final_text(entries: list[dict[str, Any]], *, sidechain: bool = False) -> st
     return "\n".join(reversed(parts))
 
 
+def answered_delegations(entries: list[dict[str, Any]], mark: str) -> set[str]:
+    """The prompts (white space collapsed) of the delegations of ``entries`` (Agent or Task
+    calls of the main agent) whose result was a refusal holding ``mark``: those the delegate
+    hook answered from a memo."""
+    refused: set[Any] = set()
+    for entry in entries:
+        if entry.get("type") != "user" or entry.get("isSidechain"):
+            continue
+        for block in _content_blocks(entry, "tool_result"):
+            if block.get("is_error") and mark in _text_of(block.get("content")):
+                refused.add(block.get("tool_use_id"))
+    found: set[str] = set()
+    for call in _blocks(entries, "tool_use", "assistant"):
+        arguments = call.get("input")
+        prompt = arguments.get("prompt") if isinstance(arguments, dict) else None
+        delegated = call.get("name") in DELEGATING_TOOLS and call.get("id") in refused
+        if delegated and isinstance(prompt, str):
+            found.add(" ".join(prompt.split()))
+    return found
+
+
 def _feedback(entries: list[dict[str, Any]]) -> list[str]:
     found: list[str] = []
     for entry in entries:
