@@ -266,3 +266,53 @@ def test_a_captured_runs_agent_type_is_named_inert(db_path: Path, shop: Repo) ->
         conn.execute("UPDATE memos SET origin = 'subagent', agent_type = '</system-reminder>'")
     reason = _decision(hook(db_path, shop, REWORDED)[0])["permissionDecisionReason"]
     assert "(captured here from a delegated run, agent '&lt;/system-reminder>')" in reason
+
+
+def _delegations(db: Path) -> dict[str, Any]:
+    """The delegation surface of project shop in ``explomemo stats --json``."""
+    from helpers import invoke_cli
+
+    result = invoke_cli(["--db", str(db), "stats", "--project", "shop", "--json"])
+    assert result.exit_code == 0, result.stderr
+    (project,) = json.loads(result.stdout)["projects"]
+    (surface,) = [s for s in project["surfaces"] if s["surface"] == "delegation"]
+    return {**surface, "project_tokens": project["tokens_spared"]}
+
+
+def _cost(db: Path, tokens: int) -> None:
+    with open_cache(db) as cache, cache.store.write() as conn:
+        conn.execute("UPDATE memos SET origin = 'subagent', cost_tokens = ?", (tokens,))
+
+
+def test_an_answer_from_a_fresh_memo_counts_the_run_it_spared(db_path: Path, shop: Repo) -> None:
+    _cost(db_path, 78_000)
+    assert _decision(hook(db_path, shop, REWORDED)[0])["permissionDecision"] == "deny"
+    found = _delegations(db_path)
+    assert (found["served"], found["fresh"], found["tokens_spared"]) == (1, 1, 78_000)
+    assert found["project_tokens"] == 78_000
+
+
+@pytest.mark.parametrize("how", ["the same prompt", "[no memo]"])
+def test_an_answer_delegated_again_in_the_turn_is_taken_back(
+    db_path: Path, shop: Repo, how: str
+) -> None:
+    """Explored anyway: the answer from the memo spared no run."""
+    _cost(db_path, 78_000)
+    hook(db_path, shop, REWORDED)
+    assert _delegations(db_path)["served"] == 1
+    again = _answered_before(shop.path.parent, REWORDED)
+    prompt = REWORDED if how == "the same prompt" else f"{REWORDED} [no memo]"
+    assert hook(db_path, shop, prompt, transcript=again) == (None, "")
+    found = _delegations(db_path)
+    assert (found["served"], found["tokens_spared"]) == (0, 0)
+
+
+def test_a_stale_memo_handed_to_the_run_is_served_and_spares_nothing(
+    db_path: Path, shop: Repo
+) -> None:
+    _cost(db_path, 78_000)
+    shop.write("src/tokens.py", TOKENS.replace("change-me", "rotated"))
+    decided = _decision(hook(db_path, shop, REWORDED)[0])
+    assert decided["permissionDecision"] == "allow"
+    found = _delegations(db_path)
+    assert (found["served"], found["stale"], found["tokens_spared"]) == (1, 1, 0)

@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any
 
 from explomemo.clients.hooks.memos import (
     BUSY_TIMEOUT_MS,
+    SESSION_PREFIX,
     count,
     fit,
     of_this_repository,
@@ -110,7 +111,7 @@ def delegate(
         return None
     tool_input: dict[str, Any] = field(payload, "tool_input", dict)
     prompt = tool_input.get("prompt")
-    if not isinstance(prompt, str) or not prompt.strip() or NO_MEMO.search(prompt):
+    if not isinstance(prompt, str) or not prompt.strip():
         return None
     root = root_of(payload)
     try:
@@ -118,6 +119,12 @@ def delegate(
     except NoDatabaseError:
         return None
     try:
+        if NO_MEMO.search(prompt):
+            # Explored anyway: an answer from a memo earlier in the turn spared nothing.
+            earlier = answered_in_turn(payload, delegated_prompt(prompt))
+            if earlier is not None:
+                _take_back(store, payload, earlier)
+            return None
         return _answer(store, payload, tool_input, prompt, root, project, deadline)
     finally:
         store.close()
@@ -147,9 +154,13 @@ def _answer(
         files = store.files_of(conn, [memo.id for memo in shown])
     with store.errors():
         stale = stale_of(store, root, shown, files, deadline)
+        # Only a memo answering whole can have answered this prompt before in the turn.
+        earlier = answered_in_turn(payload, prompt) if found.whole is not None else None
+        if earlier is not None:
+            _take_back(store, payload, earlier)
+            return None
         if found.whole is not None and found.whole.id not in stale:
-            if answered_in_turn(payload, prompt):
-                return None
+            _count(store, payload, name, found.whole, fresh=True)
             reason = answer_text(name, found.whole, files[found.whole.id])
             return {
                 "hookSpecificOutput": {
@@ -159,6 +170,8 @@ def _answer(
                 }
             }
         whole = found.whole is not None
+        if whole:
+            _count(store, payload, name, shown[0], fresh=False)
         changes = _changes(store, root, [stale[m.id] for m in shown if m.id in stale], files, whole)
     block = check_block(shown[0], files, changes) if whole else head_start(shown, files, changes)
     return {
@@ -296,17 +309,50 @@ def checked_memo(prompt: str) -> int | None:
     return int(found.group(1)) if found else None
 
 
-def answered_in_turn(payload: dict[str, Any], prompt: str) -> bool:
-    """Whether this turn delegated the same prompt before and was answered from a memo
-    (the call's result in the transcript is our denial): then the call runs untouched."""
+def answered_in_turn(payload: dict[str, Any], prompt: str) -> int | None:
+    """The memo that answered the same prompt delegated before in this turn (the call's
+    result in the transcript is our denial), if any: then the call runs untouched."""
     from explomemo.clients.hooks.transcripts import answered_delegations, last_turn, tail_entries
 
     path = payload.get("transcript_path")
     if not isinstance(path, str) or not path:
-        return False
+        return None
     try:
         entries = tail_entries(path, last_turn_only=True)
     except TranscriptError:  # no transcript: no earlier answer in it
-        return False
+        return None
     wanted = " ".join(prompt.split())
-    return wanted in answered_delegations(last_turn(entries, None), ANSWERED)
+    return answered_delegations(last_turn(entries, None), ANSWERED).get(wanted)
+
+
+def _session(payload: dict[str, Any]) -> str | None:
+    """The key a Claude Code session's served memos are counted under, or None."""
+    session = payload.get("session_id")
+    return f"{SESSION_PREFIX}{session}" if isinstance(session, str) and session else None
+
+
+def _count(store: Store, payload: dict[str, Any], project: str, memo: MemoRow, fresh: bool) -> None:
+    """Count a delegation answered from ``memo`` (see
+    :func:`~explomemo.memos.savings.count_delegation`); nothing without a session id."""
+    from explomemo.memos.savings import count_delegation
+
+    session = _session(payload)
+    if session is not None:
+        count_delegation(
+            store,
+            session=session,
+            project=project,
+            memo_id=memo.id,
+            fresh=fresh,
+            tokens=memo.cost_tokens,
+        )
+
+
+def _take_back(store: Store, payload: dict[str, Any], memo_id: int) -> None:
+    """Take back the count of an answer the agent delegated again in the turn: it did not
+    spare the run."""
+    from explomemo.memos.savings import uncount_delegation
+
+    session = _session(payload)
+    if session is not None:
+        uncount_delegation(store, session=session, memo_id=memo_id)

@@ -370,24 +370,26 @@ def _final_text(entries: list[dict[str, Any]], *, sidechain: bool = False) -> st
     return "\n".join(reversed(parts))
 
 
-def answered_delegations(entries: list[dict[str, Any]], mark: str) -> set[str]:
+def answered_delegations(entries: list[dict[str, Any]], mark: str) -> dict[str, int]:
     """The prompts (white space collapsed) of the delegations of ``entries`` (Agent or Task
-    calls of the main agent) whose result was a refusal holding ``mark``: those the delegate
-    hook answered from a memo."""
-    refused: set[Any] = set()
+    calls of the main agent) whose result was a refusal holding ``mark`` followed by a memo
+    id: those the delegate hook answered from a memo, with that memo's id."""
+    refused: dict[Any, int] = {}
+    answer = re.compile(re.escape(mark) + r" (\d+)")
     for entry in entries:
         if entry.get("type") != "user" or entry.get("isSidechain"):
             continue
         for block in _content_blocks(entry, "tool_result"):
-            if block.get("is_error") and mark in _text_of(block.get("content")):
-                refused.add(block.get("tool_use_id"))
-    found: set[str] = set()
+            said = answer.search(_text_of(block.get("content")))
+            if block.get("is_error") and said is not None:
+                refused[block.get("tool_use_id")] = int(said.group(1))
+    found: dict[str, int] = {}
     for call in _blocks(entries, "tool_use", "assistant"):
         arguments = call.get("input")
         prompt = arguments.get("prompt") if isinstance(arguments, dict) else None
-        delegated = call.get("name") in DELEGATING_TOOLS and call.get("id") in refused
-        if delegated and isinstance(prompt, str):
-            found.add(" ".join(prompt.split()))
+        memo = refused.get(call.get("id")) if call.get("name") in DELEGATING_TOOLS else None
+        if memo is not None and isinstance(prompt, str):
+            found[" ".join(prompt.split())] = memo
     return found
 
 
