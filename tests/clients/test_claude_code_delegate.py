@@ -148,6 +148,12 @@ def test_a_reworded_delegation_runs_no_subagent_and_the_next_request_holds_the_m
     assert "fresh: its 2 files unchanged since " + memo["recorded_at"] in text
     assert "[no memo]" in text
     assert [m["id"] for m in project.memos()] == [memo["id"]]  # nothing captured
+    # stats counts the delegation answered, with the tokens of the run that made the memo.
+    (counted,) = json.loads(project.explomemo("stats", "--project", "shop", "--json"))["projects"]
+    (delegation,) = [s for s in counted["surfaces"] if s["surface"] == "delegation"]
+    assert memo["cost_tokens"] > 0
+    assert (delegation["served"], delegation["fresh"]) == (1, 1)
+    assert delegation["tokens_spared"] == memo["cost_tokens"] == counted["tokens_spared"]
 
 
 def test_the_same_prompt_delegated_again_in_the_turn_runs_untouched(
@@ -166,6 +172,10 @@ def test_the_same_prompt_delegated_again_in_the_turn_runs_untouched(
     assert [r.get("is_error", False) for r in results(model, since)] == [True, False]
     assert given(model, REWORDED, since) == [REWORDED]
     assert len(run.hooks("PreToolUse")) == 2
+    # Explored anyway: the answer from the memo spared no run.
+    (counted,) = json.loads(project.explomemo("stats", "--project", "shop", "--json"))["projects"]
+    (delegation,) = [s for s in counted["surfaces"] if s["surface"] == "delegation"]
+    assert (delegation["served"], delegation["tokens_spared"]) == (0, 0)
 
 
 def test_after_a_file_changed_the_subagent_checks_the_memo_with_its_diff(

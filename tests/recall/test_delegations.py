@@ -23,7 +23,7 @@ UNRELATED = "Explore the billing code and report how refunds are retried after a
 
 WHOLE = Features(
     similarity=delegations.WHOLE_SIMILARITY,
-    similarity_mean=0.0,
+    similarity_mean=delegations.WHOLE_SIMILARITY_MEAN,
     question_words=delegations.WHOLE_QUESTION_WORDS,
     prompt_words=delegations.WHOLE_PROMPT_WORDS,
     report_words=delegations.WHOLE_REPORT_WORDS,
@@ -34,14 +34,18 @@ def test_classify_follows_the_cut_offs() -> None:
     assert classify(WHOLE) == "whole"
     assert classify(WHOLE._replace(prompt_words=delegations.WHOLE_PROMPT_WORDS - 0.01)) == "part"
     assert classify(WHOLE._replace(similarity=delegations.WHOLE_SIMILARITY - 0.01)) == "part"
+    below = delegations.WHOLE_SIMILARITY_MEAN - 0.01
+    assert classify(WHOLE._replace(similarity_mean=below)) == "part"
+    assert classify(WHOLE._replace(report_words=delegations.WHOLE_REPORT_WORDS - 0.01)) == "part"
     part = WHOLE._replace(
         similarity=delegations.PART_SIMILARITY,
+        similarity_mean=0.0,
         question_words=delegations.PART_QUESTION_WORDS,
-        prompt_words=0.0,
+        prompt_words=delegations.PART_PROMPT_WORDS,
         report_words=delegations.PART_REPORT_WORDS,
     )
     assert classify(part) == "part"
-    assert classify(part._replace(question_words=delegations.PART_QUESTION_WORDS - 0.01)) is None
+    assert classify(part._replace(prompt_words=delegations.PART_PROMPT_WORDS - 0.01)) is None
     assert classify(part._replace(report_words=delegations.PART_REPORT_WORDS - 0.01)) is None
     assert classify(part._replace(similarity=delegations.PART_SIMILARITY - 0.01)) is None
     assert classify(WHOLE._replace(similarity=None)) is None  # not embedded: never a match
@@ -50,7 +54,7 @@ def test_classify_follows_the_cut_offs() -> None:
 def test_could_match_is_classify_with_a_perfect_similarity() -> None:
     words_only = WHOLE._replace(similarity=None, similarity_mean=None)
     assert could_match(words_only)
-    assert not could_match(words_only._replace(question_words=0.1))
+    assert not could_match(words_only._replace(prompt_words=0.05))
 
 
 def test_features_by_words() -> None:
