@@ -1066,6 +1066,7 @@ def test_a_working_directory_that_is_not_utf8_is_refused(
 ) -> None:
     """An input or output at the edge, met where users meet it: refused with one line (exit 2),
     never a traceback, and a hook still exits 0."""
+    MemoCache.open(tmp_path / "m.db").close()  # recall reads an existing database only
     run = cli_subprocess(["--db", str(tmp_path / "m.db"), *args], cwd=bad_cwd)
     line = assert_one_error_line(
         CliResult(run.returncode, run.stdout, run.stderr), "bad\\xffdir'", "not valid UTF-8"
@@ -1082,6 +1083,7 @@ def test_a_working_directory_over_the_root_limit_is_refused(
     deep.mkdir(parents=True)
     monkeypatch.chdir(deep)
     monkeypatch.setenv("PWD", str(deep))
+    MemoCache.open(tmp_path / "m.db").close()  # recall reads an existing database only
     run = invoke_cli(["--db", str(tmp_path / "m.db"), "recall", "x", "--project", "p"])
     assert_one_error_line(run, "the working directory is", "over the limit of 1024")
 
