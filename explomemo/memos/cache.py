@@ -631,6 +631,12 @@ class MemoCache:
                 memo = memos.get(candidate.id)
                 if memo is None:
                     continue
+                # A captured turn was judged by no one: it comes only when it scores what a
+                # clear answer needs (on real sessions the others were never the right memo).
+                if memo.origin == TRANSCRIPT and candidate.score < clear_score(
+                    candidate.matched_by
+                ):
+                    continue
                 checked = checked_files(files[memo.id], observed)
                 stale = any(f.state != "unchanged" for f in checked)
                 if stale and not include_stale:
@@ -651,14 +657,7 @@ class MemoCache:
                     files=checked,
                 )
         order = ranked([c for c in candidates if c.id in built], stale_ids)
-        # A captured turn was judged by no one: it comes only when it scores what a clear
-        # answer needs (on real sessions the others were never the right memo).
-        kept = [
-            built[c.id]
-            for c in order
-            if built[c.id].origin != TRANSCRIPT or c.score >= clear_score(c.matched_by)
-        ]
-        shown = kept[:limit]
+        shown = [built[c.id] for c in order[:limit]]
         shown = [m for i, m in enumerate(shown) if in_tail(i, m.score, shown[0].score)]
         result = RecallResult(
             project=project,

@@ -203,3 +203,47 @@ def test_a_captured_turn_comes_only_when_it_scores_what_a_clear_answer_needs(
         result = cache.recall(query="zzz", project="svc", root=str(app))
     assert [m.question for m in result.matches] == ["Near memo", "Agent memo"]
     assert all(m.whole is False for m in result.matches)
+
+
+def test_a_captured_turn_left_out_leaves_room_for_the_next_match(
+    app: Path, db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A second reader's finding: a weak captured turn ranked first used up ``limit`` before
+    it was left out, and a recall at limit 1 answered nothing."""
+    import hashlib
+
+    import xxhash
+
+    from explomemo.check.hashing import git_blob_id
+    from explomemo.store.database import Store
+    from explomemo.store.pending import Capture, CapturedFile
+
+    monkeypatch.setattr(search, "UNKNOWN_PENALTY", 0.0)
+    cosines = {"Turn": CLEAR_EMBEDDING - 0.05, "Agent": CLEAR_EMBEDDING - 0.15}
+    data = (app / "app" / "db.py").read_bytes()
+    row = CapturedFile(
+        "app/db.py",
+        hashlib.sha256(data).hexdigest(),
+        xxhash.xxh3_128_hexdigest(data),
+        len(data),
+        git_blob_id(data),
+    )
+    store = Store.open(db_path)
+    try:
+        with store.write() as conn:
+            store.save_capture(
+                conn, Capture("svc", "Turn memo", "x", str(app), "2026-11-30T10:00:00Z", [row], [])
+            )
+    finally:
+        store.close()
+
+    def vector_of(text: str) -> list[float]:
+        angle = math.acos(cosines.get(text.split()[0], 1.0))
+        return [math.cos(angle), math.sin(angle), 0.0]
+
+    with MemoCache.open(db_path, FixedModel(FakeEmbedder(vector_of))) as cache:
+        cache.record(
+            question="Agent memo", conclusion="z", files=["app/db.py"], project="svc", root=str(app)
+        )
+        result = cache.recall(query="zzz", project="svc", root=str(app), limit=1)
+    assert [m.question for m in result.matches] == ["Agent memo"]
