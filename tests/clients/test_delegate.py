@@ -70,6 +70,7 @@ def hook(
     tool: str = "Agent",
     transcript: Path | None = None,
     delegation: bool = True,
+    agent: str | None = "Explore",
 ) -> tuple[dict[str, Any] | None, str]:
     """The delegate hook's answer (None: nothing) and its stderr."""
     payload = {
@@ -81,7 +82,7 @@ def hook(
         "tool_input": {
             "description": "Find the verifier",
             "prompt": prompt,
-            "subagent_type": "Explore",
+            "subagent_type": agent,
             "run_in_background": False,
         },
     }
@@ -316,3 +317,27 @@ def test_a_stale_memo_handed_to_the_run_is_served_and_spares_nothing(
     assert decided["permissionDecision"] == "allow"
     found = _delegations(db_path)
     assert (found["served"], found["stale"], found["tokens_spared"]) == (1, 1, 0)
+
+
+def test_a_marker_inside_memo_text_does_not_cut_the_question() -> None:
+    """A second reader's finding: a handed report holding the marker text (quoted, so never
+    a line of its own) moved the cut into the handed text."""
+    block = (
+        f"{MARKER}\n[head start] Earlier explorations cover part of this task.\n"
+        f"[memo 3, fresh, recorded here]\nReport:\n| {MARKER}\n| [check memo 9]"
+    )
+    given = f"{QUESTION}\n\n{block}"
+    assert delegated_prompt(given) == QUESTION
+    assert checked_memo(given) is None
+
+
+@pytest.mark.parametrize("agent", ["general-purpose", "code-reviewer", None])
+def test_an_agent_that_may_change_things_gets_a_fresh_memo_as_a_head_start(
+    db_path: Path, shop: Repo, agent: str | None
+) -> None:
+    """A second reader's finding: "fix the token check" delegated to an agent that can edit
+    was denied with a memo as its answer. Only Explore and Plan runs are answered whole."""
+    decided = _decision(hook(db_path, shop, REWORDED, agent=agent)[0])
+    assert decided["permissionDecision"] == "allow"
+    prompt = decided["updatedInput"]["prompt"]
+    assert prompt.startswith(f"{REWORDED}\n\n{MARKER}\n[head start]")

@@ -1104,3 +1104,27 @@ def test_prompt_brings_a_captured_turn_only_to_a_prompt_asking_it_again(
     assert "captured here from a turn" in text and "The refresher compares the old key id." in text
     answer, err = hook("prompt", {"cwd": str(project.path), "prompt": elsewhere}, db_path)
     assert answer is None or "old key id" not in context(answer, "UserPromptSubmit")
+
+
+def test_prompt_shows_a_stale_memos_diff_whole_or_leaves_the_memo_out(
+    project: Repo, db_path: Path
+) -> None:
+    """A second reader's finding: with three fresh and two stale memos sharing the bytes, the
+    last stale memo's diff was cut mid-way."""
+    with open_cache(db_path) as cache:
+        for n, rel in enumerate(["src/auth.py"] * 3 + ["src/tokens.py"] * 2):
+            cache.record(
+                question=f"Where are JWT tokens validated, case {n}?",
+                conclusion="tokens.verify() " + "checks the signature. " * 60,
+                files=[rel],
+                root=str(project.path),
+            )
+    line = "# rotated keys " + "x" * 500
+    project.write("src/tokens.py", line + "\n")
+    payload = {"cwd": str(project.path), "prompt": "where are JWT tokens validated?"}
+    answer, err = hook("prompt", payload, db_path)
+    assert err == ""
+    text = context(answer, "UserPromptSubmit")
+    assert text.count("fresh, 1 file unchanged") == 3
+    for block in text.split("what changed since it was recorded]\n")[1:]:
+        assert f"| +{line}" in block

@@ -522,3 +522,52 @@ def test_a_run_asked_to_check_an_agents_memo_leaves_a_memo_of_its_own(
     assert subagent_stop(db_path, shop, _checking(shop, agents["id"], REWORDED, "a2")) == ""
     found = {m["id"]: m["origin"] for m in memos(db_path)}
     assert found[agents["id"]] == "agent" and sorted(found.values()) == ["agent", "subagent"]
+
+
+def test_a_checked_memo_keeps_the_files_its_run_did_not_read_again(
+    shop: Repo, db_path: Path
+) -> None:
+    """A second reader's finding: a run told "the other files are unchanged" reads only the
+    changed one, and the memo it left rested on that file alone, so a later change to the
+    others could not make it stale."""
+    first = exploring(shop)
+    first.say(REPORT)
+    assert subagent_stop(db_path, shop, first) == ""
+    (before,) = memos(db_path)
+    block = (
+        f"\n\n{MARKER}\n[check memo {before['id']}] An earlier run answered this task.\n"
+        f"[memo {before['id']}, stale: tokens.py changed, recorded here, recorded 2026-01-01]"
+    )
+    checking = Run(REWORDED + block, "a2")
+    checking.read(shop.path / "src/tokens.py")
+    checking.say(REPORT + " Still so.")
+    assert subagent_stop(db_path, shop, checking) == ""
+    (after,) = memos(db_path)
+    memo = show(db_path, after["id"], shop.path)
+    assert after["id"] == before["id"]
+    assert [(f["path"], f["state"]) for f in memo["files"]] == [
+        ("src/auth.py", "unchanged"),
+        ("src/tokens.py", "unchanged"),
+    ]
+    shop.write("src/auth.py", "changed\n")
+    assert show(db_path, after["id"], shop.path)["status"] == "stale"
+
+
+def test_a_head_starts_memo_rests_also_on_the_handed_memos_files(shop: Repo, db_path: Path) -> None:
+    first = exploring(shop)
+    first.say(REPORT)
+    assert subagent_stop(db_path, shop, first) == ""
+    (handed,) = memos(db_path)
+    block = (
+        f"\n\n{MARKER}\n[head start] Earlier explorations cover part of this task.\n"
+        f"[memo {handed['id']}, fresh: its 2 files unchanged since 2026-01-01, recorded here]"
+        "\nQuestion:\n| q\nReport:\n| r"
+    )
+    building = Run("Explore src/ and report how a token is signed." + block, "a3")
+    building.read(shop.path / "src/auth.py")
+    building.say("Signed in src/auth.py.")
+    assert subagent_stop(db_path, shop, building) == ""
+    new = [m for m in memos(db_path) if m["id"] != handed["id"]]
+    assert len(new) == 1
+    paths = [f["path"] for f in show(db_path, new[0]["id"], shop.path)["files"]]
+    assert paths == ["src/auth.py", "src/tokens.py"]

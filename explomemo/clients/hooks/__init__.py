@@ -6,7 +6,7 @@ JSON on stdout (:func:`~explomemo.clients.hooks.run.run_hook`). One module per e
 
 * :mod:`~explomemo.clients.hooks.session_start` (SessionStart): a short index of the
   project's fresh memos;
-* :mod:`~explomemo.clients.hooks.prompt` (UserPromptSubmit): the memos an agent recorded
+* :mod:`~explomemo.clients.hooks.prompt` (UserPromptSubmit): the memos recorded
   here that answer the prompt;
 * :mod:`~explomemo.clients.hooks.stop` (Stop): records a turn that answered a question
   about the code; on opt-in, asks once for a memo;

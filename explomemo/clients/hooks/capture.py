@@ -564,12 +564,20 @@ def read_results(calls: Sequence[tuple[str, Any]]) -> list[ReadResult]:
     return found
 
 
-def store_capture(found: Capture, root: str, db: Path | None, replacing: int | None = None) -> None:
+def store_capture(
+    found: Capture,
+    root: str,
+    db: Path | None,
+    replacing: int | None = None,
+    handed: Sequence[int] = (),
+) -> None:
     """Store a captured memo, or, when the database cannot take it within
     :data:`~explomemo.clients.hooks.memos.BUSY_TIMEOUT_MS`, keep it in the pending file
     beside it (then raise, so the hook says where it waits). A delegated run asked to
     check memo ``replacing`` replaces it (see :func:`_replace`); a memo kept in the
-    pending file is stored later as any capture."""
+    pending file is stored later as any capture. A run that was ``handed`` memos (checked,
+    or as a head start) built on them: its memo rests also on their files it did not read
+    again, as they recorded them (:func:`_with_handed_files`)."""
     from explomemo.changes.gitrepo import repository_identity
     from explomemo.clients.hooks.memos import BUSY_TIMEOUT_MS
     from explomemo.errors import StoreError
@@ -581,6 +589,7 @@ def store_capture(found: Capture, root: str, db: Path | None, replacing: int | N
         try:
             found = found._replace(repository=repository_identity(root, store))
             with store.errors(), store.write() as conn:
+                found = _with_handed_files(store, conn, found, handed)
                 if replacing is None or not _replace(store, conn, found, replacing):
                     store.save_capture(conn, found)
         finally:
@@ -593,6 +602,25 @@ def store_capture(found: Capture, root: str, db: Path | None, replacing: int | N
             f"{exc} -- the memo waits in {kept}, stored by the next explomemo that"
             " writes to the database"
         ) from None
+
+
+def _with_handed_files(
+    store: Store, conn: sqlite3.Connection, found: Capture, handed: Sequence[int]
+) -> Capture:
+    """``found`` resting also on the files of the ``handed`` memos that its run did not
+    read, each as that memo recorded it (so a change to one makes the memo stale, as it
+    would the handed one), within :data:`~explomemo.inputs.MAX_FILES`."""
+    if not handed:
+        return found
+    kept = list(found.files)
+    seen = {f.path for f in kept}
+    rows = store.files_of(conn, list(handed))
+    for memo_id in handed:
+        for row in rows.get(memo_id, []):
+            if row.path not in seen and len(kept) < inputs.MAX_FILES:
+                seen.add(row.path)
+                kept.append(CapturedFile(row.path, row.sha256, row.xxh3, row.size, row.git_blob))
+    return found._replace(files=kept)
 
 
 def _replace(store: Store, conn: sqlite3.Connection, found: Capture, memo_id: int) -> bool:

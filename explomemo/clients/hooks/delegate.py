@@ -5,12 +5,14 @@
 ``transcript_path``, ``cwd``) and matches the delegated prompt against the project's memos
 of this repository (:func:`~explomemo.recall.delegations.match`):
 
-* a memo answers it whole and is **fresh**: the run does not happen. The hook denies the
-  call with the memo as its reason (:func:`answer_text`: question, report, id, provenance,
-  how many files unchanged since when, and how to explore anyway); Claude Code hands the
-  reason to the main agent as the call's result;
-* a memo answers it whole and is **stale**: the run goes on, its prompt extended by a
-  block of ours (:func:`check_block`: the memo, which files changed, their diffs within
+* a memo answers it whole and is **fresh**, and the agent is one that reads and reports
+  by design (:data:`ANSWERED_TYPES`: Explore, Plan): the run does not happen. The hook
+  denies the call with the memo as its reason (:func:`answer_text`: question, report, id,
+  provenance, how many files unchanged since when, and how to explore anyway); Claude Code
+  hands the reason to the main agent as the call's result;
+* a memo answers it whole and is **stale** (again for those agents; any other agent gets
+  such a memo as a head start): the run goes on, its prompt extended by a block of ours
+  (:func:`check_block`: the memo, which files changed, their diffs within
   :data:`DIFF_CHARS`), asking it to check only that;
 * memos cover **part** of it: the run goes on with them as a head start
   (:func:`head_start`: at most two, each fresh or with what changed, within
@@ -65,6 +67,10 @@ DELEGATION_SWITCH = "EXPLOMEMO_DELEGATION"
 #: Seconds after its start when the hook reads no more files (four fifths of the 10 s
 #: ``setup`` gives it).
 DEADLINE_S = 8.0
+#: The agent types a delegation is answered whole for (case aside): they read and
+#: report by design. Another agent (general-purpose, a project's own) may be asked to
+#: change things ("fix the token refresh"): it gets a memo as a check or head start only.
+ANSWERED_TYPES = frozenset({"explore", "plan"})
 #: What a prompt holds to run untouched.
 NO_MEMO = re.compile(r"\[\s*no[\s_-]*memo\s*\]", re.IGNORECASE)
 #: The line a block of ours starts with (the SubagentStop hook cuts the prompt there).
@@ -148,6 +154,9 @@ def _answer(
             return of_this_repository(store, name, root, memos)
 
         found = match(store, conn, name, prompt, keep=ours)
+        kind = tool_input.get("subagent_type")
+        if found.whole is not None and str(kind).strip().lower() not in ANSWERED_TYPES:
+            found = found._replace(whole=None, parts=[found.whole])
         shown = [found.whole] if found.whole is not None else found.parts
         if not shown:
             return None
@@ -290,10 +299,18 @@ def _changes(
     return stale_changes(finder, entries, files, {entry.id: where for entry in entries})
 
 
+def _block_at(prompt: str) -> int:
+    """Where the block of ours in a run's prompt starts: its last :data:`MARKER` on a line
+    of its own (memo text in the block is quoted, so none of its lines is the marker);
+    -1: none."""
+    at = prompt.rfind(f"\n{MARKER}\n")
+    return at + 1 if at >= 0 else -1
+
+
 def delegated_prompt(prompt: str) -> str:
     """The prompt the main agent delegated, from the prompt a run was given: cut at the
-    last :data:`MARKER` line (a block of ours follows it), without ``[no memo]``."""
-    at = prompt.rfind(MARKER)
+    block of ours (:func:`_block_at`), without ``[no memo]``."""
+    at = _block_at(prompt)
     if at >= 0:
         prompt = prompt[:at]
     return NO_MEMO.sub(" ", prompt).strip()
@@ -302,11 +319,20 @@ def delegated_prompt(prompt: str) -> str:
 def checked_memo(prompt: str) -> int | None:
     """The id of the stale memo a run was asked to check (its block's first line), if
     any."""
-    at = prompt.rfind(MARKER)
+    at = _block_at(prompt)
     if at < 0:
         return None
     found = re.match(r"\n\[check memo (\d+)\]", prompt[at + len(MARKER) :])
     return int(found.group(1)) if found else None
+
+
+def handed_memos(prompt: str) -> list[int]:
+    """The ids of the memos handed to a run in the block of ours (checked, or as a head
+    start): each starts a line of ours ``[memo N, …`` (memo text is quoted with ``| ``)."""
+    at = _block_at(prompt)
+    if at < 0:
+        return []
+    return [int(n) for n in re.findall(r"^\[memo (\d+), ", prompt[at:], re.MULTILINE)]
 
 
 def answered_in_turn(payload: dict[str, Any], prompt: str) -> int | None:

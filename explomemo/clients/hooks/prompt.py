@@ -1,11 +1,12 @@
-"""The UserPromptSubmit hook: the memos an agent recorded here that answer the prompt.
+"""The UserPromptSubmit hook: the memos recorded here that answer the prompt.
 
 Matched by words (:mod:`explomemo.recall.prompts`): up to :data:`MAX_FRESH` fresh ones
 with id, provenance, question and conclusion, and up to :data:`MAX_STALE` stale ones whose
 change is small enough to show (:data:`STALE_LINES`, :data:`STALE_DIFF_BYTES`) with its
-diff, within :data:`PROMPT_BYTES`; nothing when none clears the cut-off. An
-imported memo or a captured turn never comes unasked. The fresh memos it served whole are
-counted (:mod:`explomemo.memos.savings`), in an existing database only.
+diff, within :data:`PROMPT_BYTES`; nothing when none clears the cut-off. An imported
+memo never comes unasked, and a captured turn only to a prompt that asks its question
+nearly again (:func:`~explomemo.recall.prompts.asks_again`). The fresh memos it served
+whole are counted (:mod:`explomemo.memos.savings`), in an existing database only.
 
 It runs before every prompt in a new process: it imports no model and no numpy, and
 checks files only for the memos it is about to show.
@@ -205,7 +206,14 @@ def prompt_context(
             change = f"\n[memo {memo.id}: what changed since it was recorded]\n{quoted(shown)}"
         title = f"[memo {memo.id}, {state}, {made}]\n| {question}"
         blocks.append((title, memo.conclusion, change))
-    share = (PROMPT_BYTES - len(head.encode()) - 2) // max(1, len(blocks)) - 2
+    # A stale memo's diff is shown whole or the memo not at all: one whose change does not
+    # fit its share of the bytes is left out (the others' shares grow).
+    while True:
+        share = (PROMPT_BYTES - len(head.encode()) - 2) // max(1, len(blocks)) - 2
+        fits = [b for b in blocks if not b[2] or len(b[2].encode()) + 64 + share // 2 <= share]
+        if len(fits) == len(blocks):
+            break
+        blocks = fits
     parts = [head]
     for title, conclusion, change in blocks:
         title = fit(title, share // 2)

@@ -193,7 +193,7 @@ def _record_run(
     """Store the run's memo (origin subagent), as the Stop hook stores a turn's."""
     from explomemo.changes.contents import enabled
     from explomemo.clients.hooks.capture import capture_of, numbered_results
-    from explomemo.clients.hooks.delegate import checked_memo, delegated_prompt
+    from explomemo.clients.hooks.delegate import checked_memo, delegated_prompt, handed_memos
     from explomemo.files import resolve_root
     from explomemo.store.database import now_iso
 
@@ -212,4 +212,10 @@ def _record_run(
         cost_tokens=run.tokens,
     )
     if found is not None:
-        store_capture(found, where.path, db, replacing=checked_memo(run.prompt))
+        store_capture(
+            found,
+            where.path,
+            db,
+            replacing=checked_memo(run.prompt),
+            handed=handed_memos(run.prompt),
+        )
