@@ -185,6 +185,32 @@ def open_cache(db: Path, **options: Any) -> MemoCache:
 BARE_FILE = FileRow("zqzq", "0" * 64, "0" * 32, 1)
 
 
+def save_captured_turn(
+    db: Path, root: Path, rel: str, question: str, conclusion: str, project: str
+) -> None:
+    """Store a memo of ``root/rel`` captured from a turn (origin transcript), as the Stop
+    hook stores one."""
+    import xxhash
+
+    from explomemo.store.pending import Capture, CapturedFile
+
+    data = (root / rel).read_bytes()
+    row = CapturedFile(
+        rel,
+        hashlib.sha256(data).hexdigest(),
+        xxhash.xxh3_128_hexdigest(data),
+        len(data),
+        hashing.git_blob_id(data),
+    )
+    found = Capture(project, question, conclusion, str(root), "2026-11-30T10:00:00Z", [row], [])
+    store = Store.open(db)
+    try:
+        with store.write() as conn:
+            store.save_capture(conn, found)
+    finally:
+        store.close()
+
+
 def save_bare_memo(
     store: Store,
     conn: sqlite3.Connection,

@@ -29,7 +29,7 @@ from typing import NamedTuple, TypeVar
 
 from explomemo.errors import ExplomemoError, InputError, NoDatabaseError, StoreError
 from explomemo.identifiers import memo_identifiers, name_parts
-from explomemo.inputs import MAX_FILES, question_key, replaces
+from explomemo.inputs import MAX_FILES, SUBAGENT, question_key, replaces
 from explomemo.printable import message
 from explomemo.store import pending
 from explomemo.store.pending import Capture
@@ -761,20 +761,40 @@ class Store:
                 return int(row[0]), str(row[1]), str(row[2])
         return None
 
-    def save_capture(self, conn: sqlite3.Connection, capture: Capture) -> tuple[int, bool] | None:
+    def save_capture(
+        self, conn: sqlite3.Connection, capture: Capture, replacing: int | None = None
+    ) -> tuple[int, bool] | None:
         """Store a captured memo (origin ``transcript`` or ``subagent``): (id, replaced), or
         None when the project holds the question already as an agent's memo, or as a capture
-        made later, which it keeps."""
+        made later, which it keeps.
+
+        With ``replacing`` (a delegated run asked to check that memo), the capture takes its
+        place under its id instead, only when that memo was captured here from a delegated
+        run (origin ``subagent``, not imported) of the same project and repository and no
+        other memo holds the capture's question; None, with nothing written, otherwise."""
         key = question_key(capture.question)
         holder = self.question_holder(conn, capture.project, key, capture.repository)
-        if holder is not None and (
+        if replacing is not None:
+            held = self.memos(conn, ids=[replacing])
+            if (
+                not held
+                or held[0].origin != SUBAGENT
+                or held[0].imported
+                or (held[0].project, held[0].repository) != (capture.project, capture.repository)
+                or (holder is not None and holder[0] != replacing)
+            ):
+                return None
+            target: int | None = replacing
+        elif holder is not None and (
             not replaces(capture.origin, holder[1]) or holder[2] > capture.recorded_at
         ):
             return None
+        else:
+            target = None if holder is None else holder[0]
         files = [FileRow(f.path, f.sha256, f.xxh3, f.size, f.git_blob) for f in capture.files]
         memo_id = self.save_memo(
             conn,
-            memo_id=None if holder is None else holder[0],
+            memo_id=target,
             project=capture.project,
             question=capture.question,
             question_key=key,
@@ -789,7 +809,7 @@ class Store:
         )
         self.save_snapshots(conn, capture.snapshots)
         self.share_git_blobs(conn, (f.sha256 for f in files))
-        return memo_id, holder is not None
+        return memo_id, target is not None
 
     def save_memo(
         self,

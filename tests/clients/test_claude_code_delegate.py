@@ -22,8 +22,15 @@ from typing import Any
 
 import pytest
 from scripted_model import Answer, Read, ScriptedModel, Step
-from test_claude_code_scripted import FILES, FINE, Project, Run, _damaged_database, model
-from test_claude_code_subagent import DELEGATED, QUESTION, REPORT, agent, explores
+from test_claude_code_scripted import FILES, Project, Run, _damaged_database, model
+from test_claude_code_subagent import (
+    DELEGATED,
+    QUESTION,
+    REPORT,
+    agent,
+    explores,
+    subagent_problems,
+)
 
 from explomemo.clients.hooks.delegate import ANSWERED, MARKER
 
@@ -46,23 +53,6 @@ SUMMARY = "Done."
 DENIED = "PreToolUse:Agent hook error: "
 
 
-def problems(project: Project, run: Run) -> list[str]:
-    """Every sign of a hook gone wrong: :meth:`Run.problems` (the main transcript's
-    attachments and the hooks' events: exit codes, stderr) and the hook attachments of the
-    subagents' transcripts. The delegate hook's denial is no hook-error attachment: Claude
-    Code 2.1.332 writes it down only as the call's result."""
-    found = run.problems()
-    home = Path(project.env["HOME"], ".claude", "projects")
-    for path in home.glob(f"*/{run.session_id}/subagents/*.jsonl"):
-        for line in path.read_text().splitlines():
-            entry = json.loads(line)
-            attachment = entry.get("attachment") if entry.get("type") == "attachment" else None
-            kind = attachment.get("type", "") if isinstance(attachment, dict) else ""
-            if kind.startswith("hook") and kind not in FINE:
-                found.append(f"{path.name}: {attachment}")
-    return found
-
-
 def session(
     project: Project,
     steps: Sequence[Step],
@@ -70,7 +60,7 @@ def session(
     env: dict[str, str] | None = None,
 ) -> Run:
     run = project.ask(QUESTION, steps, delegated=delegated, env=env, clean=False)
-    assert problems(project, run) == []
+    assert subagent_problems(project, run) == []
     for event in ("SessionStart", "UserPromptSubmit", "Stop"):
         assert run.hooks(event), f"no {event} hook ran"
     return run
@@ -277,6 +267,6 @@ def test_the_check_catches_a_delegate_hook_made_to_fail(project: Project) -> Non
     steps = [agent(REWORDED, background=False), Answer(SUMMARY)]
     since = len(project.model.requests)
     run = project.ask(QUESTION, steps, delegated={REWORDED: retrying}, clean=False)
-    found = problems(project, run)
+    found = subagent_problems(project, run)
     assert any(p.startswith("PreToolUse stderr: explomemo hook delegate: ") for p in found), found
     assert given(project.model, REWORDED, since) == [REWORDED]

@@ -47,8 +47,10 @@ def explores(project: Project) -> list[Step]:
 
 
 def subagent_problems(project: Project, run: Run) -> list[str]:
-    """Hook failures in the session's subagent transcripts, and SubagentStop hooks that did
-    not run clean (see :meth:`Run.problems`, which reads the main transcript)."""
+    """Every sign of a hook gone wrong: :meth:`Run.problems` (the main transcript's
+    attachments and the hooks' events: exit codes, stderr) and the hook attachments of the
+    subagents' transcripts. The delegate hook's denial is no hook-error attachment: Claude
+    Code 2.1.332 writes it down only as the call's result."""
     found = run.problems()
     home = Path(project.env["HOME"], ".claude", "projects")
     for path in home.glob(f"*/{run.session_id}/subagents/*.jsonl"):

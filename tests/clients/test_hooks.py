@@ -19,6 +19,7 @@ from helpers import (
     _to,
     invoke_cli,
     open_cache,
+    save_captured_turn,
 )
 
 from explomemo.check import validity
@@ -1055,36 +1056,6 @@ def test_a_database_being_created_is_as_silent_as_none(tmp_path: Path, event: st
     assert db.stat().st_size == 0  # a reader created and migrated nothing
 
 
-def _captured_turn(db: Path, root: Path, question: str, conclusion: str) -> None:
-    """Store a memo of ``root/src/tokens.py`` captured from a turn (origin transcript), as
-    the Stop hook does."""
-    import hashlib
-
-    import xxhash
-
-    from explomemo.check.hashing import git_blob_id
-    from explomemo.store.database import Store
-    from explomemo.store.pending import Capture, CapturedFile
-
-    data = (root / "src" / "tokens.py").read_bytes()
-    row = CapturedFile(
-        "src/tokens.py",
-        hashlib.sha256(data).hexdigest(),
-        xxhash.xxh3_128_hexdigest(data),
-        len(data),
-        git_blob_id(data),
-    )
-    store = Store.open(db)
-    try:
-        with store.write() as conn:
-            store.save_capture(
-                conn,
-                Capture("shop", question, conclusion, str(root), "2026-11-30T10:00:00Z", [row], []),
-            )
-    finally:
-        store.close()
-
-
 def test_prompt_brings_a_captured_turn_only_to_a_prompt_asking_it_again(
     project: Repo, db_path: Path
 ) -> None:
@@ -1092,7 +1063,8 @@ def test_prompt_brings_a_captured_turn_only_to_a_prompt_asking_it_again(
         "why does the token refresher log 'refresh window closed before expiry' when the"
         " signing key rotates during a request?"
     )
-    _captured_turn(db_path, project.path, question, "The refresher compares the old key id.")
+    conclusion = "The refresher compares the old key id."
+    save_captured_turn(db_path, project.path, "src/tokens.py", question, conclusion, "shop")
     again = (
         "we saw the token refresher log 'refresh window closed before expiry' again as the"
         " signing key rotates during a request, why?"

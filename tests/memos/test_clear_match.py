@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from fake_embedder import FakeEmbedder
+from helpers import save_captured_turn
 
 from explomemo.memos.cache import MemoCache
 from explomemo.recall import search
@@ -44,6 +45,17 @@ def _cache_at(db: Path, cosines: dict[str, float]) -> MemoCache:
                 vector[n + 1] = math.sin(angle)
                 return vector
         return [1.0, 0.0, 0.0]
+
+    return MemoCache.open(db, FixedModel(FakeEmbedder(vector_of)))
+
+
+def _plane_cache(db: Path, cosines: dict[str, float]) -> MemoCache:
+    """A cache whose model puts each memo (by its question's first word, any number) at the
+    given cosine from every query: all its vectors in one plane with the query's."""
+
+    def vector_of(text: str) -> list[float]:
+        angle = math.acos(cosines.get(text.split()[0], 1.0))
+        return [math.cos(angle), math.sin(angle), 0.0]
 
     return MemoCache.open(db, FixedModel(FakeEmbedder(vector_of)))
 
@@ -128,11 +140,7 @@ def test_a_weak_tail_past_the_third_match_is_left_out(
     "the tail"): a match past the third comes only within TAIL_MARGIN of the first."""
     monkeypatch.setattr(search, "UNKNOWN_PENALTY", 0.0)
 
-    def vector_of(text: str) -> list[float]:
-        angle = math.acos(cosines.get(text.split()[0], 1.0))
-        return [math.cos(angle), math.sin(angle), 0.0]
-
-    with MemoCache.open(db_path, FixedModel(FakeEmbedder(vector_of))) as cache:
+    with _plane_cache(db_path, cosines) as cache:
         names = {
             cache.record(
                 question=f"{name} memo",
@@ -162,41 +170,12 @@ def test_a_captured_turn_comes_only_when_it_scores_what_a_clear_answer_needs(
 ) -> None:
     """A captured turn (judged by no one) below the clear threshold of how it was found is
     left out of recall; an agent's memo of the same score comes, lean."""
-    import hashlib
-
-    import xxhash
-
-    from explomemo.check.hashing import git_blob_id
-    from explomemo.store.database import Store
-    from explomemo.store.pending import Capture, CapturedFile
-
     monkeypatch.setattr(search, "UNKNOWN_PENALTY", 0.0)
     cosines = {"Turn": CLEAR_EMBEDDING - 0.1, "Agent": CLEAR_EMBEDDING - 0.1, "Near": 0.95}
-    data = (app / "app" / "db.py").read_bytes()
-    row = CapturedFile(
-        "app/db.py",
-        hashlib.sha256(data).hexdigest(),
-        xxhash.xxh3_128_hexdigest(data),
-        len(data),
-        git_blob_id(data),
-    )
-    store = Store.open(db_path)
-    try:
-        with store.write() as conn:
-            store.save_capture(
-                conn, Capture("svc", "Turn memo", "x", str(app), "2026-11-30T10:00:00Z", [row], [])
-            )
-            store.save_capture(
-                conn, Capture("svc", "Near memo", "y", str(app), "2026-11-30T10:00:00Z", [row], [])
-            )
-    finally:
-        store.close()
+    save_captured_turn(db_path, app, "app/db.py", "Turn memo", "x", "svc")
+    save_captured_turn(db_path, app, "app/db.py", "Near memo", "y", "svc")
 
-    def vector_of(text: str) -> list[float]:
-        angle = math.acos(cosines.get(text.split()[0], 1.0))
-        return [math.cos(angle), math.sin(angle), 0.0]
-
-    with MemoCache.open(db_path, FixedModel(FakeEmbedder(vector_of))) as cache:
+    with _plane_cache(db_path, cosines) as cache:
         cache.record(
             question="Agent memo", conclusion="z", files=["app/db.py"], project="svc", root=str(app)
         )
@@ -210,38 +189,11 @@ def test_a_captured_turn_left_out_leaves_room_for_the_next_match(
 ) -> None:
     """A second reader's finding: a weak captured turn ranked first used up ``limit`` before
     it was left out, and a recall at limit 1 answered nothing."""
-    import hashlib
-
-    import xxhash
-
-    from explomemo.check.hashing import git_blob_id
-    from explomemo.store.database import Store
-    from explomemo.store.pending import Capture, CapturedFile
-
     monkeypatch.setattr(search, "UNKNOWN_PENALTY", 0.0)
     cosines = {"Turn": CLEAR_EMBEDDING - 0.05, "Agent": CLEAR_EMBEDDING - 0.15}
-    data = (app / "app" / "db.py").read_bytes()
-    row = CapturedFile(
-        "app/db.py",
-        hashlib.sha256(data).hexdigest(),
-        xxhash.xxh3_128_hexdigest(data),
-        len(data),
-        git_blob_id(data),
-    )
-    store = Store.open(db_path)
-    try:
-        with store.write() as conn:
-            store.save_capture(
-                conn, Capture("svc", "Turn memo", "x", str(app), "2026-11-30T10:00:00Z", [row], [])
-            )
-    finally:
-        store.close()
+    save_captured_turn(db_path, app, "app/db.py", "Turn memo", "x", "svc")
 
-    def vector_of(text: str) -> list[float]:
-        angle = math.acos(cosines.get(text.split()[0], 1.0))
-        return [math.cos(angle), math.sin(angle), 0.0]
-
-    with MemoCache.open(db_path, FixedModel(FakeEmbedder(vector_of))) as cache:
+    with _plane_cache(db_path, cosines) as cache:
         cache.record(
             question="Agent memo", conclusion="z", files=["app/db.py"], project="svc", root=str(app)
         )

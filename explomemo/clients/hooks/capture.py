@@ -574,7 +574,8 @@ def store_capture(
     """Store a captured memo, or, when the database cannot take it within
     :data:`~explomemo.clients.hooks.memos.BUSY_TIMEOUT_MS`, keep it in the pending file
     beside it (then raise, so the hook says where it waits). A delegated run asked to
-    check memo ``replacing`` replaces it (see :func:`_replace`); a memo kept in the
+    check memo ``replacing`` replaces it (see
+    :meth:`~explomemo.store.database.Store.save_capture`); a memo kept in the
     pending file is stored later as any capture. A run that was ``handed`` memos (checked,
     or as a head start) built on them: its memo rests also on their files it did not read
     again, as they recorded them (:func:`_with_handed_files`)."""
@@ -590,7 +591,7 @@ def store_capture(
             found = found._replace(repository=repository_identity(root, store))
             with store.errors(), store.write() as conn:
                 found = _with_handed_files(store, conn, found, handed)
-                if replacing is None or not _replace(store, conn, found, replacing):
+                if replacing is None or store.save_capture(conn, found, replacing) is None:
                     store.save_capture(conn, found)
         finally:
             store.close()
@@ -621,43 +622,6 @@ def _with_handed_files(
                 seen.add(row.path)
                 kept.append(CapturedFile(row.path, row.sha256, row.xxh3, row.size, row.git_blob))
     return found._replace(files=kept)
-
-
-def _replace(store: Store, conn: sqlite3.Connection, found: Capture, memo_id: int) -> bool:
-    """Store a delegated run's memo in place of memo ``memo_id`` (same id), the stale memo
-    the run was handed to check: only when that one was captured here from a delegated run
-    (origin ``subagent``, not imported) of the same project and repository, and no other
-    memo holds the run's question; False, with nothing written, otherwise."""
-    from explomemo.store.database import FileRow
-
-    held = store.memos(conn, ids=[memo_id])
-    if not held or held[0].origin != inputs.SUBAGENT or held[0].imported:
-        return False
-    if (held[0].project, held[0].repository) != (found.project, found.repository):
-        return False
-    key = inputs.question_key(found.question)
-    holder = store.question_holder(conn, found.project, key, found.repository)
-    if holder is not None and holder[0] != memo_id:
-        return False
-    files = [FileRow(f.path, f.sha256, f.xxh3, f.size, f.git_blob) for f in found.files]
-    store.save_memo(
-        conn,
-        memo_id=memo_id,
-        project=found.project,
-        question=found.question,
-        question_key=key,
-        conclusion=found.conclusion,
-        root=found.root,
-        recorded_at=found.recorded_at,
-        files=files,
-        origin=found.origin,
-        repository=found.repository,
-        agent_type=found.agent_type,
-        cost_tokens=found.cost_tokens,
-    )
-    store.save_snapshots(conn, found.snapshots)
-    store.share_git_blobs(conn, (f.sha256 for f in files))
-    return True
 
 
 def inside_root(paths: Sequence[str], root: str) -> list[str]:
