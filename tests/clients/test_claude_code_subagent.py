@@ -120,6 +120,32 @@ def test_a_line_read_that_changes_before_the_run_ends_makes_the_memo_born_stale(
     }
 
 
+def test_a_file_with_a_very_long_line_leaves_a_fresh_memo_on_it(
+    project: Project, model: ScriptedModel
+) -> None:
+    """A line of 30,000 characters: Claude Code 2.1.332's Read returns it whole (it has no
+    long-line cut, so the issue's case of a line cut by the Read does not arise with the
+    pinned client), and the run's memo rests on the file, fresh."""
+    long = "KEY = '" + "k" * 30000 + "'\n"
+    (project.root / "src/keys.py").write_text(long + "def key():\n    return KEY\n")
+    reading: list[Step] = [Read(project.path("src/keys.py")), Answer(REPORT)]
+    since = len(model.requests)
+    delegate(project, [agent(DELEGATED, background=False), Answer(REPORT)], {DELEGATED: reading})
+    returned = [
+        str(block.get("content"))
+        for seen in model.requests[since:]
+        for message in seen.body["messages"]
+        for block in (message.get("content") if isinstance(message.get("content"), list) else [])
+        if block.get("type") == "tool_result" and "def key():" in str(block.get("content"))
+    ]
+    assert returned and all("k" * 30000 in text for text in returned)
+    (memo,) = project.memos()
+    assert memo["status"] == "fresh"
+    assert [(f["path"], f["sha256"]) for f in memo["files"]] == [
+        ("src/keys.py", sha256(project, "src/keys.py"))
+    ]
+
+
 def test_two_subagents_at_once_each_leave_their_memo(project: Project) -> None:
     """Two Agent calls in one message, run side by side (in the foreground, so that the
     session has one turn: in the background each run's end may start a turn of its own):
