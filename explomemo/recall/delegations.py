@@ -169,18 +169,28 @@ def features(
     asked = set(_content_stems(question))
     report = _all_stems(conclusion) | _all_stems(question)
     report_names = identifiers(conclusion) | identifiers(question)
-    similarity = mean = None
-    if prompt_vectors and question_vector is not None:
-        cosines = [float(vector @ question_vector) for vector in prompt_vectors]
-        similarity, mean = max(cosines), sum(cosines) / len(cosines)
     found = sum(1 for word in distinctive if word in report_names or words.stem(word) in report)
-    return Features(
-        similarity=similarity,
-        similarity_mean=mean,
+    by_words = Features(
+        similarity=None,
+        similarity_mean=None,
         question_words=_share(asked, every),
         prompt_words=_share(set(content), asked),
         report_words=found / len(distinctive) if distinctive else 0.0,
     )
+    return embedded(by_words, prompt_vectors, question_vector)
+
+
+def embedded(
+    by_words: Features,
+    prompt_vectors: Sequence[Vector] | None,
+    question_vector: Vector | None,
+) -> Features:
+    """``by_words`` (a memo's features by words alone) with the similarities of the
+    prompt's chunk vectors to the memo's question vector, when both are given."""
+    if not prompt_vectors or question_vector is None:
+        return by_words
+    cosines = [float(vector @ question_vector) for vector in prompt_vectors]
+    return by_words._replace(similarity=max(cosines), similarity_mean=sum(cosines) / len(cosines))
 
 
 def prompt_chunks(prompt: str) -> list[str]:
@@ -249,7 +259,8 @@ def match(
     query = " OR ".join('"' + word.replace('"', '""') + '"' for word in content)
     ranked = store.word_matches(conn, project, query, CANDIDATES)
     memos = keep(store.memos(conn, ids=[memo_id for memo_id, _ in ranked]))
-    near = [memo for memo in memos if could_match(features(text, memo.question, memo.conclusion))]
+    by_words = {memo.id: features(text, memo.question, memo.conclusion) for memo in memos}
+    near = [memo for memo in memos if could_match(by_words[memo.id])]
     if not near:
         return NO_MATCH
     model = (embedder or shipped_embedder)()
@@ -257,10 +268,7 @@ def match(
         return NO_MATCH
     chunks = list(model.embed(prompt_chunks(text)))
     vectors = _question_vectors(store, conn, model, near, len(chunks[0]))
-    scored = {
-        memo.id: features(text, memo.question, memo.conclusion, chunks, vectors[memo.id])
-        for memo in near
-    }
+    scored = {memo.id: embedded(by_words[memo.id], chunks, vectors[memo.id]) for memo in near}
     kinds = {memo.id: classify(scored[memo.id]) for memo in near}
     best = sorted(near, key=lambda m: (-(scored[m.id].similarity or 0.0), m.id))
     whole = next((m for m in best if kinds[m.id] == "whole" and stands_in(m)), None)
