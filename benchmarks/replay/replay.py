@@ -121,8 +121,9 @@ class Folder:
     sessions are gone through twice. The first pass (:meth:`apply`) cuts each file's life
     into versions: a new version starts at each Edit, MultiEdit or Write, and when a Read
     returns a line that differs from what a Read or change of the same version gave (the
-    file changed outside the sessions: another developer's commit, a branch switch);
-    every line any Read returned in a version is that version's. The second pass
+    file changed outside the sessions: another developer's commit, a branch switch; such a
+    version starts with only what that Read returned); every line any Read returned in a
+    version is that version's. The second pass
     (:meth:`write`) puts each file on disk as the whole version it is at, at the end of
     each turn. Lines no Read returned in the version are empty."""
 
@@ -194,8 +195,11 @@ class Folder:
                     differs = True
                     break
         if differs:
-            base: list[str | None] = list(known) if known is not None else []
-            known = self._new(rel, base, "outside" if at is not None else "first read")
+            # What changed outside is unknown beyond this Read: lines of the version before
+            # are not carried over, or a later Read of another part of the same file (in a
+            # state it really had) would disagree with them and make a version that never
+            # existed.
+            known = self._new(rel, [], "outside" if at is not None else "first read")
         assert known is not None
         if isinstance(total, int):
             known[total:] = []
