@@ -94,3 +94,8 @@ UPDATE memo_version SET version = version + 1 WHERE id = 1;
 ALTER TABLE served ADD COLUMN fresh INTEGER NOT NULL DEFAULT 1 CHECK (fresh IN (0, 1));
 ALTER TABLE served ADD COLUMN tokens_spared INTEGER NOT NULL DEFAULT 0
     CHECK (tokens_spared >= 0);
+
+-- The files a record's contents give a git blob id to (Store.set_git_blobs, after each
+-- record): without it that update reads every row of the same content, hundreds for a file
+-- most memos rest on, and keeps the write lock meanwhile (19 ms a record at 100,000 memos).
+CREATE INDEX memo_files_without_blob ON memo_files (sha256) WHERE git_blob IS NULL;

@@ -227,3 +227,21 @@ def test_collect_snapshots_deletes_only_unused_contents_and_counts_them(
         assert store.collect_snapshots(conn, [used, *unused]) == 0
         assert store.snapshot_contents(conn, [used, *unused]) == {used}
         assert used > unused[-1]  # in the last batch, after every unused one
+
+
+def test_giving_blob_ids_reads_only_the_rows_without_one(db_path: Path) -> None:
+    """After each record the snapshot writer gives its contents' blob ids to the memo files
+    of the same content without one; with only the index on sha256 that reads every row of
+    a content most memos rest on, under the write lock."""
+    store = Store.open(db_path)
+    statements: list[str] = []
+    try:
+        with store.write() as conn:
+            conn.set_trace_callback(statements.append)
+            store.set_git_blobs(conn, [("a" * 64, "b" * 40)])
+            conn.set_trace_callback(None)
+            (update,) = [s for s in statements if s.lstrip().upper().startswith("UPDATE")]
+            plan = " ".join(str(row) for row in conn.execute(f"EXPLAIN QUERY PLAN {update}"))
+    finally:
+        store.close()
+    assert "memo_files_without_blob" in plan, plan
