@@ -61,7 +61,16 @@ GUARDING = [
     "printable",
 ]
 #: What the copy holds: the package, its tests, and what the tests read besides.
-COPIED = ["explomemo", "tests", "migrations", "docs", "pyproject.toml", "README.md"]
+COPIED = [
+    "explomemo",
+    "tests",
+    "migrations",
+    "docs",
+    "pyproject.toml",
+    "README.md",
+    # tests/test_redaction.py runs its benchmark.
+    "benchmarks/redaction",
+]
 #: Left out of a run unless --all-tests: the tests marked slow (the hypothesis
 #: state machines, 16 s a run; the crash test; the real races, each racing a
 #: thread for 1.5 s: a kill by chance, not by design; and the tests of the store
