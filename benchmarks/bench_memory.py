@@ -11,7 +11,9 @@ References, each a fresh process measured at its exit the same way:
 ``python -c pass``, ``python -c "import fastembed, onnxruntime"`` (the brief's
 reference), and a process that loads the shipped model and embeds one text.
 
-Goal: the server's VmHWM <= 400 MB (MB = 2**20 bytes here).
+Goal: the server's VmHWM <= 400 MB (MB = 2**20 bytes here). Beside each stage, its
+recalls' quality in the same run: how many answered from vectors, and how many gave the
+same memos in the same order as the same query asked again at the end (the steady state).
 
 Usage: .venv/bin/python benchmarks/bench_memory.py [--quick] [--memos N]
 """
@@ -28,6 +30,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -86,8 +89,17 @@ def server_pid() -> int:
     raise RuntimeError("explomemo serve child process not found")
 
 
-async def drive(db: Path, pool: Pool) -> list[tuple[str, dict[str, int]]]:
-    """Start the real server over stdio and sample its memory at each stage."""
+def _ids(out: Any) -> tuple[list[int], bool]:
+    """A recall's memo ids in order, and whether it answered from vectors."""
+    assert not out.is_error, out.content
+    found = out.structured_content
+    by_vectors = bool(found["semantic_index"]) and not found.get("pending_vectors")
+    return [m["id"] for m in found["matches"]], by_vectors
+
+
+async def drive(db: Path, pool: Pool) -> list[tuple[str, dict[str, int], str]]:
+    """Start the real server over stdio and sample its memory at each stage, with the
+    quality of that stage's recalls."""
     from mcp import Client, StdioServerParameters
 
     params = StdioServerParameters(
@@ -98,24 +110,28 @@ async def drive(db: Path, pool: Pool) -> list[tuple[str, dict[str, int]]]:
     )
     root = str(pool.root)
     texts = queries(40, 700_000)
-    samples: list[tuple[str, dict[str, int]]] = []
+    samples: list[tuple[str, dict[str, int], list[int]]] = []
+    answers: dict[int, tuple[list[int], bool]] = {}
+
+    async def recall(at: int) -> tuple[list[int], bool]:
+        out = await client.call_tool(
+            "memory_exploration_recall", {"query": texts[at], "project": PROJECT, "root": root}
+        )
+        return _ids(out)
+
     async with Client(params) as client:
         pid = server_pid()
         await client.list_tools()
-        samples.append(("after start-up (tools/list answered)", rss_of(pid)))
+        samples.append(("after start-up (tools/list answered)", rss_of(pid), []))
         start = time.perf_counter()
-        out = await client.call_tool(
-            "memory_exploration_recall", {"query": texts[0], "project": PROJECT, "root": root}
-        )
+        answers[0] = await recall(0)
         first = time.perf_counter() - start
-        assert not out.is_error, out.content
-        samples.append((f"after first recall ({first:.1f} s: model load + index)", rss_of(pid)))
-        for query in texts[1:21]:
-            out = await client.call_tool(
-                "memory_exploration_recall", {"query": query, "project": PROJECT, "root": root}
-            )
-            assert not out.is_error, out.content
-        samples.append(("after 20 more recalls", rss_of(pid)))
+        samples.append(
+            (f"after first recall ({first:.1f} s: model load + index)", rss_of(pid), [0])
+        )
+        for at in range(1, 21):
+            answers[at] = await recall(at)
+        samples.append(("after 20 more recalls", rss_of(pid), list(range(1, 21))))
         out = await client.call_tool(
             "memory_exploration_record",
             {
@@ -127,12 +143,18 @@ async def drive(db: Path, pool: Pool) -> list[tuple[str, dict[str, int]]]:
             },
         )
         assert not out.is_error, out.content
-        out = await client.call_tool(
-            "memory_exploration_recall", {"query": texts[21], "project": PROJECT, "root": root}
-        )
-        assert not out.is_error, out.content
-        samples.append(("after a record + recall (index updated in place)", rss_of(pid)))
-    return samples
+        answers[21] = await recall(21)
+        samples.append(("after a record + recall (index updated in place)", rss_of(pid), [21]))
+        steady = {at: (await recall(at))[0] for at in answers}
+    graded = []
+    for label, rss, asked in samples:
+        quality = "-"
+        if asked:
+            vectors = sum(answers[at][1] for at in asked)
+            same = sum(answers[at][0] == steady[at] for at in asked)
+            quality = f"{vectors}/{len(asked)} from vectors, {same}/{len(asked)} same as steady"
+        graded.append((label, rss, quality))
+    return graded
 
 
 def mb(kib: float) -> float:
@@ -191,6 +213,7 @@ def main() -> int:
                     f"{hwm / fastembed_ref:.2f}x",
                     "-",
                     "-",
+                    "-",
                 ]
             )
         for stage in range(len(runs[0])):
@@ -203,6 +226,7 @@ def main() -> int:
                     f"{mb(rss):.0f}",
                     f"{mb(hwm):.0f}",
                     f"{hwm / fastembed_ref:.2f}x",
+                    "; ".join(run[stage][2] for run in runs),
                     f"<= {GOAL_MB:.0f}",
                     verdict(mb(hwm), GOAL_MB),
                 ]
@@ -215,6 +239,7 @@ def main() -> int:
                     "VmRSS MB",
                     "VmHWM MB",
                     "HWM vs import fastembed,onnxruntime",
+                    "recalls of the stage (each run)",
                     "goal",
                     "verdict (HWM)",
                 ],

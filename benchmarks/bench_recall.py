@@ -20,7 +20,9 @@ same vectors as float32 (2N x 384: each memo's two vectors), the library call
 MCP no-op tool round trip.
 
 Goals: recall p95 <= 15 ms at 10,000 memos and <= 60 ms at 100,000 (issue 22);
-record p50 <= 25 ms.
+record p50 <= 25 ms beside the embedding of its two texts (issue 22's 25 ms predates
+issue 37, which has a record answer only once its vectors are stored: the model's time
+for the record's texts, measured in the same run, is added to the goal).
 
 Usage: .venv/bin/python benchmarks/bench_recall.py [--quick] [--calls N] [--profile]
 """
@@ -221,6 +223,24 @@ def library_and_numpy(
         result.numpy_top.append(time.perf_counter() - start)
 
 
+def record_embeddings(embedder: Any, pool: Pool, reps: int) -> list[float]:
+    """The model's time for the two texts of records shaped as drive_server's."""
+    from explomemo.recall.vectors import MemoTexts
+
+    times: list[float] = []
+    for k in range(reps):
+        files = [pool.rows[(k * 37 + j * 211) % len(pool.rows)].path for j in range(8)]
+        texts = MemoTexts.of(
+            f"How is benchmark feature 0-{k} wired?",
+            f"Feature {k} is wired in {files[0]} and {files[1]}; see the registry in {files[2]}.",
+            files,
+        )
+        start = time.perf_counter()
+        embedder.embed([texts.whole, texts.question])
+        times.append(time.perf_counter() - start)
+    return times
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="small sizes (CI smoke run)")
@@ -257,6 +277,7 @@ def main() -> int:
             start = time.perf_counter()
             embedder.embed([query])
             embed_times.append(time.perf_counter() - start)
+        record_embed_times = record_embeddings(embedder, pool, record_reps)
         noop = asyncio.run(noop_round_trip(max(50, calls)))
 
         results: list[SizeResult] = []
@@ -320,23 +341,32 @@ def main() -> int:
         )
         print()
         rows = []
+        record_embed = median(record_embed_times)
         for r in results:
             rows.append(
                 [
                     f"{r.count:,}",
                     ms(median(r.record)),
                     ms(percentile(r.record, 95)),
-                    f"<= {ms(GOAL_RECORD_P50)}",
-                    verdict(median(r.record), GOAL_RECORD_P50),
+                    ms(record_embed),
+                    f"<= {ms(GOAL_RECORD_P50)} + {ms(record_embed)}",
+                    verdict(median(r.record), GOAL_RECORD_P50 + record_embed),
                 ]
             )
         print(
             table(
-                ["memos in db", "record p50", "record p95", "goal p50", "verdict"],
+                [
+                    "memos in db",
+                    "record p50",
+                    "record p95",
+                    "its two texts embedded, p50",
+                    "goal p50",
+                    "verdict",
+                ],
                 rows,
                 title=(
                     "explomemo record of 8 files x 10 KB, whole MCP tool call"
-                    " (one new text embedded)"
+                    " (its two texts embedded before it answers)"
                 ),
             )
         )
