@@ -70,7 +70,7 @@ COPIED = [
     "README.md",
     # tests/test_redaction.py runs its benchmark, on the project's committed memos too.
     "benchmarks/redaction",
-    ".explomemo/memos.jsonl",
+    ".explomemo",
 ]
 #: Left out of a run unless --all-tests: the tests marked slow (the hypothesis
 #: state machines, 16 s a run; the crash test; the real races, each racing a
