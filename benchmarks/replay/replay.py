@@ -35,16 +35,19 @@ the codebase's name.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import fcntl
 import functools
 import io
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +56,10 @@ sys.path.insert(0, str(HERE))
 
 from sources import CACHE, CODEBASES, Codebase, load_index, load_session  # noqa: E402
 
+#: Where the simulated folders are made: the same path in every run. Memos hold it (a
+#: delegated prompt names files by their path), and a random one made two runs of the
+#: same code match differently.
+WORK = Path(tempfile.gettempdir()) / "explomemo-replay"
 #: Prompts that are not typed by the user: shell input and output, command caveats.
 _NOT_TYPED = (
     "<bash-input>",
@@ -469,6 +476,26 @@ class Folder:
             return
 
 
+@contextlib.contextmanager
+def work_folder(codebase: Codebase) -> Iterator[Path]:
+    """The codebase's folder under :data:`WORK`, empty, for one run at a time (another
+    run of the same codebase waits), removed at the end."""
+    WORK.mkdir(exist_ok=True)
+    with open(WORK / f"{codebase.name}.lock", "w") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            print(f"{codebase.name}: waiting for another replay of it", flush=True)
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        folder = WORK / codebase.name
+        shutil.rmtree(folder, ignore_errors=True)
+        folder.mkdir()
+        try:
+            yield folder
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+
+
 @functools.cache
 def _model() -> Any:
     from explomemo.recall.embeddings import load_embedder
@@ -809,11 +836,11 @@ def main() -> int:
             by_dev.setdefault(meta["developer"], []).append(meta)
         started = time.monotonic()
         with (
-            tempfile.TemporaryDirectory(prefix=f"replay-{codebase.name}-") as work,
+            work_folder(codebase) as work,
             open(out_dir / f"{codebase.name}.jsonl", "w", encoding="utf-8") as log,
         ):
             for developer, metas in by_dev.items():
-                replay_database(codebase, developer, metas, Path(work), log)
+                replay_database(codebase, developer, metas, work, log)
         print(
             f"{codebase.name}: {len(listed)} sessions in {time.monotonic() - started:.0f} s",
             flush=True,
