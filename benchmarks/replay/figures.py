@@ -8,6 +8,9 @@
   and a seeded sample of recall answers on held-out prompts, each memo it brought paired
   with the turn it was captured from, labelled as the pairs are. ``--todo`` writes the
   pairs still to label (texts into the run's folder, ids into ``labels/answers_todo.jsonl``).
+* ``../delegation/pairs.jsonl`` (the delegation benchmark's): does an earlier run's report
+  answer a later delegated prompt (whole / part / none), runs named by their call's
+  tool_use id; what the delegate hook brought is looked up there (:func:`delegation_figures`).
 
     .venv/bin/python benchmarks/replay/figures.py [--name RUN] [--todo]
     .venv/bin/python benchmarks/replay/figures.py --markdown [RUN ...]   # the README's tables
