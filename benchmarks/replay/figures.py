@@ -7,7 +7,10 @@
 * ``labels/answers.jsonl`` (made after the run, from the answers): each prompt-hook injection
   and a seeded sample of recall answers on held-out prompts, each memo it brought paired
   with the turn it was captured from, labelled as the pairs are. ``--todo`` writes the
-  pairs still to label (texts into ``.cache/``, ids into ``labels/answers_todo.jsonl``).
+  pairs still to label (texts into the run's folder, ids into ``labels/answers_todo.jsonl``).
+* ``../delegation/pairs.jsonl`` (the delegation benchmark's): does an earlier run's report
+  answer a later delegated prompt (whole / part / none), runs named by their call's
+  tool_use id; what the delegate hook brought is looked up there (:func:`delegation_figures`).
 
     .venv/bin/python benchmarks/replay/figures.py [--name RUN] [--todo]
     .venv/bin/python benchmarks/replay/figures.py --markdown [RUN ...]   # the README's tables
@@ -29,9 +32,14 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from pairs import final_text, heldout_ids  # noqa: E402
-from replay import prompt_text, turns, typed  # noqa: E402
+from replay import delegations, prompt_text, turns, typed  # noqa: E402
 from sources import CACHE, CODEBASES, Codebase, load_index, load_session  # noqa: E402
 
+#: The labels of the delegation benchmark: does an earlier run's report answer a later
+#: delegated prompt (whole / part / none), runs named by tool_use id.
+DELEGATION_PAIRS = HERE.parent / "delegation" / "pairs.jsonl"
+#: What the delegate hook decided (see ``replay.decision``), in the order shown.
+DECISIONS = ("answered", "check", "head start", "untouched")
 RECALL_SAMPLE = 30
 SEED = 38
 Z = 1.96
@@ -98,6 +106,18 @@ def turn_index(codebase: Codebase) -> dict[str, dict[str, Any]]:
     return found
 
 
+def delegation_index(codebase: Codebase) -> dict[str, dict[str, Any]]:
+    """Every delegated run by its tool_use id, as :func:`turn_index` gives turns: its
+    prompt, and its report as its ``answer``."""
+    found = {}
+    for meta in load_index(codebase):
+        for run in delegations(load_session(codebase, meta["id"])):
+            found.setdefault(
+                run.id, {"prompt": str(run.input.get("prompt", "")), "answer": run.report}
+            )
+    return found
+
+
 def memo_turns(
     memos: list[dict[str, Any]], developer: str, index: dict[str, dict[str, Any]]
 ) -> dict[int, str]:
@@ -146,6 +166,23 @@ def analyse(codebase: Codebase, run: Path, todo: list[dict[str, Any]]) -> dict[s
         for memo_id, uuid in memo_turns(memos, end["developer"], index).items():
             memo_of[end["developer"], memo_id] = uuid
             captured_turns.add(uuid)
+    # A memo captured from a delegated run is named by the run's tool_use id, as the
+    # delegation benchmark names runs.
+    run_of: dict[tuple[str, int], str] = {
+        (e["developer"], e["memo"]): e["delegation"]
+        for e in log
+        if e["event"] == "subagent_stop" and e.get("memo") is not None
+    }
+    memo_of.update(run_of)
+    run_labels = {
+        (p["earlier"], p["later"]): p["label"]
+        for p in read_jsonl(DELEGATION_PAIRS)
+        if p["codebase"] == codebase.repo and p.get("label") and "later" in p
+    } | {
+        (p["earlier"], p["later"]): p["label"]
+        for p in read_jsonl(HERE / "labels" / "answers.jsonl")
+        if p["codebase"] == codebase.name and p.get("label") and p["later"].startswith("toolu_")
+    }
     out: dict[str, Any] = {
         "codebase": codebase.name,
         "developers": len(ends),
@@ -157,7 +194,7 @@ def analyse(codebase: Codebase, run: Path, todo: list[dict[str, Any]]) -> dict[s
         sessions = {e["session"] for e in events}
         n = len(sessions) or 1
         figures: dict[str, Any] = {"sessions": len(sessions)}
-        for kind in ("session-start", "prompt", "stop", "recall"):
+        for kind in ("session-start", "prompt", "stop", "recall", "delegate", "subagent_stop"):
             of = [e for e in events if e["event"] == kind]
             figures[kind] = {
                 "calls": len(of),
@@ -170,6 +207,7 @@ def analyse(codebase: Codebase, run: Path, todo: list[dict[str, Any]]) -> dict[s
         figures["stop"]["blocks"] = sum(
             1 for e in events if e["event"] == "stop" and '"block"' in e["stdout"]
         )
+        figures["delegations"] = delegation_figures(codebase, events, run_of, run_labels, todo)
         starts = [e for e in events if e["event"] == "session-start"]
         figures["session-start"]["over_600"] = sum(1 for e in starts if e["stdout_bytes"] > 600)
         # Prompt hook injections: which memos, and their labels.
@@ -328,6 +366,64 @@ def analyse(codebase: Codebase, run: Path, todo: list[dict[str, Any]]) -> dict[s
     return out
 
 
+def delegation_figures(
+    codebase: Codebase,
+    events: list[dict[str, Any]],
+    run_of: dict[tuple[str, int], str],
+    run_labels: dict[tuple[str, str], str],
+    todo: list[dict[str, Any]],
+) -> dict[str, Any]:
+    """The delegated runs: how many, what the delegate hook decided (and its bytes), the
+    labels of what it brought (a memo of an earlier run against this delegation, from the
+    delegation benchmark's pairs or ``labels/answers.jsonl``), what the SubagentStop hook
+    captured and which runs were not replayed."""
+    hooked = [e for e in events if e["event"] == "delegate"]
+    skipped = [e for e in events if e["event"] == "subagent_skipped"]
+    stops = [e for e in events if e["event"] == "subagent_stop"]
+    decided: Counter[str] = Counter(e["decision"] for e in hooked)
+    sizes: Counter[str] = Counter()
+    labels: dict[str, Counter[str]] = {kind: Counter() for kind in DECISIONS}
+    served = []
+    for e in hooked:
+        sizes[e["decision"]] += e.get("brought_bytes", e["stdout_bytes"])
+        for memo in e["memos"]:
+            run = run_of.get((e["developer"], memo))
+            label = run_labels.get((run, e["delegation"])) if run else None
+            labels[e["decision"]][label or ("unlabelled" if run else "a turn's memo")] += 1
+            served.append(
+                {
+                    "decision": e["decision"],
+                    "developer": e["developer"],
+                    "memo": memo,
+                    "run": run,
+                    "delegation": e["delegation"],
+                    "label": label,
+                    "bytes": e["stdout_bytes"],
+                }
+            )
+            if label is None and run is not None and e["decision"] in ("answered", "check"):
+                todo.append(
+                    {
+                        "codebase": codebase.name,
+                        "later": e["delegation"],
+                        "earlier": run,
+                        "why": f"delegate {e['decision']}",
+                        "memo": memo,
+                    }
+                )
+    return {
+        "seen": len({e["delegation"] for e in hooked + skipped}),
+        "hooked": len(hooked),
+        "decisions": {kind: decided.get(kind, 0) for kind in DECISIONS},
+        "bytes": {kind: sizes.get(kind, 0) for kind in DECISIONS},
+        "labels": {kind: dict(counts) for kind, counts in labels.items()},
+        "served": served,
+        "stops": len(stops),
+        "captured": sum(1 for e in stops if e.get("memo") is not None),
+        "skipped": dict(Counter(e["why"] for e in skipped)),
+    }
+
+
 def _kb(n: float) -> str:
     return f"{n:,.0f} B" if n < 10_000 else f"{n / 1024:,.1f} KiB"
 
@@ -356,6 +452,8 @@ def _rows(r: dict[str, Any]) -> list[tuple[str, str]]:
     origins = ", ".join(f"{n} {o}" for o, n in sorted(r["memos"].items())) or "none"
 
     def per(kind: str) -> str:
+        if kind not in h:
+            return "not replayed"
         return f"{_kb(h[kind]['per_session'])} ({_kb(a[kind]['per_session'])})"
 
     return [
@@ -412,7 +510,57 @@ def _rows(r: dict[str, Any]) -> list[tuple[str, str]]:
             "turn capture: labelled worth keeping, not captured",
             str(cap["labelled_keep_not_captured"]),
         ),
+        *_delegation_rows(a.get("delegations"), h.get("delegations"), per),
     ]
+
+
+def _delegation_rows(
+    a: dict[str, Any] | None, h: dict[str, Any] | None, per: Any
+) -> list[tuple[str, str]]:
+    """The rows on delegated runs (a run made before they were replayed has none)."""
+    labels = [
+        "delegations: seen, all (delegate hook / subagent-stop replayed)",
+        "delegations: not replayed at their end, all",
+        "delegate hook: answered whole / stale check / head start / untouched, held-out (all)",
+        "delegate hook: bytes a session",
+        "delegate hook: bytes brought (the answer, or what it added to the prompt): answered"
+        " whole / stale check / head start, all",
+        "delegate hook: answered whole, labels of (memo's run, delegation), all",
+        "delegate hook: stale check, labels of (memo's run, delegation), all",
+        "delegate hook: head start, labels of (memo's run, delegation), all",
+        "subagent-stop: runs captured as memos, held-out (all)",
+    ]
+    if a is None or h is None:
+        return [(label, "not replayed") for label in labels]
+
+    def decided(f: dict[str, Any]) -> str:
+        return " / ".join(str(f["decisions"][k]) for k in DECISIONS)
+
+    def graded(kind: str) -> str:
+        counts = a["labels"][kind]
+        order = ("whole", "part", "none", "unlabelled", "a turn's memo")
+        return f"{sum(counts.values())}: " + " / ".join(
+            f"{counts.get(k, 0)} {k}" for k in order if counts.get(k) or k in order[:3]
+        )
+
+    skipped = ", ".join(f"{n} {why}" for why, n in sorted(a["skipped"].items())) or "none"
+    return list(
+        zip(
+            labels,
+            [
+                f"{a['seen']} ({a['hooked']} / {a['stops']})",
+                skipped,
+                f"{decided(h)} ({decided(a)})",
+                per("delegate"),
+                " / ".join(_kb(a["bytes"][k]) for k in DECISIONS[:3]),
+                graded("answered"),
+                graded("check"),
+                graded("head start"),
+                f"{h['captured']} ({a['captured']})",
+            ],
+            strict=True,
+        )
+    )
 
 
 def markdown(runs: list[str]) -> str:
@@ -468,7 +616,7 @@ def main() -> int:
         with open(HERE / "labels" / "answers_todo.jsonl", "w", encoding="utf-8") as out:
             for item in unique:
                 out.write(json.dumps(item) + "\n")
-        indexes = {c.name: turn_index(c) for c in CODEBASES}
+        indexes = {c.name: turn_index(c) | delegation_index(c) for c in CODEBASES}
         lines = []
         for k, item in enumerate(unique):
             index = indexes[item["codebase"]]
@@ -477,7 +625,8 @@ def main() -> int:
             lines.append("L: " + " ".join(later.get("prompt", "?").split())[:400])
             lines.append("E-P: " + " ".join(earlier.get("prompt", "?").split())[:250])
             lines.append("E-A: " + " ".join(earlier.get("answer", "?").split())[:600])
-        (CACHE / "answers_todo.txt").write_text("\n".join(lines), encoding="utf-8")
+        # Beside the run's log: another run's list (the cache is shared) is left alone.
+        (run / "answers_todo.txt").write_text("\n".join(lines), encoding="utf-8")
         print(len(unique), "pairs to label", file=sys.stderr)
     return 0
 

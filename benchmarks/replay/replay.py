@@ -9,10 +9,15 @@ order. For each session:
   a question (:func:`question_shaped`, a rule of this benchmark, not explomemo's), the
   call an agent that follows the server's advice makes before exploring:
   ``explomemo recall --json``;
+* for each delegated run (a ``Task`` or ``Agent`` call) in the turn: ``explomemo hook
+  delegate`` before it (what it decided is recorded; the session goes on as it went) and
+  ``explomemo hook subagent-stop`` at its end, on the run's own messages (the main
+  transcript's ``agent_progress`` entries) written as Claude Code writes a subagent's
+  transcript (:func:`run_transcript`);
 * the turn's file changes applied to the simulated folder (each file as its Reads
-  returned it, each Edit, MultiEdit and Write applied), then ``explomemo hook stop``
-  with the session's real transcript entries up to the end of that turn (paths moved
-  to the simulated folder) as ``transcript_path``.
+  returned it, each Edit, MultiEdit and Write applied, the subagents' too), then
+  ``explomemo hook stop`` with the session's real transcript entries up to the end of
+  that turn (paths moved to the simulated folder) as ``transcript_path``.
 
 At the end: ``explomemo stats --json`` and ``explomemo list --json`` per database.
 Every call runs in this process through ``explomemo.cli.main.main(argv)`` with
@@ -30,16 +35,19 @@ the codebase's name.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import fcntl
 import functools
 import io
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +56,10 @@ sys.path.insert(0, str(HERE))
 
 from sources import CACHE, CODEBASES, Codebase, load_index, load_session  # noqa: E402
 
+#: Where the simulated folders are made: the same path in every run. Memos hold it (a
+#: delegated prompt names files by their path), and a random one made two runs of the
+#: same code match differently.
+WORK = Path(tempfile.gettempdir()) / "explomemo-replay"
 #: Prompts that are not typed by the user: shell input and output, command caveats.
 _NOT_TYPED = (
     "<bash-input>",
@@ -112,6 +124,203 @@ def turns(entries: list[dict[str, Any]]) -> list[tuple[int, int]]:
     ]
 
 
+#: The tools that delegate a run to a subagent.
+DELEGATING = ("Task", "Agent")
+#: Lines a Read gives when called with no offset nor limit: fewer, and it gave the whole file.
+READ_DEFAULT_LINES = 2000
+#: A background run's first result.
+_LAUNCHED = "Async agent launched"
+#: What Claude Code puts after a run's report in the result: not the report.
+_TRAILER = re.compile(r"^agentId: \w+")
+
+
+def agent_message(entry: dict[str, Any]) -> dict[str, Any] | None:
+    """The subagent's own message (``{type, message, uuid, timestamp}``) a main transcript's
+    ``agent_progress`` entry carries, or None."""
+    data = entry.get("data")
+    if entry.get("type") != "progress" or not isinstance(data, dict):
+        return None
+    message = data.get("message")
+    if data.get("type") != "agent_progress" or not isinstance(message, dict):
+        return None
+    return message if isinstance(message.get("message"), dict) else None
+
+
+def text_of(content: Any) -> str:
+    """The text of a message's or tool result's content (a string, or text blocks)."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(
+            b.get("text", "") for b in content if isinstance(b, dict) and b.get("type") == "text"
+        )
+    return ""
+
+
+def as_result(tool: str, given: dict[str, Any], content: Any) -> dict[str, Any]:
+    """A subagent's tool result as the main transcript's ``toolUseResult`` would hold it:
+    for a Read, the lines off the numbered text its model was given (explomemo's own
+    reader), the whole file when it was called with no offset nor limit and gave fewer
+    than :data:`READ_DEFAULT_LINES` lines; for an Edit or Write, nothing (the version before
+    is the folder's)."""
+    if tool != "Read":
+        return {}
+    from explomemo.clients.hooks.capture import numbered_results
+
+    (read,) = numbered_results([(str(given.get("file_path")), text_of(content))])
+    if read.content is None:
+        return {}
+    lines = read.content.split("\n")
+    whole = "offset" not in given and "limit" not in given and len(lines) < READ_DEFAULT_LINES
+    file = {"content": read.content, "startLine": read.start_line}
+    return {"file": {**file, "totalLines": len(lines)} if whole else file}
+
+
+class Delegation:
+    """One delegated run of a session: the main agent's call, the subagent's own messages
+    (its ``agent_progress`` entries), and where in the session it starts and ends."""
+
+    def __init__(self, ident: str, tool: str, given: dict[str, Any], at: int) -> None:
+        self.id, self.tool, self.input, self.at = ident, tool, given, at
+        #: The subagent's messages in order, and the index of the last one's entry.
+        self.messages: list[dict[str, Any]] = []
+        self.last_message_at: int | None = None
+        self.agent_id: str | None = None
+        #: The index of the entry holding the call's result, and its text.
+        self.result_at: int | None = None
+        self.result = ""
+
+    @property
+    def background(self) -> bool:
+        return bool(self.input.get("run_in_background")) or self.result.startswith(_LAUNCHED)
+
+    @property
+    def end(self) -> int | None:
+        """Where the run's end is replayed: after its result's entry; for a background run
+        (whose result only says it started), after its last message; None: not replayed."""
+        if not self.messages:
+            return None
+        if self.background:
+            return None if self.last_message_at is None else self.last_message_at + 1
+        return None if self.result_at is None else self.result_at + 1
+
+    @property
+    def report(self) -> str:
+        """The run's last message (what Claude Code gives SubagentStop), else the report
+        its result holds."""
+        for message in reversed(self.messages):
+            if message.get("type") == "assistant":
+                text = text_of(message["message"].get("content")).strip()
+                if text:
+                    return text
+        return "\n".join(
+            line for line in self.result.split("\n\n") if not _TRAILER.match(line)
+        ).strip()
+
+
+def delegations(entries: list[dict[str, Any]]) -> list[Delegation]:
+    """The session's delegated runs, in the order of their calls."""
+    found: dict[str, Delegation] = {}
+    seen: set[Any] = set()
+    for index, entry in enumerate(entries):
+        message = agent_message(entry)
+        if message is not None:
+            run = found.get(str(entry.get("parentToolUseID")))
+            if run is not None and message.get("uuid") not in seen:
+                seen.add(message.get("uuid"))
+                run.messages.append(message)
+                run.last_message_at = index
+                run.agent_id = run.agent_id or (entry.get("data") or {}).get("agentId")
+            continue
+        content = (entry.get("message") or {}).get("content")
+        if not isinstance(content, list) or entry.get("isSidechain"):
+            continue
+        for block in content:
+            if not isinstance(block, dict):
+                continue
+            if (
+                entry.get("type") == "assistant"
+                and block.get("type") == "tool_use"
+                and block.get("name") in DELEGATING
+                and isinstance(block.get("input"), dict)
+            ):
+                ident = str(block.get("id"))
+                found[ident] = Delegation(ident, block["name"], block["input"], index)
+            elif block.get("type") == "tool_result" and block.get("tool_use_id") in found:
+                run = found[block["tool_use_id"]]
+                if run.result_at is None:
+                    run.result_at = index
+                    run.result = text_of(block.get("content"))
+    return list(found.values())
+
+
+def run_transcript(run: Delegation, sid: str, cwd: str, root: str) -> str:
+    """The subagent's transcript as Claude Code writes it (every entry a sidechain one, the
+    first the delegated prompt with no parent, each later one's parent the one before),
+    paths moved to the simulated folder."""
+    base = {"isSidechain": True, "userType": "external", "cwd": cwd, "sessionId": sid}
+    base["agentId"] = run.agent_id
+    messages = list(run.messages)
+    first = messages[0] if messages else {"message": {}}
+    content = first["message"].get("content")
+    results = [b for b in content if isinstance(b, dict) and b.get("type") == "tool_result"]
+    if first.get("type") != "user" or (isinstance(content, list) and results):
+        prompt = {"role": "user", "content": str(run.input.get("prompt", ""))}
+        messages.insert(
+            0,
+            {
+                "type": "user",
+                "message": prompt,
+                "uuid": f"prompt-{run.id}",
+                "timestamp": first.get("timestamp"),
+            },
+        )
+    lines, parent = [], None
+    for message in messages:
+        entry = {
+            "parentUuid": parent,
+            **base,
+            "type": message.get("type"),
+            "message": message["message"],
+            "uuid": message.get("uuid"),
+            "timestamp": message.get("timestamp"),
+        }
+        lines.append(moved(entry, cwd, root))
+        parent = message.get("uuid")
+    return "\n".join(lines) + "\n"
+
+
+def decision(stdout: bytes, prompt: str) -> tuple[str, list[int], int]:
+    """What the delegate hook decided, from its output for a call delegating ``prompt``:
+    answered (denied, the memo as the run's result), check (a stale memo to check), head
+    start, or untouched; the memos it brought; and the bytes it brought (the reason that
+    stands in for the run's report, or what it added to the prompt)."""
+    try:
+        answer = json.loads(stdout) if stdout.strip() else {}
+    except ValueError:
+        return "unreadable", [], 0
+    out = answer.get("hookSpecificOutput") or {}
+    if out.get("permissionDecision") == "deny":
+        reason = str(out.get("permissionDecisionReason", ""))
+        memos = [int(n) for n in re.findall(r"delegation from memo (\d+)", reason)]
+        return "answered", memos, len(reason.encode())
+    extended = str((out.get("updatedInput") or {}).get("prompt", ""))
+    if not extended:
+        return "untouched", [], 0
+    from explomemo.clients.hooks.delegate import checked_memo, handed_memos
+
+    added = len(extended.encode()) - len(prompt.encode())
+    checked = checked_memo(extended)
+    if checked is not None:
+        return "check", [checked], added
+    return "head start", handed_memos(extended), added
+
+
+def cuts(points: dict[int, Any], first: int, end: int) -> list[int]:
+    """The points of a turn ``first``..``end`` where a hook runs inside it, then its end."""
+    return [*sorted(p for p in points if first < p < end), end]
+
+
 class Folder:
     """The simulated project folder: each file as the session's Reads returned it, with
     its Edits and Writes applied.
@@ -136,6 +345,8 @@ class Folder:
         #: Version numbers each file reached, in order: (rel, version, why).
         self.log: list[tuple[str, int, str]] = []
         self.on_disk: dict[str, str] = {}
+        #: Each tool call seen by id: (tool, input).
+        self.inputs: dict[str, tuple[str, dict[str, Any]]] = {}
 
     @staticmethod
     def relative(path: object, cwd: str) -> str | None:
@@ -154,10 +365,12 @@ class Folder:
         return lines
 
     def apply(self, entries: list[dict[str, Any]], cwd: str) -> list[str]:
-        """First pass over one turn's ``entries``: the files whose version it moved."""
+        """First pass over a part of one turn's ``entries`` (a subagent's messages
+        included: :func:`agent_message`): the files whose version it moved. A call's
+        result may come in a later part than the call (a Read made beside a delegation)."""
         touched: list[str] = []
-        inputs: dict[str, tuple[str, dict[str, Any]]] = {}
-        for entry in entries:
+        for outer in entries:
+            entry = agent_message(outer) or outer
             content = (entry.get("message") or {}).get("content")
             if not isinstance(content, list):
                 continue
@@ -165,13 +378,19 @@ class Folder:
                 if not isinstance(block, dict):
                     continue
                 if block.get("type") == "tool_use" and isinstance(block.get("input"), dict):
-                    inputs[str(block.get("id"))] = (str(block.get("name")), block["input"])
+                    self.inputs[str(block.get("id"))] = (str(block.get("name")), block["input"])
                 if block.get("type") == "tool_result" and not block.get("is_error"):
-                    call = inputs.get(str(block.get("tool_use_id")))
-                    if call is not None:
-                        rel = self._result(call[0], call[1], entry.get("toolUseResult"), cwd)
-                        if rel is not None and rel not in touched:
-                            touched.append(rel)
+                    call = self.inputs.get(str(block.get("tool_use_id")))
+                    if call is None:
+                        continue
+                    result = entry.get("toolUseResult")
+                    if not isinstance(result, dict):
+                        # A subagent's message mostly keeps no toolUseResult: what its
+                        # model was given stands in.
+                        result = as_result(call[0], call[1], block.get("content"))
+                    rel = self._result(call[0], call[1], result, cwd)
+                    if rel is not None and rel not in touched:
+                        touched.append(rel)
         return touched
 
     def _seen(self, rel: str, start: int, returned: list[str], total: Any) -> None:
@@ -257,6 +476,26 @@ class Folder:
             return
 
 
+@contextlib.contextmanager
+def work_folder(codebase: Codebase) -> Iterator[Path]:
+    """The codebase's folder under :data:`WORK`, empty, for one run at a time (another
+    run of the same codebase waits), removed at the end."""
+    WORK.mkdir(exist_ok=True)
+    with open(WORK / f"{codebase.name}.lock", "w") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            print(f"{codebase.name}: waiting for another replay of it", flush=True)
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        folder = WORK / codebase.name
+        shutil.rmtree(folder, ignore_errors=True)
+        folder.mkdir()
+        try:
+            yield folder
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+
+
 @functools.cache
 def _model() -> Any:
     from explomemo.recall.embeddings import load_embedder
@@ -340,13 +579,133 @@ def replay_database(
             + "\n"
         )
 
+    subagent_memos: set[int] = set()
+
+    def delegate(run: Delegation, base: dict[str, Any], at: str | None, cwd: str) -> None:
+        """``hook delegate`` before the run, as Claude Code calls it (PreToolUse on
+        Agent|Task); what it decided is recorded, the session goes on as it went."""
+        given = json.loads(moved(run.input, cwd, str(root)))
+        payload = {
+            **base,
+            "hook_event_name": "PreToolUse",
+            "tool_name": run.tool,
+            "tool_input": given,
+            "tool_use_id": run.id,
+        }
+        code, out, err = call(["hook", "delegate", *project], json.dumps(payload).encode())
+        kind, memos, brought = decision(out, str(given.get("prompt", "")))
+        record(
+            "delegate",
+            base["session_id"],
+            at,
+            code,
+            out,
+            err,
+            delegation=run.id,
+            subagent_type=run.input.get("subagent_type"),
+            background=run.background,
+            decision=kind,
+            memos=memos,
+            brought_bytes=brought,
+        )
+
+    def subagent_stop(run: Delegation, base: dict[str, Any], at: str | None, cwd: str) -> None:
+        """``hook subagent-stop`` at the run's end, on its transcript as Claude Code writes
+        it; the memo it captured, if any."""
+        path = work / f"agent-{run.id}.jsonl"
+        path.write_text(run_transcript(run, base["session_id"], cwd, str(root)), "utf-8")
+        payload = {
+            **base,
+            "hook_event_name": "SubagentStop",
+            "stop_hook_active": False,
+            "agent_id": run.agent_id or run.id,
+            "agent_type": run.input.get("subagent_type") or "general-purpose",
+            "agent_transcript_path": str(path),
+            "last_assistant_message": run.report.replace(cwd.rstrip("/"), str(root)),
+        }
+        code, out, err = call(["hook", "subagent-stop", *project], json.dumps(payload).encode())
+        path.unlink()
+        listed_code, listed_out, _ = call(["list", "--json", "--origin", "subagent", *project])
+        now = {m["id"] for m in json.loads(listed_out)} if listed_code == 0 else set()
+        new = sorted(now - subagent_memos)
+        subagent_memos.update(now)
+        record(
+            "subagent_stop",
+            base["session_id"],
+            at,
+            code,
+            out,
+            err,
+            delegation=run.id,
+            subagent_type=run.input.get("subagent_type"),
+            background=run.background,
+            messages=len(run.messages),
+            memo=new[0] if new else None,
+        )
+
     sessions = [(meta, load_session(codebase, meta["id"])) for meta in listed]
-    # First pass: each turn's file versions at its end.
+    runs: dict[str, list[Delegation]] = {}
+    copies: dict[str, list[Delegation]] = {}
+    played: set[str] = set()
+    for meta, entries in sessions:
+        # A resumed session repeats the runs of the one it resumed: played once, at first.
+        found = delegations(entries)
+        runs[meta["id"]] = [run for run in found if run.id not in played]
+        copies[meta["id"]] = [run for run in found if run.id in played]
+        played.update(run.id for run in found)
+    # Where in each session a hook runs inside a turn: before a delegated run (after the
+    # entry of its call) and at its end.
+    hooks_at: dict[str, dict[int, list[tuple[str, Delegation]]]] = {}
+    for meta, _ in sessions:
+        at = hooks_at[meta["id"]] = {}
+        for run in runs[meta["id"]]:
+            at.setdefault(run.at + 1, []).append(("delegate", run))
+            if run.end is not None:
+                at.setdefault(run.end, []).append(("subagent_stop", run))
+    # First pass: the file versions at each point a hook runs, from the turn's first entry
+    # to its end, cut where a delegated run starts and ends.
+    at_point: dict[tuple[str, int], list[tuple[str, int]]] = {}
     at_end: dict[tuple[str, int], list[tuple[str, int]]] = {}
     for meta, entries in sessions:
         for first, end in turns(entries):
-            touched = folder.apply(entries[first:end], meta["cwd"])
-            at_end[meta["id"], first] = [(rel, folder.current[rel]) for rel in touched]
+            whole: dict[str, int] = {}
+            start = first
+            for point in cuts(hooks_at[meta["id"]], first, end):
+                touched = folder.apply(entries[start:point], meta["cwd"])
+                at_point[meta["id"], point] = [(rel, folder.current[rel]) for rel in touched]
+                whole.update(at_point[meta["id"], point])
+                start = point
+            at_end[meta["id"], first] = list(whole.items())
+        spans = turns(entries)
+        for run in runs[meta["id"]] + copies[meta["id"]]:
+            why = None
+            if run in copies[meta["id"]]:
+                why = "a copy in a resumed session"
+            elif not any(first < run.at + 1 <= end for first, end in spans):
+                why = "outside a turn"
+            elif not run.messages:
+                why = (
+                    "background run, no subagent messages"
+                    if run.background
+                    else "no subagent messages"
+                )
+            elif run.end is None:
+                why = "no result"
+            if why is not None:
+                log.write(
+                    json.dumps(
+                        {
+                            "event": "subagent_skipped",
+                            "codebase": codebase.name,
+                            "developer": developer,
+                            "session": meta["id"],
+                            "delegation": run.id,
+                            "background": run.background,
+                            "why": why,
+                        }
+                    )
+                    + "\n"
+                )
     for rel, version, why in folder.log:
         log.write(
             json.dumps(
@@ -397,11 +756,19 @@ def replay_database(
                         uuid,
                         *call(["recall", "--json", *project, "--root", str(root), text]),
                     )
-            for rel, version in at_end[sid, first]:
-                folder.write(rel, version)
-            with open(transcript, "a", encoding="utf-8") as out:
-                for entry in entries[first + 1 : end]:
-                    out.write(moved(entry, cwd, str(root)) + "\n")
+            written = first + 1
+            for point in cuts(hooks_at[sid], first, end):
+                for rel, version in at_point[sid, point]:
+                    folder.write(rel, version)
+                with open(transcript, "a", encoding="utf-8") as out:
+                    for entry in entries[written:point]:
+                        out.write(moved(entry, cwd, str(root)) + "\n")
+                written = point
+                for kind, run in hooks_at[sid].get(point, []):
+                    if kind == "delegate":
+                        delegate(run, base, uuid, cwd)
+                    else:
+                        subagent_stop(run, base, uuid, cwd)
             if typed(text):
                 payload = {**base, "hook_event_name": "Stop", "stop_hook_active": False}
                 record(
@@ -455,6 +822,9 @@ def main() -> int:
     ).stdout.strip()
     print(f"explomemo {explomemo.__version__} from {package} (git {head or '?'})", flush=True)
     cli._load_model = lambda: _model()  # type: ignore[attr-defined]  # load once, not per call
+    from explomemo.recall import delegations as matching
+
+    matching.shipped_embedder = lambda: _model()  # the delegate hook's model, loaded once
     for codebase in CODEBASES:
         if args.codebase and codebase.name not in args.codebase:
             continue
@@ -466,11 +836,11 @@ def main() -> int:
             by_dev.setdefault(meta["developer"], []).append(meta)
         started = time.monotonic()
         with (
-            tempfile.TemporaryDirectory(prefix=f"replay-{codebase.name}-") as work,
+            work_folder(codebase) as work,
             open(out_dir / f"{codebase.name}.jsonl", "w", encoding="utf-8") as log,
         ):
             for developer, metas in by_dev.items():
-                replay_database(codebase, developer, metas, Path(work), log)
+                replay_database(codebase, developer, metas, work, log)
         print(
             f"{codebase.name}: {len(listed)} sessions in {time.monotonic() - started:.0f} s",
             flush=True,
