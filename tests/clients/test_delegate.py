@@ -190,6 +190,17 @@ def test_a_turns_capture_is_no_answer_only_a_head_start(db_path: Path, shop: Rep
     assert "captured here from a turn" in decided["updatedInput"]["prompt"]
 
 
+def test_a_turns_capture_reaches_a_run_only_when_asked_nearly_again(
+    db_path: Path, shop: Repo
+) -> None:
+    """Judged by no one, a captured turn is no head start for a prompt that asks more
+    (the replay of real sessions handed 21 of them to subagents unasked)."""
+    assert _decision(hook(db_path, shop, MORE)[0])["permissionDecision"] == "allow"
+    with open_cache(db_path) as cache, cache.store.write() as conn:
+        conn.execute("UPDATE memos SET origin = 'transcript'")
+    assert hook(db_path, shop, MORE) == (None, "")
+
+
 @pytest.mark.parametrize(
     ("prompt", "tool", "delegation", "env"),
     [

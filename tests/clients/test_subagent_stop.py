@@ -420,6 +420,12 @@ def test_export_and_import_keep_the_agent_type_and_the_cost(
         "cd src && cat auth.py | sort | uniq",
         "sed -n 5p src/auth.py",
         "grep -rn verify src 2>/dev/null | uniq -c",
+        # A separator inside quotes is part of a word (the replay of real runs found 24
+        # runs refused for an alternation in a grep pattern).
+        'grep -n "verify\\|check" src/auth.py',
+        "grep -rn 'verify|check' src | head -5",
+        "grep -n 'a;b' src/auth.py",
+        "ls\ncat src/auth.py",
     ],
 )
 def test_read_only_commands(command: str) -> None:
@@ -454,6 +460,11 @@ def test_read_only_commands(command: str) -> None:
         "file -C -m magic",
         "echo hi >/dev/nullx",
         "uniq src/auth.py out.txt",
+        # Quotes split as a shell splits them: none hides a command.
+        "grep 'x' src|rm -rf src",
+        "cat 'a\nb'\nrm x",
+        "grep x ';' rm -rf src",
+        "grep 'unclosed src",
     ],
 )
 def test_commands_that_may_write(command: str) -> None:

@@ -16,7 +16,8 @@ of this repository (:func:`~explomemo.recall.delegations.match`):
   :data:`DIFF_CHARS`), asking it to check only that;
 * memos cover **part** of it: the run goes on with them as a head start
   (:func:`head_start`: at most two, each fresh or with what changed, within
-  :data:`HEAD_START_BYTES`);
+  :data:`HEAD_START_BYTES`); a memo captured from a turn only when the prompt asks its
+  question nearly again (:func:`~explomemo.recall.prompts.asks_again`);
 * otherwise nothing is added.
 
 A block of ours starts with :data:`MARKER` on a line of its own: the SubagentStop hook
@@ -54,7 +55,7 @@ from explomemo.clients.hooks.memos import (
 )
 from explomemo.clients.hooks.payload import Answer, field, root_of
 from explomemo.errors import NoDatabaseError, TranscriptError
-from explomemo.inputs import provenance, switched_on
+from explomemo.inputs import TRANSCRIPT, provenance, switched_on
 from explomemo.printable import inert, one_line
 from explomemo.store.database import FileRow, MemoRow, Store
 
@@ -146,12 +147,16 @@ def _answer(
     deadline: Deadline | None,
 ) -> Answer:
     from explomemo.recall.delegations import match
+    from explomemo.recall.prompts import asks_again
 
     name = project_of(store, project, root)
     with store.errors(), store.read() as conn:
 
         def ours(memos: list[MemoRow]) -> list[MemoRow]:
-            return of_this_repository(store, name, root, memos)
+            # A captured turn was judged by no one: it reaches a run only when the
+            # delegated prompt asks its question nearly again, as in the prompt hook.
+            asked = [m for m in memos if m.origin != TRANSCRIPT or asks_again(prompt, m.question)]
+            return of_this_repository(store, name, root, asked)
 
         found = match(store, conn, name, prompt, keep=ours)
         kind = tool_input.get("subagent_type")

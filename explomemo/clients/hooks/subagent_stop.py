@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -81,8 +82,8 @@ _WRITING_OPTIONS: dict[str, tuple[str, ...]] = {
 _SED_PRINT = re.compile(r"['\"]?(?:\d+|\$)?(?:,(?:\d+|\$))?p['\"]?")
 #: Redirections that write nowhere (``/dev/null`` as a whole word).
 _HARMLESS_REDIRECTIONS = re.compile(r"[0-9]?>\s*/dev/null(?=$|[\s;&|])|[0-9]?>&[0-9]")
-#: What splits a command line into commands (pipes, lists, background).
-_SEPARATORS = re.compile(r"\|\|?|&&|;|&|\n")
+#: What splits a command line into commands outside quotes (pipes, lists, background).
+_SEPARATORS = "|&;\n"
 
 
 def read_only(command: str) -> bool:
@@ -96,10 +97,11 @@ def read_only(command: str) -> bool:
     text = _HARMLESS_REDIRECTIONS.sub(" ", command)
     if any(mark in text for mark in (">", "`", "$(", "<(")):
         return False
-    for part in _SEPARATORS.split(text):
-        words = part.split()
-        if not words:
-            continue
+    try:
+        commands = _commands(text)
+    except ValueError:  # an unclosed quote
+        return False
+    for words in commands:
         name, options = words[0], words[1:]
         if name not in READ_ONLY_COMMANDS:
             return False
@@ -116,6 +118,22 @@ def read_only(command: str) -> bool:
         if name == "uniq" and len(operands) > 1:  # ``uniq IN OUT`` writes OUT
             return False
     return True
+
+
+def _commands(text: str) -> list[list[str]]:
+    """The words of each command ``text`` chains, split as a shell splits them: a ``|``
+    or ``;`` inside quotes (``grep -n 'a|b'``) is part of a word. A quoted word made only
+    of separators splits too: such a line is refused, never taken as reading."""
+    lexer = shlex.shlex(text, posix=True, punctuation_chars=_SEPARATORS)
+    lexer.whitespace = " \t\r"
+    lexer.whitespace_split = True
+    commands: list[list[str]] = [[]]
+    for token in lexer:
+        if token.strip(_SEPARATORS):
+            commands[-1].append(token)
+        elif commands[-1]:
+            commands.append([])
+    return [words for words in commands if words]
 
 
 def should_capture(run: Run, reads_inside: int) -> bool:
