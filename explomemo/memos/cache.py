@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Generic, TypeVar
 from explomemo import inputs
 from explomemo.errors import ExplomemoError, InputError, NotFoundError, PathError
 from explomemo.files import Opener, Refused, Root, relative_path, resolve_root
-from explomemo.inputs import AGENT, TRANSCRIPT
+from explomemo.inputs import AGENT
 from explomemo.projects import ENV as PROJECT_ENV
 from explomemo.projects import Caller, project_name, resolve_project
 from explomemo.recall.sources import FixedModel, ModelSource
@@ -631,9 +631,10 @@ class MemoCache:
                 memo = memos.get(candidate.id)
                 if memo is None:
                     continue
-                # A captured turn was judged by no one: it comes only when it scores what a
-                # clear answer needs (on real sessions the others were never the right memo).
-                if memo.origin == TRANSCRIPT and candidate.score < clear_score(
+                # A captured turn or run was judged by no one: it comes only when it scores
+                # what a clear answer needs (on real sessions the others were never the
+                # right memo).
+                if memo.origin != AGENT and candidate.score < clear_score(
                     candidate.matched_by
                 ):
                     continue
@@ -677,11 +678,11 @@ class MemoCache:
 
             # A lean stale match says by how many lines each file changed: counted, no diff.
             count = self.describer(where, observed, COUNTED_ONLY)
-        # A captured turn was judged by no one (on real sessions its whole answers were
-        # wrong): it comes lean, and show gives it whole.
+        # A captured turn or run was judged by no one (on real sessions their whole
+        # answers were wrong, a run's 30 KB and more): it comes lean, and show gives it.
         clear = (
             bool(shown)
-            and shown[0].origin != TRANSCRIPT
+            and shown[0].origin == AGENT
             and clearly_answers(
                 shown[0].score,
                 shown[0].matched_by,

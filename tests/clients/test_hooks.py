@@ -1084,24 +1084,37 @@ def test_a_database_being_created_is_as_silent_as_none(tmp_path: Path, event: st
     assert db.stat().st_size == 0  # a reader created and migrated nothing
 
 
+@pytest.mark.parametrize(
+    ("origin", "said"),
+    [("transcript", "captured here from a turn"), ("subagent", "captured here from a delegated")],
+)
 def test_prompt_brings_a_captured_turn_only_to_a_prompt_asking_it_again(
-    project: Repo, db_path: Path
+    project: Repo, db_path: Path, origin: str, said: str
 ) -> None:
+    """A delegated run's memo too: on replayed real sessions the prompt hook brought three
+    to tasks and follow-ups, none of them answered."""
     question = (
         "why does the token refresher log 'refresh window closed before expiry' when the"
         " signing key rotates during a request?"
     )
     conclusion = "The refresher compares the old key id."
     save_captured_turn(db_path, project.path, "src/tokens.py", question, conclusion, "shop")
+    with open_cache(db_path) as cache, cache.store.write() as conn:
+        conn.execute("UPDATE memos SET origin = ? WHERE question = ?", (origin, question))
     again = (
         "we saw the token refresher log 'refresh window closed before expiry' again as the"
         " signing key rotates during a request, why?"
     )
-    elsewhere = "how does the token refresher pick its refresh window?"
+    # Its words, in a task that asks more: the memo would come if an agent had recorded it.
+    elsewhere = (
+        "the token refresher logs 'refresh window closed before expiry' when the signing key"
+        " rotates during a request: make the refresher fetch the new key id, retry once,"
+        " update the handler tests and the changelog, then open a pull request"
+    )
     answer, err = hook("prompt", {"cwd": str(project.path), "prompt": again}, db_path)
     assert err == ""
     text = context(answer, "UserPromptSubmit")
-    assert "captured here from a turn" in text and "The refresher compares the old key id." in text
+    assert said in text and "The refresher compares the old key id." in text
     answer, err = hook("prompt", {"cwd": str(project.path), "prompt": elsewhere}, db_path)
     assert answer is None or "old key id" not in context(answer, "UserPromptSubmit")
 

@@ -199,3 +199,21 @@ def test_a_captured_turn_left_out_leaves_room_for_the_next_match(
         )
         result = cache.recall(query="zzz", project="svc", root=str(app), limit=1)
     assert [m.question for m in result.matches] == ["Agent memo"]
+
+
+@pytest.mark.parametrize(("origin", "whole"), [("agent", True), ("subagent", False)])
+def test_a_delegated_runs_memo_clearly_first_comes_lean(
+    app: Path, db_path: Path, monkeypatch: pytest.MonkeyPatch, origin: str, whole: bool
+) -> None:
+    """Judged by no one, a run's memo comes lean however clearly it matches (on replayed
+    real sessions 1 of 19 such whole answers was right, each 30 KB and more); show gives it."""
+    monkeypatch.setattr(search, "UNKNOWN_PENALTY", 0.0)
+    cosines = {"Run": CLEAR_EMBEDDING + 0.2, "Far": CLEAR_EMBEDDING - 0.3}
+    save_captured_turn(db_path, app, "app/db.py", "Run memo", "a long report", "svc")
+    save_captured_turn(db_path, app, "app/db.py", "Far memo", "y", "svc")
+    with MemoCache.open(db_path, FixedModel(None)) as cache, cache.store.write() as conn:
+        conn.execute("UPDATE memos SET origin = ? WHERE question = 'Run memo'", (origin,))
+    with _plane_cache(db_path, cosines) as cache:
+        result = cache.recall(query="zzz", project="svc", root=str(app))
+    assert result.matches[0].question == "Run memo"
+    assert result.matches[0].whole is whole

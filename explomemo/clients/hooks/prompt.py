@@ -4,9 +4,9 @@ Matched by words (:mod:`explomemo.recall.prompts`): up to :data:`MAX_FRESH` fres
 with id, provenance, question and conclusion, and up to :data:`MAX_STALE` stale ones whose
 change is small enough to show (:data:`STALE_LINES`, :data:`STALE_DIFF_BYTES`) with its
 diff, within :data:`PROMPT_BYTES`; nothing when none clears the cut-off. An imported
-memo never comes unasked, and a captured turn only to a prompt that asks its question
-nearly again (:func:`~explomemo.recall.prompts.asks_again`). The fresh memos it served
-whole are counted (:mod:`explomemo.memos.savings`), in an existing database only.
+memo never comes unasked, and a captured turn or delegated run only to a prompt that
+asks its question nearly again (:func:`~explomemo.recall.prompts.asks_again`). The fresh
+memos it served whole are counted (:mod:`explomemo.memos.savings`), in an existing database only.
 
 It runs before every prompt in a new process: it imports no model and no numpy, and
 checks files only for the memos it is about to show.
@@ -32,7 +32,7 @@ from explomemo.clients.hooks.memos import (
 )
 from explomemo.clients.hooks.payload import Answer, context, field, root_of
 from explomemo.errors import NoDatabaseError
-from explomemo.inputs import MAX_QUESTION, TRANSCRIPT, provenance
+from explomemo.inputs import AGENT, MAX_QUESTION, provenance
 from explomemo.printable import inert, one_line
 from explomemo.store.database import FileRow, MemoRow, Store
 
@@ -77,13 +77,14 @@ def prompt(
         with store.errors(), store.read() as conn:
             answers = answering(store, conn, name, text)
             # An imported memo is a repository's claim: it comes when asked (recall, show),
-            # never unasked. A turn's capture was judged by no one (on real sessions most
-            # were plans, statuses and follow-ups): it comes only to a prompt that asks
-            # its question nearly again.
+            # never unasked. A turn's or a delegated run's capture was judged by no one (on
+            # real sessions most turns were plans, statuses and follow-ups, and the runs
+            # brought to tasks only related): it comes only to a prompt that asks its
+            # question nearly again.
             own = [
                 m
                 for m, _ in answers
-                if not m.imported and (m.origin != TRANSCRIPT or asks_again(text, m.question))
+                if not m.imported and (m.origin == AGENT or asks_again(text, m.question))
             ]
             kept = set(of_this_repository(store, name, root, own))
             found = [(memo, score) for memo, score in answers if memo in kept]
