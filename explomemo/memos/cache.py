@@ -634,9 +634,7 @@ class MemoCache:
                 # A captured turn or run was judged by no one: it comes only when it scores
                 # what a clear answer needs (on real sessions the others were never the
                 # right memo).
-                if memo.origin != AGENT and candidate.score < clear_score(
-                    candidate.matched_by
-                ):
+                if memo.origin != AGENT and candidate.score < clear_score(candidate.matched_by):
                     continue
                 checked = checked_files(files[memo.id], observed)
                 stale = any(f.state != "unchanged" for f in checked)
