@@ -38,6 +38,7 @@ import argparse
 import contextlib
 import fcntl
 import functools
+import importlib.util
 import io
 import json
 import os
@@ -124,6 +125,16 @@ def turns(entries: list[dict[str, Any]]) -> list[tuple[int, int]]:
     ]
 
 
+def _has_module(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except ModuleNotFoundError:  # a parent that is a module, not a package
+        return False
+
+
+#: Whether the release replayed has the hooks of delegated runs (the release the issue
+#: measured has neither: its runs still feed the simulated folder, as its files were).
+DELEGATION_HOOKS = _has_module("explomemo.clients.hooks.delegate")
 #: The tools that delegate a run to a subagent.
 DELEGATING = ("Task", "Agent")
 #: Lines a Read gives when called with no offset nor limit: fewer, and it gave the whole file.
@@ -584,6 +595,8 @@ def replay_database(
     def delegate(run: Delegation, base: dict[str, Any], at: str | None, cwd: str) -> None:
         """``hook delegate`` before the run, as Claude Code calls it (PreToolUse on
         Agent|Task); what it decided is recorded, the session goes on as it went."""
+        if not DELEGATION_HOOKS:
+            return
         given = json.loads(moved(run.input, cwd, str(root)))
         payload = {
             **base,
@@ -612,6 +625,8 @@ def replay_database(
     def subagent_stop(run: Delegation, base: dict[str, Any], at: str | None, cwd: str) -> None:
         """``hook subagent-stop`` at the run's end, on its transcript as Claude Code writes
         it; the memo it captured, if any."""
+        if not DELEGATION_HOOKS:
+            return
         path = work / f"agent-{run.id}.jsonl"
         path.write_text(run_transcript(run, base["session_id"], cwd, str(root)), "utf-8")
         payload = {
