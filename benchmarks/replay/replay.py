@@ -837,9 +837,10 @@ def main() -> int:
     ).stdout.strip()
     print(f"explomemo {explomemo.__version__} from {package} (git {head or '?'})", flush=True)
     cli._load_model = lambda: _model()  # type: ignore[attr-defined]  # load once, not per call
-    from explomemo.recall import delegations as matching
+    if DELEGATION_HOOKS:
+        from explomemo.recall import delegations as matching
 
-    matching.shipped_embedder = lambda: _model()  # the delegate hook's model, loaded once
+        matching.shipped_embedder = lambda: _model()  # the delegate hook's model, loaded once
     for codebase in CODEBASES:
         if args.codebase and codebase.name not in args.codebase:
             continue
