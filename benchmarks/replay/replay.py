@@ -170,21 +170,39 @@ def text_of(content: Any) -> str:
 
 def as_result(tool: str, given: dict[str, Any], content: Any) -> dict[str, Any]:
     """A subagent's tool result as the main transcript's ``toolUseResult`` would hold it:
-    for a Read, the lines off the numbered text its model was given (explomemo's own
-    reader), the whole file when it was called with no offset nor limit and gave fewer
-    than :data:`READ_DEFAULT_LINES` lines; for an Edit or Write, nothing (the version before
-    is the folder's)."""
+    for a Read, the lines off the numbered text its model was given, the whole file when it
+    was called with no offset nor limit and gave fewer than :data:`READ_DEFAULT_LINES`
+    lines; for an Edit or Write, nothing (the version before is the folder's)."""
     if tool != "Read":
         return {}
-    from explomemo.clients.hooks.capture import numbered_results
-
-    (read,) = numbered_results([(str(given.get("file_path")), text_of(content))])
-    if read.content is None:
+    lines, start = numbered_lines(text_of(content))
+    if not lines:
         return {}
-    lines = read.content.split("\n")
     whole = "offset" not in given and "limit" not in given and len(lines) < READ_DEFAULT_LINES
-    file = {"content": read.content, "startLine": read.start_line}
+    file = {"content": "\n".join(lines), "startLine": start}
     return {"file": {**file, "totalLines": len(lines)} if whole else file}
+
+
+#: A line of a Read result as the model is given it: its number, a tab (an arrow in
+#: older releases), the line.
+NUMBERED = re.compile(r" *(\d+)(?:\t|\u2192)")
+
+
+def numbered_lines(text: str) -> tuple[list[str], int]:
+    """The file's lines of a Read result's text (``N<tab>line``, numbered on from the
+    first; a reminder after the last is not the file's), and the first one's number. The
+    benchmark's own reader, as explomemo's (``numbered_results``) reads them: the simulated
+    folder must be the same whichever release is replayed."""
+    lines: list[str] = []
+    start = 1
+    for line in text.split("\n"):
+        number = NUMBERED.match(line)
+        if number is None or (lines and int(number.group(1)) != start + len(lines)):
+            break
+        if not lines:
+            start = int(number.group(1))
+        lines.append(line[number.end() :])
+    return lines, start
 
 
 class Delegation:
