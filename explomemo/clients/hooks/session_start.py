@@ -7,7 +7,6 @@ captured turn. Within :data:`INDEX_BYTES`; nothing when none is fresh.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -32,8 +31,7 @@ if TYPE_CHECKING:
 
     from explomemo.clients.hooks.deadline import Deadline
 
-#: Size of the session-start answer as the hook prints it (the JSON line holding the
-#: index, escapes and all), in bytes: it is paid in every session.
+#: Size of the session-start index, in UTF-8 bytes: it is paid in every session.
 INDEX_BYTES = 600
 #: A question is cut to this many characters in the index.
 QUESTION_CHARS = 100
@@ -76,11 +74,6 @@ def session_start(
     return context("SessionStart", session_index(name, fresh, len(stale), files, spared))
 
 
-def printed_size(text: str) -> int:
-    """The bytes of the hook's answer holding ``text``, as it is printed."""
-    return len(json.dumps(context("SessionStart", text)).encode()) + 1
-
-
 def _spared(store: Store, conn: sqlite3.Connection, project: str) -> str | None:
     """The index's line on what the project's memos spared so far, or None."""
     from explomemo.memos.savings import spared_line
@@ -96,8 +89,7 @@ def session_index(
     files: dict[int, list[FileRow]],
     spared: str | None = None,
 ) -> str:
-    """The session-start text, its answer within INDEX_BYTES as printed
-    (:func:`printed_size`): a head line, the ``spared`` line (see
+    """The session-start text, within INDEX_BYTES: a head line, the ``spared`` line (see
     :func:`~explomemo.memos.savings.spared_line`), then the fresh memos' ids and questions
     (cut to QUESTION_CHARS): those recorded here first (the ones resting on the most files
     first), imported ones after, marked; the ``stale`` ones only as a count."""
@@ -111,16 +103,14 @@ def session_index(
     ranked = sorted(
         fresh, key=lambda m: (m.imported, -len(files.get(m.id, [])), m.recorded_at, m.id)
     )
+    used = sum(len(line.encode()) + 1 for line in lines)
     for shown, memo in enumerate(ranked):
         mark = " (imported)" if memo.imported else ""
         line = f"| #{memo.id}{mark} {quoted_question(memo.question, QUESTION_CHARS)}"
         rest = f"…and {len(ranked) - shown} more."
-        if printed_size("\n".join([*lines, line, rest])) > INDEX_BYTES:
+        if used + len(line.encode()) + 1 + len(rest.encode()) > INDEX_BYTES:
             lines.append(rest)
             break
         lines.append(line)
-    text = "\n".join(lines)
-    while (over := printed_size(text) - INDEX_BYTES) > 0:
-        # A head that alone does not fit (a long project name): cut, escapes counted.
-        text = fit(text, len(text.encode()) - over)
-    return text
+        used += len(line.encode()) + 1
+    return fit("\n".join(lines), INDEX_BYTES)
