@@ -55,6 +55,14 @@ def wilson(k: int, n: int) -> str:
     return f"{k}/{n} = {p:.2f} [{max(0.0, centre - half):.2f}, {min(1.0, centre + half):.2f}]"
 
 
+def context_bytes(event: dict[str, Any]) -> int:
+    """The UTF-8 bytes of the text a hook's answer adds to the agent's context."""
+    if not event["stdout"].strip():
+        return 0
+    found = json.loads(event["stdout"]).get("hookSpecificOutput", {}).get("additionalContext")
+    return len(found.encode()) if isinstance(found, str) else 0
+
+
 def whole(match: dict[str, Any]) -> bool:
     """Whether a recall match came whole (with its conclusion), not lean."""
     return "conclusion" in match
@@ -209,7 +217,9 @@ def analyse(codebase: Codebase, run: Path, todo: list[dict[str, Any]]) -> dict[s
         )
         figures["delegations"] = delegation_figures(codebase, events, run_of, run_labels, todo)
         starts = [e for e in events if e["event"] == "session-start"]
-        figures["session-start"]["over_600"] = sum(1 for e in starts if e["stdout_bytes"] > 600)
+        # The issue's 600 bytes are what reaches the agent: the index's text, as Claude Code
+        # hands it on, not the JSON (escapes and all) the hook prints around it.
+        figures["session-start"]["over_600"] = sum(1 for e in starts if context_bytes(e) > 600)
         # Prompt hook injections: which memos, and their labels.
         injections = []
         for e in events:
@@ -464,7 +474,7 @@ def _rows(r: dict[str, Any]) -> list[tuple[str, str]]:
         ("memos at the end, by origin", origins),
         ("session-start: bytes a session", per("session-start")),
         (
-            "session-start: sessions over 600 B, held-out",
+            "session-start: sessions over 600 B of text, held-out",
             f"{h['session-start']['over_600']} of {h['sessions']}",
         ),
         (
