@@ -426,6 +426,10 @@ def test_export_and_import_keep_the_agent_type_and_the_cost(
         "grep -rn 'verify|check' src | head -5",
         "grep -n 'a;b' src/auth.py",
         "ls\ncat src/auth.py",
+        "grep x ';' rm -rf src",
+        'grep -rn "verify$" src',
+        "sed -n '$p' src/auth.py",
+        "grep -n 'a#b' src/auth.py && echo done#",
     ],
 )
 def test_read_only_commands(command: str) -> None:
@@ -463,8 +467,21 @@ def test_read_only_commands(command: str) -> None:
         # Quotes split as a shell splits them: none hides a command.
         "grep 'x' src|rm -rf src",
         "cat 'a\nb'\nrm x",
-        "grep x ';' rm -rf src",
         "grep 'unclosed src",
+        # Found by the second review of the quote-aware reader (bash ran each one's write).
+        "cat a.txt#; touch PWNED",
+        "git log -1 --format=%H#%s && git stash",
+        "find keep '' ls -delete",
+        "find keep ';' ls -delete",
+        "find . '|' ls -exec touch PWNED \\;",
+        "ls $'\\'' ; touch PWNED ; echo \\'",
+        "cat <<ls\nls '\nls\ntouch PWNED\ncat <<ls\n'\nls",
+        "echo hi >&1x",
+        "sort -uo OUT src/auth.py",
+        "sed -n 1p -e 'w OUT' src/auth.py",
+        "find keep -{delete,print}",
+        "find keep -${X:-delete}",
+        "# just a comment\ntouch x",
     ],
 )
 def test_commands_that_may_write(command: str) -> None:

@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import os
 import re
-import shlex
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -79,11 +78,17 @@ _WRITING_OPTIONS: dict[str, tuple[str, ...]] = {
 }
 #: The one sed script taken as reading: print lines by number (``-n '10,40p'``); any other
 #: (``w`` writes a file, ``e`` and ``s///e`` run a command) counts as writing.
-_SED_PRINT = re.compile(r"['\"]?(?:\d+|\$)?(?:,(?:\d+|\$))?p['\"]?")
+_SED_PRINT = re.compile(r"(?:\d+|\$)?(?:,(?:\d+|\$))?p")
 #: Redirections that write nowhere (``/dev/null`` as a whole word).
-_HARMLESS_REDIRECTIONS = re.compile(r"[0-9]?>\s*/dev/null(?=$|[\s;&|])|[0-9]?>&[0-9]")
+_HARMLESS_REDIRECTIONS = re.compile(r"[0-9]?>(?:\s*/dev/null|&[0-9])(?=$|[\s;&|])")
+#: Short options that write when they come in a cluster (``sort -uo OUT``), by command.
+_WRITING_LETTERS: dict[str, str] = {"sort": "o", "tree": "o", "sed": "efi"}
 #: What splits a command line into commands outside quotes (pipes, lists, background).
 _SEPARATORS = "|&;\n"
+#: What may follow ``$`` in an expansion inside double quotes (a variable, a parameter),
+#: and outside them (also ``$'…'`` and ``$"…"``).
+_EXPANDED_QUOTED = re.compile(r"[\w{(@*#?!$-]")
+_EXPANDED = re.compile(r"[\w{(@*#?!$'\"-]")
 
 
 def read_only(command: str) -> bool:
@@ -95,11 +100,11 @@ def read_only(command: str) -> bool:
     rg's ``--pre``, git grep's ``-O``: :data:`_WRITING_OPTIONS`), and the line holds no
     redirection but to ``/dev/null`` and no substitution (``$(``, backticks, ``<(``)."""
     text = _HARMLESS_REDIRECTIONS.sub(" ", command)
-    if any(mark in text for mark in (">", "`", "$(", "<(")):
+    if any(mark in text for mark in (">", "`", "$(", "<(", "<<")):
         return False
     try:
         commands = _commands(text)
-    except ValueError:  # an unclosed quote
+    except ValueError:  # what this reader does not follow: never taken as reading
         return False
     for words in commands:
         name, options = words[0], words[1:]
@@ -107,6 +112,12 @@ def read_only(command: str) -> bool:
             return False
         writing = ("--output", *_WRITING_OPTIONS.get(name, ()))
         if any(word.startswith(writing) for word in options):
+            return False
+        letters = _WRITING_LETTERS.get(name, "")
+        if any(
+            w.startswith("-") and not w.startswith("--") and set(w[1:]) & set(letters)
+            for w in options
+        ):
             return False
         if name == "git" and (not options or options[0] not in READ_ONLY_GIT):
             return False
@@ -121,18 +132,66 @@ def read_only(command: str) -> bool:
 
 
 def _commands(text: str) -> list[list[str]]:
-    """The words of each command ``text`` chains, split as a shell splits them: a ``|``
-    or ``;`` inside quotes (``grep -n 'a|b'``) is part of a word. A quoted word made only
-    of separators splits too: such a line is refused, never taken as reading."""
-    lexer = shlex.shlex(text, posix=True, punctuation_chars=_SEPARATORS)
-    lexer.whitespace = " \t\r"
-    lexer.whitespace_split = True
+    """The words of each command ``text`` chains, read as bash reads them: quotes and
+    backslashes make a ``|``, ``;`` or ``&`` part of a word (``grep -n 'a|b'``), and
+    only one outside them splits. Raises ValueError for what this reader does not follow
+    (an unclosed quote, an expansion ``$NAME``, ``${…}``, ``$'…'``, a brace ``{a,b}``,
+    a ``#`` starting a comment): such a line is never taken as reading."""
     commands: list[list[str]] = [[]]
-    for token in lexer:
-        if token.strip(_SEPARATORS):
-            commands[-1].append(token)
-        elif commands[-1]:
-            commands.append([])
+    word: list[str] = []
+    started = False  # a word has begun (``''`` is a word, though empty)
+    at = 0
+
+    def end_word() -> None:
+        nonlocal started
+        if started:
+            commands[-1].append("".join(word))
+        word.clear()
+        started = False
+
+    while at < len(text):
+        char = text[at]
+        if char == "\\":
+            if text[at + 1 : at + 2] != "\n":  # a backslash-newline joins lines
+                word.append(text[at + 1 : at + 2])
+                started = True
+            at += 2
+            continue
+        if char == "'":
+            close = text.find("'", at + 1)
+            if close < 0:
+                raise ValueError("an unclosed quote")
+            word.append(text[at + 1 : close])
+            started, at = True, close + 1
+            continue
+        if char == '"':
+            at += 1
+            while at < len(text) and text[at] != '"':
+                if text[at] == "\\" and text[at + 1 : at + 2] in ('"', "\\", "$", "`"):
+                    at += 1
+                elif text[at] == "$" and _EXPANDED_QUOTED.match(text, at + 1):
+                    raise ValueError("an expansion")
+                word.append(text[at])
+                at += 1
+            if at >= len(text):
+                raise ValueError("an unclosed quote")
+            started, at = True, at + 1
+            continue
+        if (char == "$" and _EXPANDED.match(text, at + 1)) or char == "{":
+            raise ValueError("an expansion")
+        if char == "#" and not started:
+            raise ValueError("a comment")
+        if char in " \t\r":
+            end_word()
+        elif char in _SEPARATORS:
+            end_word()
+            if commands[-1]:
+                commands.append([])
+        else:
+            word.append(char)
+            started = True
+        at += 1
+    end_word()
     return [words for words in commands if words]
 
 
