@@ -610,6 +610,14 @@ def replay_database(
 
     subagent_memos: set[int] = set()
 
+    def about(run: Delegation) -> dict[str, Any]:
+        """What the log says of a run at each of its events."""
+        return {
+            "delegation": run.id,
+            "subagent_type": run.input.get("subagent_type"),
+            "background": run.background,
+        }
+
     def delegate(run: Delegation, base: dict[str, Any], at: str | None, cwd: str) -> None:
         """``hook delegate`` before the run, as Claude Code calls it (PreToolUse on
         Agent|Task); what it decided is recorded, the session goes on as it went."""
@@ -632,9 +640,7 @@ def replay_database(
             code,
             out,
             err,
-            delegation=run.id,
-            subagent_type=run.input.get("subagent_type"),
-            background=run.background,
+            **about(run),
             decision=kind,
             memos=memos,
             brought_bytes=brought,
@@ -669,9 +675,7 @@ def replay_database(
             code,
             out,
             err,
-            delegation=run.id,
-            subagent_type=run.input.get("subagent_type"),
-            background=run.background,
+            **about(run),
             messages=len(run.messages),
             memo=new[0] if new else None,
         )
