@@ -122,6 +122,12 @@ BAD_EXPORT_LINES: list[tuple[str, str, str]] = [
         " explomemo",
     ),
     (
+        "origin-long",
+        _export_line(1, origin="m" * 30),
+        "origin 'mmmmmmmmmmmmmmmmmmmm' is not one of agent, transcript, subagent: it may come"
+        " from a later explomemo",
+    ),
+    (
         "repository-upper-case",
         _export_line(1, repository="A" * 40),
         "repository is not a commit id of 40 lowercase hex digits",
@@ -1492,3 +1498,90 @@ def test_stale_from_an_export_in_the_library_gates_only_when_asked_and_names_the
         "the export holds no memo, so there is nothing to check:"
         " write it with explomemo export --project P -o FILE"
     )
+
+
+# exchange.py: survivors of issue #36's run --------------------------------------
+
+
+def test_a_memo_recorded_at_the_latest_time_is_read_and_one_second_later_is_refused(
+    tmp_path: Path,
+) -> None:
+    """``latest`` is the last time accepted, and the refusal of a later one is its whole
+    sentence. Kills ``_parse_line`` 84 (``>=`` for ``>``) and 86, 87 (its message
+    changed)."""
+    export = tmp_path / "memos.jsonl"
+    export.write_text(_export_line(7, recorded_at="2026-12-07T06:10:00Z") + "\n")
+    (memo,) = read_export(export, latest="2026-12-07T06:10:00Z")
+    assert memo.recorded_at == "2026-12-07T06:10:00Z"
+    with pytest.raises(ExportFileError) as refused:
+        read_export(export, latest="2026-12-07T06:09:59Z")
+    assert str(refused.value) == (
+        f"line 1 of {export} is not an explomemo memo (recorded_at 2026-12-07T06:10:00Z is in"
+        " the future (this machine's clock says 2026-12-07T06:09:59Z, give or take a few"
+        " minutes)): regenerate the file with explomemo export"
+    )
+
+
+def test_a_run_that_cost_no_token_is_read_as_zero(tmp_path: Path) -> None:
+    """The store holds a ``cost_tokens`` of 0 (its CHECK says ``>= 0``), so an export of it
+    reads. Kills ``_parse_line`` 135 (the least made 1)."""
+    export = tmp_path / "memos.jsonl"
+    export.write_text(_export_line(7, origin="subagent", cost_tokens=0) + "\n")
+    (memo,) = read_export(export)
+    assert memo.cost_tokens == 0
+
+
+def test_a_skipped_repeated_id_is_one_sentence(tmp_path: Path) -> None:
+    """The warning of a line skipped for its id ends its sentence once. Kills
+    ``read_export`` 46, 47 (the refusal's ``;`` kept: "its own id;; it was skipped")."""
+    export = tmp_path / "memos.jsonl"
+    export.write_text(_export_line(7) + "\n" + _export_line(7, question="other") + "\n")
+    skipped: list[str] = []
+    assert [m.question for m in read_export(export, skipped)] == ["question 7"]
+    assert skipped == [
+        f"line 2 of {export} repeats memo id 7: each memo of an export has its own id;"
+        " it was skipped: regenerate the file with explomemo export"
+    ]
+
+
+def test_import_compares_dates_in_utc_whatever_the_local_zone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a machine 12 hours behind UTC, at 06:05 UTC, ``import`` reads a memo recorded at
+    06:00 UTC and refuses one recorded at 06:11 (past its 5 minutes of allowance). Kills
+    ``read_for_import`` 3 (the local time taken for UTC: the memo of 06:00 is refused) and
+    14 (``%M-%D`` for ``%m-%d``: "2026-10-12/07/26", earlier than any date of December)."""
+    import time
+    from datetime import UTC, datetime
+
+    from explomemo.memos import exchange
+
+    fixed = datetime(2026, 12, 7, 6, 5, tzinfo=UTC)
+
+    class Clock(datetime):
+        @classmethod
+        def now(cls, tz: Any = None) -> Any:
+            return (
+                fixed.astimezone(tz) if tz is not None else fixed.astimezone().replace(tzinfo=None)
+            )
+
+    monkeypatch.setenv("TZ", "UTC+12")
+    time.tzset()
+    try:
+        monkeypatch.setattr(exchange, "datetime", Clock)
+        export = tmp_path / "memos.jsonl"
+        export.write_text(
+            _export_line(1, recorded_at="2026-12-07T06:00:00Z")
+            + "\n"
+            + _export_line(2, recorded_at="2026-12-07T06:11:00Z")
+            + "\n"
+        )
+        skipped: list[str] = []
+        assert [m.id for m in exchange.read_for_import(export, skipped)] == [1]
+        assert len(skipped) == 1 and skipped[0].startswith(
+            f"line 2 of {export} is not an explomemo memo (recorded_at 2026-12-07T06:11:00Z is"
+            " in the future (this machine's clock says 2026-12-07T06:10:00Z,"
+        )
+    finally:
+        monkeypatch.undo()
+        time.tzset()
