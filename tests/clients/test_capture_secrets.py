@@ -266,6 +266,28 @@ def test_scrub_removes_what_an_older_version_stored(
     assert_no_secret(export.out)
 
 
+def test_scrub_removes_the_snapshot_of_a_secret_file_by_its_name_alone(
+    db_path: Path, shop: Repo
+) -> None:
+    """A ``.env`` an older version kept a snapshot of is removed for its name, though no
+    secret is found in what it holds; the snapshot of ``src/auth.py`` stays. Kills
+    ``Store.snapshot_paths`` 15 and 17 (the paths a snapshot is held by lost)."""
+    env_bytes = b"DEBUG=1\n"
+    (shop.path / ".env").write_bytes(env_bytes)
+    store = Store.open(db_path)
+    try:
+        with store.write() as conn:
+            store.save_capture(conn, old_capture(shop, env_bytes))
+    finally:
+        store.close()
+    env = hashlib.sha256(env_bytes).hexdigest()
+    auth = hashlib.sha256((shop.path / "src/auth.py").read_bytes()).hexdigest()
+    assert (snapshot_count(db_path, env), snapshot_count(db_path, auth)) == (1, 1)
+    run = invoke_cli(["--db", str(db_path), "scrub"])
+    assert run.code == 0, run.err
+    assert (snapshot_count(db_path, env), snapshot_count(db_path, auth)) == (0, 1)
+
+
 def recall(db: Path, shop: Repo, query: str) -> list[dict[str, Any]]:
     run = invoke_cli(["--db", str(db), "recall", query, "--json", "--root", str(shop.path)])
     assert run.code == 0, run.err
