@@ -792,6 +792,31 @@ def test_stop_blocks_once_when_files_were_read_and_nothing_recorded(
     assert hook("stop", stop_payload(path, top, active=True), db_path) == (None, "")
 
 
+def test_run_hook_passes_remind_to_the_stop_hook(
+    tmp_path: Path, db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--remind`` in process (``EXPLOMEMO_REMIND`` unset): the Stop hook blocks with it
+    and not without. The in-process twin of
+    ``test_the_stop_hook_setup_writes_reminds_only_when_set_up_with_remind``; kills
+    ``run_hook`` 39 and 40 (``remind`` not passed on, or passed as None)."""
+    monkeypatch.delenv("EXPLOMEMO_REMIND", raising=False)
+    top = _top(tmp_path)
+    path = transcript(tmp_path / "t.jsonl", [f"{top}/src/{n}.py" for n in "abc"], record=False)
+
+    def stop_hook(remind: bool) -> bytes:
+        out, err = io.BytesIO(), io.BytesIO()
+        payload = json.dumps(stop_payload(path, top)).encode()
+        code = run_hook(
+            "stop", db=db_path, project=None, stdin=io.BytesIO(payload), stdout=out,
+            stderr=err, remind=remind,
+        )  # fmt: skip
+        assert (code, err.getvalue()) == (0, b"")
+        return out.getvalue()
+
+    assert stop_hook(remind=False) == b""
+    assert json.loads(stop_hook(remind=True))["decision"] == "block"
+
+
 @pytest.mark.usefixtures("remind_on")
 def test_stop_is_silent_when_a_memo_was_recorded(tmp_path: Path, db_path: Path) -> None:
     top = _top(tmp_path)
