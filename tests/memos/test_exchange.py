@@ -1585,3 +1585,29 @@ def test_import_compares_dates_in_utc_whatever_the_local_zone(
     finally:
         monkeypatch.undo()
         time.tzset()
+
+
+def test_an_export_line_nested_too_deeply_is_refused_in_process(tmp_path: Path) -> None:
+    """The quick twin of ``test_an_export_line_nested_too_deeply_is_refused``, which mutmut
+    skips as slow (it starts a process): kills ``_parse_line`` 7-10 (the message changed)."""
+    deep = tmp_path / "deep.jsonl"
+    deep.write_text(DEEP + "\n")
+    assert _refusal(deep) == (
+        f"line 1 of {deep} is not an explomemo memo (JSON nested too deeply):"
+        " regenerate the file with explomemo export"
+    )
+
+
+def test_repo_folders_end_in_a_slash_for_memos_below_the_top(tmp_path: Path) -> None:
+    """The quick twin of ``test_an_export_of_memos_from_two_folders_checks_fresh_in_a_clone``
+    (mutmut skips it as slow): kills ``repo_folders`` 2 (``"XX/XX"`` for ``"/"``)."""
+    from explomemo.memos.exchange import repo_folders
+
+    export = tmp_path / "memos.jsonl"
+    export.write_text(
+        "".join(
+            _export_line(n, **({} if where is None else {"root_in_repo": where})) + "\n"
+            for n, where in ((1, "src/app"), (2, "."), (3, None))
+        )
+    )
+    assert repo_folders(read_export(export)) == {1: "src/app/"}
