@@ -174,3 +174,13 @@ def test_questions_equal_after_nfkc_and_case_folding_are_one_memo(
     )
     # First: in a project this small (no spread test) a weak match may follow it.
     assert [m["id"] for m in json.loads(run.out)["matches"]][:1] == [replies[0]["id"]]
+
+
+def test_provenance_names_an_origin_it_has_no_words_for_by_itself() -> None:
+    """Every stored origin has its words; one it has none for (a library caller's) is
+    shown as it is, never as None (kills provenance 4-6 of issue #36's mutation run)."""
+    from explomemo.inputs import provenance
+
+    assert provenance("transcript", False) == "captured here from a turn"
+    assert provenance("imported-elsewhere", False) == "imported-elsewhere"
+    assert provenance("agent", True).startswith("imported: ")
