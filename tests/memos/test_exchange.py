@@ -1611,3 +1611,50 @@ def test_repo_folders_end_in_a_slash_for_memos_below_the_top(tmp_path: Path) -> 
         )
     )
     assert repo_folders(read_export(export)) == {1: "src/app/"}
+
+
+def test_an_export_refused_for_secrets_names_each_memo_and_each_secret(
+    tmp_path: Path, words_cache: MemoCache
+) -> None:
+    """The refusal names the memo (or memos) holding secrets, which secret in which field,
+    and how to go on, as one whole sentence. Kills ``_refuse_secrets`` 3-6 (the field names
+    changed), 15 (the kinds joined with ``XX, XX``), 18 (one memo's sentence for two),
+    21-26 (the ids of two memos lost) and 28 (the fix changed)."""
+    from explomemo.memos.exchange import exported_memos
+
+    # Fake secrets of realistic shape, put together here so that no scanner of this
+    # repository takes the test's source for a leak.
+    github = "ghp_" + "R8kQ2mXv7LpA3nZ9wYc4TbE6uJ1sHd5fGo0i"
+    aws_id = "AKIA" + "Q3ZX7NB2LW5KT9RM"
+    root = tmp_path / "shop"
+    root.mkdir()
+    (root / "a.py").write_text("x = 1\n")
+
+    def record(question: str, conclusion: str) -> int:
+        memo = words_cache.record(
+            question=question, conclusion=conclusion, files=["a.py"], root=str(root)
+        )
+        return memo.id
+
+    def refusal() -> str:
+        with pytest.raises(InputError) as refused:
+            list(exported_memos(words_cache))
+        return str(refused.value)
+
+    def fix(memo_id: int) -> str:
+        return (
+            ", and an export is meant to be committed: nothing was exported; run `explomemo"
+            f" scrub` to redact the secrets in the database, or `explomemo forget {memo_id}`"
+        )
+
+    record("where is x set?", "in a.py")
+    first = record(f"does {github} still deploy?", f"yes, as {aws_id} does, and {github}")
+    assert refusal() == (
+        f"memo {first} holds a secret (github token in its question, aws access key id in its"
+        " conclusion, github token in its conclusion)" + fix(first)
+    )
+    second = record("which key deploys?", f"the key {aws_id}")
+    assert refusal() == (
+        f"memos {first}, {second} hold secrets (memo {first}: github token in its question,"
+        " aws access key id in its conclusion, github token in its conclusion)" + fix(first)
+    )
