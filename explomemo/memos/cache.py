@@ -632,8 +632,8 @@ class MemoCache:
                 if memo is None:
                     continue
                 # A captured turn or run was judged by no one: it comes only when it scores
-                # what a clear answer needs (on real sessions the others were never the
-                # right memo).
+                # what a clear answer needs (on real sessions the turns below it were never
+                # the right memo).
                 if memo.origin != AGENT and candidate.score < clear_score(candidate.matched_by):
                     continue
                 checked = checked_files(files[memo.id], observed)
