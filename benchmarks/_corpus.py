@@ -150,19 +150,31 @@ def memo_text(i: int) -> tuple[str, str]:
 
 def queries(count: int, offset: int) -> list[str]:
     """``count`` distinct queries (about one in eight unrelated to any memo)."""
-    found: list[str] = []
+    return [query for query, _ in topic_queries(count, offset)]
+
+
+def topic_queries(count: int, offset: int) -> list[tuple[str, tuple[str, str] | None]]:
+    """:func:`queries` with the (component, aspect) each asks about, None when unrelated:
+    a memo answers it when its question names both."""
+    found: list[tuple[str, tuple[str, str] | None]] = []
     i = offset
     while len(found) < count:
         if i % 8 == 7:
-            found.append(f"{UNRELATED[i % len(UNRELATED)]} ({i})")
+            found.append((f"{UNRELATED[i % len(UNRELATED)]} ({i})", None))
         else:
             rng = random.Random(10_000 + i)
             c = COMPONENTS[rng.randrange(len(COMPONENTS))]
             a = ASPECTS[rng.randrange(len(ASPECTS))]
             q = QUERY_PHRASINGS[i % len(QUERY_PHRASINGS)].format(c=c, a=a)
-            found.append(f"{q} #{i}")
+            found.append((f"{q} #{i}", (c, a)))
         i += 1
     return found
+
+
+def answers(question: str, topic: tuple[str, str]) -> bool:
+    """Whether a memo of this question answers a query about ``topic``."""
+    component, aspect = topic
+    return f"{component} is {aspect}" in question or f"{component} {aspect}" in question
 
 
 @dataclass

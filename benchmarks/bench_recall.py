@@ -9,7 +9,9 @@ small noise), then one in-process server is driven with the MCP client:
 
 Every timed call uses a query never seen before (so the query is embedded
 inside the call, as in real use); about one in eight is unrelated to any memo.
-After a warm-up, recall p50/p95 are taken over many calls. Then
+After a warm-up, recall p50/p95 are taken over many calls. Beside them, the quality of
+the same answers: of the queries about a topic (component and aspect), how many get
+first a memo whose question names it; of the unrelated ones, how many get no match. Then
 ``memory_exploration_record`` of 8 files of 10 KB (a new question each time, so
 two texts are embedded per call, on the vector thread) and the first recall after each
 record (it waits up to 50 ms for that record's vectors; the index is updated in place).
@@ -56,7 +58,7 @@ from _common import (
     verdict,
     wait_for_quiet,
 )
-from _corpus import Pool, base_vectors, make_pool, populate, queries
+from _corpus import Pool, answers, base_vectors, make_pool, populate, queries, topic_queries
 
 from explomemo.recall.embeddings import load_embedder
 
@@ -78,6 +80,10 @@ class SizeResult:
     index_ready: float = 0.0
     recall: list[float] = field(default_factory=list)
     matches: list[int] = field(default_factory=list)
+    #: Of the timed recalls asking about a topic, whether the first match answers it; of
+    #: the unrelated ones, whether the answer is empty (the quality of the timed answers).
+    right_first: list[bool] = field(default_factory=list)
+    empty_unrelated: list[bool] = field(default_factory=list)
     record: list[float] = field(default_factory=list)
     after_record: list[float] = field(default_factory=list)
     library: list[float] = field(default_factory=list)
@@ -144,7 +150,7 @@ async def drive_server(
             assert time.perf_counter() - start < 120, "the index was never read"
             await asyncio.sleep(0.05)
         result.index_ready = time.perf_counter() - start
-        for query in texts[2 : 2 + calls]:
+        for query, topic in topic_queries(calls + record_reps + 2, offset)[2 : 2 + calls]:
             start = time.perf_counter()
             out = await client.call_tool(
                 "memory_exploration_recall", {"query": query, "project": PROJECT, "root": root}
@@ -153,7 +159,12 @@ async def drive_server(
             assert not out.is_error, out.content
             assert out.structured_content is not None
             assert "pending_vectors" not in out.structured_content
-            result.matches.append(len(out.structured_content["matches"]))
+            found = out.structured_content["matches"]
+            result.matches.append(len(found))
+            if topic is None:
+                result.empty_unrelated.append(not found)
+            else:
+                result.right_first.append(bool(found) and answers(found[0]["question"], topic))
         for k in range(record_reps):
             files = [pool.rows[(k * 37 + j * 211) % len(pool.rows)].path for j in range(8)]
             start = time.perf_counter()
@@ -320,6 +331,8 @@ def main() -> int:
                     ms(r.index_ready),
                     ms(median(r.after_record)),
                     f"{sum(r.matches) / len(r.matches):.1f}",
+                    f"{sum(r.right_first)}/{len(r.right_first)}",
+                    f"{sum(r.empty_unrelated)}/{len(r.empty_unrelated)}",
                 ]
             )
         print(
@@ -334,6 +347,8 @@ def main() -> int:
                     "index in memory after",
                     "recall after record p50",
                     "avg matches",
+                    "first match right",
+                    "unrelated: none",
                 ],
                 rows,
                 title="explomemo recall, whole MCP tool call on a warm in-process server",
