@@ -35,6 +35,11 @@ from explomemo.store import pending
 from explomemo.store.pending import Capture
 
 BUSY_TIMEOUT_MS = 30_000
+#: The write connection's page cache, in KiB. An import writes its memos in one
+#: transaction; with SQLite's default of 2 MB it spilled pages to the file and read them
+#: back (10,000 memos of 8 files: 9.3 s, against 7.0 s with this). Pages are allocated
+#: as they are touched, so a small write holds no more memory than before.
+WRITE_CACHE_KIB = 32_768
 #: How long a cache write (the stat cache) waits for another process's lock.
 CACHE_BUSY_TIMEOUT_MS = 250
 #: PRAGMA application_id of explomemo databases ("EXPM").
@@ -480,6 +485,7 @@ class Store:
                     raise
                 time.sleep(0.02)
         self.conn.execute("PRAGMA synchronous = NORMAL")
+        self.conn.execute(f"PRAGMA cache_size = -{WRITE_CACHE_KIB}")
 
     def missing_migrations(self) -> list[str]:
         """The shipped migrations this database has not applied (names, in order).
