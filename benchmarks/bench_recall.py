@@ -22,9 +22,9 @@ same vectors as float32 (2N x 384: each memo's two vectors), the library call
 MCP no-op tool round trip.
 
 Goals: recall p95 <= 15 ms at 10,000 memos and <= 60 ms at 100,000 (issue 22);
-record p50 <= 25 ms beside the embedding of its two texts (issue 22's 25 ms predates
+record p50 <= 25 ms beyond the embedding of its two texts (issue 22's 25 ms predates
 issue 37, which has a record answer only once its vectors are stored: the model's time
-for the record's texts, measured in the same run, is added to the goal).
+for the record's texts is measured inside each record's call and taken out).
 
 Usage: .venv/bin/python benchmarks/bench_recall.py [--quick] [--calls N] [--profile]
 """
@@ -42,6 +42,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from unittest.mock import patch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -85,6 +86,8 @@ class SizeResult:
     right_first: list[bool] = field(default_factory=list)
     empty_unrelated: list[bool] = field(default_factory=list)
     record: list[float] = field(default_factory=list)
+    #: The model's time for each record's two texts, inside that record's call.
+    record_embed: list[float] = field(default_factory=list)
     after_record: list[float] = field(default_factory=list)
     library: list[float] = field(default_factory=list)
     numpy_top: list[float] = field(default_factory=list)
@@ -118,7 +121,19 @@ async def drive_server(
     """Warm the in-process server, then time recall, record, and recall after record."""
     from mcp import Client
 
+    from explomemo.memos.cache import MemoCache
     from explomemo.server.tools import create_server
+
+    vectors_of = MemoCache._vectors_of
+
+    def timed_vectors_of(cache: MemoCache, *args: Any, **kwargs: Any) -> Any:
+        # The model's time for a record's two texts, inside that record's call: measured
+        # apart, the same texts embedded in half the time the server gave them under load.
+        start = time.perf_counter()
+        try:
+            return vectors_of(cache, *args, **kwargs)
+        finally:
+            result.record_embed.append(time.perf_counter() - start)
 
     root = str(pool.root)
     texts = queries(calls + record_reps + 2, offset)
@@ -165,31 +180,32 @@ async def drive_server(
                 result.empty_unrelated.append(not found)
             else:
                 result.right_first.append(bool(found) and answers(found[0]["question"], topic))
-        for k in range(record_reps):
-            files = [pool.rows[(k * 37 + j * 211) % len(pool.rows)].path for j in range(8)]
-            start = time.perf_counter()
-            out = await client.call_tool(
-                "memory_exploration_record",
-                {
-                    "question": f"How is benchmark feature {result.count}-{k} wired?",
-                    "conclusion": f"Feature {k} is wired in {files[0]} and {files[1]}; see"
-                    f" the registry in {files[2]}.",
-                    "files": files,
-                    "project": PROJECT,
-                    "root": root,
-                },
-            )
-            result.record.append(time.perf_counter() - start)
-            assert not out.is_error, out.content
-            assert out.structured_content is not None
-            assert out.structured_content["semantic_index"], "record ran without the model"
-            start = time.perf_counter()
-            out = await client.call_tool(
-                "memory_exploration_recall",
-                {"query": texts[2 + calls + k], "project": PROJECT, "root": root},
-            )
-            result.after_record.append(time.perf_counter() - start)
-            assert not out.is_error, out.content
+        with patch.object(MemoCache, "_vectors_of", timed_vectors_of):
+            for k in range(record_reps):
+                files = [pool.rows[(k * 37 + j * 211) % len(pool.rows)].path for j in range(8)]
+                start = time.perf_counter()
+                out = await client.call_tool(
+                    "memory_exploration_record",
+                    {
+                        "question": f"How is benchmark feature {result.count}-{k} wired?",
+                        "conclusion": f"Feature {k} is wired in {files[0]} and {files[1]}; see"
+                        f" the registry in {files[2]}.",
+                        "files": files,
+                        "project": PROJECT,
+                        "root": root,
+                    },
+                )
+                result.record.append(time.perf_counter() - start)
+                assert not out.is_error, out.content
+                assert out.structured_content is not None
+                assert out.structured_content["semantic_index"], "record ran without the model"
+                start = time.perf_counter()
+                out = await client.call_tool(
+                    "memory_exploration_recall",
+                    {"query": texts[2 + calls + k], "project": PROJECT, "root": root},
+                )
+                result.after_record.append(time.perf_counter() - start)
+                assert not out.is_error, out.content
 
 
 def library_and_numpy(
@@ -234,24 +250,6 @@ def library_and_numpy(
         result.numpy_top.append(time.perf_counter() - start)
 
 
-def record_embeddings(embedder: Any, pool: Pool, reps: int) -> list[float]:
-    """The model's time for the two texts of records shaped as drive_server's."""
-    from explomemo.recall.vectors import MemoTexts
-
-    times: list[float] = []
-    for k in range(reps):
-        files = [pool.rows[(k * 37 + j * 211) % len(pool.rows)].path for j in range(8)]
-        texts = MemoTexts.of(
-            f"How is benchmark feature 0-{k} wired?",
-            f"Feature {k} is wired in {files[0]} and {files[1]}; see the registry in {files[2]}.",
-            files,
-        )
-        start = time.perf_counter()
-        embedder.embed([texts.whole, texts.question])
-        times.append(time.perf_counter() - start)
-    return times
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="small sizes (CI smoke run)")
@@ -288,7 +286,6 @@ def main() -> int:
             start = time.perf_counter()
             embedder.embed([query])
             embed_times.append(time.perf_counter() - start)
-        record_embed_times = record_embeddings(embedder, pool, record_reps)
         noop = asyncio.run(noop_round_trip(max(50, calls)))
 
         results: list[SizeResult] = []
@@ -356,16 +353,18 @@ def main() -> int:
         )
         print()
         rows = []
-        record_embed = median(record_embed_times)
         for r in results:
+            beyond = [total - embed for total, embed in zip(r.record, r.record_embed, strict=True)]
             rows.append(
                 [
                     f"{r.count:,}",
                     ms(median(r.record)),
                     ms(percentile(r.record, 95)),
-                    ms(record_embed),
-                    f"<= {ms(GOAL_RECORD_P50)} + {ms(record_embed)}",
-                    verdict(median(r.record), GOAL_RECORD_P50 + record_embed),
+                    ms(median(r.record_embed)),
+                    ms(median(beyond)),
+                    ms(percentile(beyond, 95)),
+                    f"<= {ms(GOAL_RECORD_P50)}",
+                    verdict(median(beyond), GOAL_RECORD_P50),
                 ]
             )
         print(
@@ -375,6 +374,8 @@ def main() -> int:
                     "record p50",
                     "record p95",
                     "its two texts embedded, p50",
+                    "record beyond them, p50",
+                    "p95",
                     "goal p50",
                     "verdict",
                 ],
