@@ -35,6 +35,15 @@ def test_any_other_value_is_refused_naming_the_variable(value: str) -> None:
         switched_on({"EXPLOMEMO_CAPTURE": value}, "EXPLOMEMO_CAPTURE")
 
 
+def test_the_refusal_names_every_value_it_takes_and_the_way_out() -> None:
+    with pytest.raises(InputError) as refused:
+        switched_on({"EXPLOMEMO_CAPTURE": "disabled"}, "EXPLOMEMO_CAPTURE")
+    assert str(refused.value) == (
+        "EXPLOMEMO_CAPTURE='disabled' is not a switch value: set it to on or off"
+        " (also 1/0, true/false, yes/no), or unset it"
+    )
+
+
 @pytest.mark.parametrize("name", sorted(SWITCHES))
 def test_a_command_refuses_a_bad_switch_with_exit_2_and_one_line(
     name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
