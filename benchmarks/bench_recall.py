@@ -136,7 +136,8 @@ async def drive_server(
             result.record_embed.append(time.perf_counter() - start)
 
     root = str(pool.root)
-    texts = queries(calls + record_reps + 2, offset)
+    asked = topic_queries(calls + record_reps + 2, offset)
+    texts = [query for query, _ in asked]
     async with Client(create_server(db)) as client:
         # Wait for the model on an empty project, so the first real call
         # measures the vector index build alone.
@@ -165,7 +166,7 @@ async def drive_server(
             assert time.perf_counter() - start < 120, "the index was never read"
             await asyncio.sleep(0.05)
         result.index_ready = time.perf_counter() - start
-        for query, topic in topic_queries(calls + record_reps + 2, offset)[2 : 2 + calls]:
+        for query, topic in asked[2 : 2 + calls]:
             start = time.perf_counter()
             out = await client.call_tool(
                 "memory_exploration_recall", {"query": query, "project": PROJECT, "root": root}
