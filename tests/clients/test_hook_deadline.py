@@ -93,6 +93,31 @@ def test_the_stop_hook_stops_hashing_at_its_deadline_and_says_so(
     assert memo["files"] == 12
 
 
+def test_a_hook_run_without_a_deadline_gets_its_own(
+    tmp_path: Path, db_path: Path, shop: Repo, hook_env: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``run_hook`` with no deadline given (as ``explomemo hook stop`` calls it) takes the
+    event's from ``DEADLINES``: at 0 s the Stop hook stores nothing and says so, where
+    no deadline at all would capture the turn. Kills ``run_hook`` 10 of issue #36's run."""
+    from explomemo.clients.hooks import run as hooks_run
+
+    shop.write("src/m0.py", "value = 0\n")
+    turn = Turn(QUESTION)
+    turn.read(shop.path / "src/m0.py")
+    turn.say(ANSWER)
+    path = write_transcript(tmp_path / "t.jsonl", turn)
+    payload = {"transcript_path": str(path), "cwd": str(shop.path), "prompt_id": PROMPT_ID}
+    monkeypatch.setitem(hooks_run.DEADLINES, "stop", 0.0)
+    out, err = io.BytesIO(), io.BytesIO()
+    code = hooks_run.run_hook(
+        "stop", db=db_path, project=None, stdin=io.BytesIO(json.dumps(payload).encode()),
+        stdout=out, stderr=err,
+    )  # fmt: skip
+    assert (code, out.getvalue()) == (0, b"")
+    assert "deadline" in err.getvalue().decode()
+    assert not db_path.exists() and not pending_path(db_path).exists()
+
+
 @pytest.mark.parametrize("event", ["session-start", "prompt"])
 def test_a_hook_that_reads_files_stops_at_its_deadline_and_says_so(
     tmp_path: Path, db_path: Path, shop: Repo, hook_env: None, event: str

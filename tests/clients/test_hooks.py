@@ -798,21 +798,23 @@ def test_run_hook_passes_remind_to_the_stop_hook(
     """``--remind`` in process (``EXPLOMEMO_REMIND`` unset): the Stop hook blocks with it
     and not without. The in-process twin of
     ``test_the_stop_hook_setup_writes_reminds_only_when_set_up_with_remind``; kills
-    ``run_hook`` 39 and 40 (``remind`` not passed on, or passed as None)."""
+    ``run_hook`` 39 and 40 (``remind`` not passed on, or passed as None), and 2 (no
+    reminder unless asked: ``remind`` defaults to off)."""
     monkeypatch.delenv("EXPLOMEMO_REMIND", raising=False)
     top = _top(tmp_path)
     path = transcript(tmp_path / "t.jsonl", [f"{top}/src/{n}.py" for n in "abc"], record=False)
 
-    def stop_hook(remind: bool) -> bytes:
+    def stop_hook(**remind: bool) -> bytes:
         out, err = io.BytesIO(), io.BytesIO()
         payload = json.dumps(stop_payload(path, top)).encode()
         code = run_hook(
             "stop", db=db_path, project=None, stdin=io.BytesIO(payload), stdout=out,
-            stderr=err, remind=remind,
+            stderr=err, **remind,
         )  # fmt: skip
         assert (code, err.getvalue()) == (0, b"")
         return out.getvalue()
 
+    assert stop_hook() == b""
     assert stop_hook(remind=False) == b""
     assert json.loads(stop_hook(remind=True))["decision"] == "block"
 

@@ -5,6 +5,7 @@ becomes one memo of origin ``subagent``, hashed as the subagent read; nothing ot
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import sqlite3
@@ -18,6 +19,7 @@ from helpers import Repo, invoke_cli
 from test_capture import Turn, memos, show, stop, write_transcript
 
 from explomemo.clients.hooks.delegate import MARKER
+from explomemo.clients.hooks.run import run_hook
 from explomemo.clients.hooks.subagent_stop import read_only
 
 SESSION = "2899346a-2bb4-4822-8afd-04c55d8d8890"
@@ -113,18 +115,16 @@ def main_transcript(folder: Path, prompt: str = USER_PROMPT) -> Path:
     return write_transcript(folder / f"{SESSION}.jsonl", turn)
 
 
-def subagent_stop(
+def stop_input(
     db: Path,
     shop: Repo,
     run: Run,
-    *extra: str,
-    env: dict[str, str] | None = None,
     prompt: str = USER_PROMPT,
     report: str | None = REPORT,
     agent_type: str = "Explore",
-) -> str:
-    """Run ``explomemo hook subagent-stop`` as a child process, as Claude Code does, on a
-    run's transcript; the hook's stderr (its stdout must be empty: it adds nothing)."""
+) -> dict[str, Any]:
+    """What Claude Code gives the SubagentStop hook at the end of ``run`` (its transcript
+    and the main session's written beside the database)."""
     folder = db.parent / "projects"
     folder.mkdir(parents=True, exist_ok=True)
     payload: dict[str, Any] = {
@@ -140,6 +140,22 @@ def subagent_stop(
     }
     if report is not None:
         payload["last_assistant_message"] = report
+    return payload
+
+
+def subagent_stop(
+    db: Path,
+    shop: Repo,
+    run: Run,
+    *extra: str,
+    env: dict[str, str] | None = None,
+    prompt: str = USER_PROMPT,
+    report: str | None = REPORT,
+    agent_type: str = "Explore",
+) -> str:
+    """Run ``explomemo hook subagent-stop`` as a child process, as Claude Code does, on a
+    run's transcript; the hook's stderr (its stdout must be empty: it adds nothing)."""
+    payload = stop_input(db, shop, run, prompt=prompt, report=report, agent_type=agent_type)
     environment = {k: v for k, v in os.environ.items() if not k.startswith("EXPLOMEMO_")}
     environment.pop("CLAUDE_PROJECT_DIR", None)
     environment.update(env or {}, EXPLOMEMO_EMBEDDINGS="off")
@@ -302,6 +318,34 @@ def test_capture_switched_off_leaves_no_memo(
     run.say(REPORT)
     assert subagent_stop(db_path, shop, run, *extra, env=env) == ""
     assert not db_path.exists()
+
+
+def test_run_hook_passes_no_capture_to_the_subagent_stop_hook(
+    shop: Repo, db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--no-capture`` in process: the in-process twin of the flag case above (run in a
+    child process, where mutmut does not see it); kills ``run_hook`` 32 and 33 (the option
+    not passed on for ``subagent-stop``)."""
+    for name in [k for k in os.environ if k.startswith("EXPLOMEMO_")]:
+        monkeypatch.delenv(name)
+    monkeypatch.delenv("CLAUDE_PROJECT_DIR", raising=False)
+    monkeypatch.setenv("EXPLOMEMO_EMBEDDINGS", "off")
+    run = exploring(shop)
+    run.say(REPORT)
+    payload = json.dumps(stop_input(db_path, shop, run)).encode()
+
+    def hook(capture: bool) -> None:
+        out, err = io.BytesIO(), io.BytesIO()
+        code = run_hook(
+            "subagent-stop", db=db_path, project=None, stdin=io.BytesIO(payload), stdout=out,
+            stderr=err, capture=capture,
+        )  # fmt: skip
+        assert (code, out.getvalue(), err.getvalue()) == (0, b"", b"")
+
+    hook(capture=False)
+    assert not db_path.exists()
+    hook(capture=True)
+    assert [m["origin"] for m in memos(db_path)] == ["subagent"]
 
 
 def test_secrets_in_the_report_are_redacted_and_a_long_prompt_is_cut(
