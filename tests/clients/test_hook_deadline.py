@@ -8,10 +8,8 @@ from __future__ import annotations
 import io
 import json
 import os
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-from unittest import mock
 
 import pytest
 from helpers import Repo, open_cache
@@ -37,15 +35,6 @@ class Clock:
     def __call__(self) -> float:
         self.now += 1.0
         return self.now
-
-
-@pytest.fixture
-def hook_env() -> Iterator[None]:
-    environment = {k: v for k, v in os.environ.items() if not k.startswith("EXPLOMEMO_")}
-    environment.pop("CLAUDE_PROJECT_DIR", None)
-    environment["EXPLOMEMO_EMBEDDINGS"] = "off"
-    with mock.patch.dict(os.environ, environment, clear=True):
-        yield
 
 
 def run(event: str, db: Path, payload: dict[str, Any], deadline: Any) -> tuple[int, bytes, bytes]:

@@ -321,15 +321,11 @@ def test_capture_switched_off_leaves_no_memo(
 
 
 def test_run_hook_passes_no_capture_to_the_subagent_stop_hook(
-    shop: Repo, db_path: Path, monkeypatch: pytest.MonkeyPatch
+    shop: Repo, db_path: Path, hook_env: None
 ) -> None:
     """``--no-capture`` in process: the in-process twin of the flag case above (run in a
     child process, where mutmut does not see it); kills ``run_hook`` 32 and 33 (the option
     not passed on for ``subagent-stop``)."""
-    for name in [k for k in os.environ if k.startswith("EXPLOMEMO_")]:
-        monkeypatch.delenv(name)
-    monkeypatch.delenv("CLAUDE_PROJECT_DIR", raising=False)
-    monkeypatch.setenv("EXPLOMEMO_EMBEDDINGS", "off")
     run = exploring(shop)
     run.say(REPORT)
     payload = json.dumps(stop_input(db_path, shop, run)).encode()
